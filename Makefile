@@ -1,0 +1,20 @@
+# The two commands of the README.  Both install what they need first, so a
+# fresh machine with nothing but Python can run them.
+PY ?= python3
+PIP = $(PY) -m pip install --quiet --disable-pip-version-check
+
+.PHONY: install demo test bench
+
+install:
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[generator,dev]'
+
+demo: install
+	bash scripts/demo.sh
+
+test: install
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) benchmarks/bench_cubic.py
