@@ -1,0 +1,231 @@
+"""Safe loading and saving of model files (.pt/.pth and .safetensors).
+
+Loading never executes code from the file: torch files go through
+`torch.load(..., weights_only=True)` only, whose restricted unpickler refuses
+any global outside torch's allowlist; safetensors files contain no code at
+all.  The file is read into memory once, hashed, and parsed from those same
+bytes, so the recorded sha256 is exactly what was loaded.
+
+Every failure -- unreadable, not a model, refused pickle, wrong dtype,
+NaN/inf, wrong keys or shapes -- raises ModelFileError naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from checker.errors import Malformed
+from checker.modelspec import IGNORED_BUFFERS
+
+from .model import ModelWeights
+
+MAX_MODEL_BYTES = 256 * 1024 * 1024  # far above any Max-of-K model; guards memory
+TORCH_SUFFIXES = (".pt", ".pth")
+SAFETENSORS_SUFFIX = ".safetensors"
+# Narrower floats widen to float32 exactly; float64 is accepted only when every
+# value happens to be a float32 (checked), so the certified weights are the file's.
+ACCEPTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+class ModelFileError(Malformed):
+    """A model file cannot be loaded; the message names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    weights: ModelWeights
+    file_sha256: str  # hex sha256 of the file's bytes, exactly as parsed
+    path: str
+
+
+def load_model(path: str | os.PathLike) -> LoadedModel:
+    """Load and validate a model file.
+
+    Pre: none (any path).  Post: returns weights that passed
+    checker.modelspec.infer_dims, all float32 and finite; otherwise raises
+    ModelFileError.  Never unpickles anything but tensors and plain containers.
+    """
+    data = _read_bytes(path)
+    sha = hashlib.sha256(data).hexdigest()
+    kind = _file_kind(path, data)
+    raw = _parse_torch(path, data) if kind == "torch" else _parse_safetensors(path, data)
+    tensors = {}
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            raise ModelFileError(path, f"state dict has a non-string key {key!r}")
+        if key in IGNORED_BUFFERS:
+            continue  # causal mask / IGNORE constant: semantics fixed by the spec
+        tensors[key] = _to_float32(path, key, value)
+    try:
+        weights = ModelWeights.from_state_dict(tensors)
+    except Malformed as exc:
+        raise ModelFileError(path, str(exc)) from None
+    return LoadedModel(weights=weights, file_sha256=sha, path=str(path))
+
+
+def _read_bytes(path: str | os.PathLike) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_MODEL_BYTES + 1)
+    except OSError as exc:
+        raise ModelFileError(path, f"cannot read file: {exc.strerror or exc}") from None
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelFileError(path, f"file is larger than {MAX_MODEL_BYTES} bytes")
+    if not data:
+        raise ModelFileError(path, "file is empty")
+    return data
+
+
+def _file_kind(path: str | os.PathLike, data: bytes) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in TORCH_SUFFIXES:
+        return "torch"
+    if suffix == SAFETENSORS_SUFFIX:
+        return "safetensors"
+    # Unknown suffix: sniff.  torch.save writes a zip archive ("PK\x03\x04");
+    # safetensors starts with an 8-byte header length followed by '{'.
+    if data[:4] == b"PK\x03\x04":
+        return "torch"
+    if len(data) > 8 and data[8:9] == b"{":
+        return "safetensors"
+    raise ModelFileError(path, f"unrecognised model file type (suffix {suffix!r}; "
+                               "expected .pt, .pth or .safetensors)")
+
+
+def _parse_torch(path: str | os.PathLike, data: bytes) -> dict:
+    try:
+        # weights_only=True: the restricted unpickler; never pass False here.
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # any failure of an untrusted file is "malformed"
+        raise ModelFileError(path, _describe_torch_error(exc)) from None
+    if isinstance(obj, dict) and "model" in obj:
+        obj = obj["model"]  # {"model": state_dict, "model_config": ..., ...}
+    if not isinstance(obj, dict):
+        raise ModelFileError(path, f"expected a state dict (or a dict with key 'model'), "
+                                   f"got {type(obj).__name__}")
+    return obj
+
+
+def _describe_torch_error(exc: Exception) -> str:
+    text = str(exc)
+    if "Weights only load failed" in text:
+        # Keep torch's one line naming the refused global; drop its advice to
+        # retry with weights_only=False, which is exactly what must not happen.
+        detail = [ln.strip() for ln in text.splitlines()
+                  if "GLOBAL" in ln or "global" in ln.split(":")[0].lower()]
+        why = detail[0] if detail else text.splitlines()[0]
+        return ("refused to unpickle: the file would import or call something other than "
+                f"tensors and plain containers ({why})")
+    if "zip archive" in text or "central directory" in text:
+        first = text.split(". ")[0]  # torch appends paragraphs of advice
+        return f"not a valid torch zip archive (truncated or not a torch file): {first}"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"cannot load as a torch file ({type(exc).__name__}: {first})"
+
+
+def _parse_safetensors(path: str | os.PathLike, data: bytes) -> dict:
+    import safetensors.torch  # optional dependency (dev extra); imported only when needed
+
+    try:
+        return safetensors.torch.load(data)
+    except Exception as exc:
+        raise ModelFileError(path, f"cannot load as safetensors ({type(exc).__name__}: "
+                                   f"{exc})") from None
+
+
+def _to_float32(path: str | os.PathLike, key: str, value: object) -> torch.Tensor:
+    """Validate one tensor and convert it to float32, refusing any lossy change."""
+    if not isinstance(value, torch.Tensor):
+        raise ModelFileError(path, f"{key} is a {type(value).__name__}, not a tensor")
+    if value.is_meta or value.layout != torch.strided or value.is_quantized:
+        raise ModelFileError(path, f"{key} is not a dense tensor with data")
+    if value.dtype not in ACCEPTED_DTYPES:
+        raise ModelFileError(path, f"{key} has dtype {value.dtype}; expected float32 "
+                                   "(float16/bfloat16/float64 accepted if exactly float32)")
+    t = value.detach()
+    if not bool(torch.isfinite(t).all()):
+        raise ModelFileError(path, f"{key} contains NaN or infinite values")
+    t32 = t.to(torch.float32)
+    if t.dtype == torch.float64 and not bool((t32.to(torch.float64) == t).all()):
+        raise ModelFileError(path, f"{key} is float64 with values that are not exactly "
+                                   "representable in float32 (refusing to round)")
+    return t32.contiguous()
+
+
+def _plain(value: object, where: str) -> None:
+    """Metadata must be plain Python data so weights_only loading accepts it."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _plain(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"metadata key {where}.{k!r} is not a string")
+            _plain(item, f"{where}.{k}")
+        return
+    raise TypeError(f"metadata {where} has type {type(value).__name__}; use plain types")
+
+
+def model_config(weights: ModelWeights) -> dict:
+    """TransformerLens-style config describing the architecture (informational)."""
+    d = weights.dims
+    return {"n_layers": 1, "n_heads": 1, "d_vocab": d.d_vocab, "d_vocab_out": d.d_vocab,
+            "n_ctx": d.n_ctx, "d_model": d.d_model, "d_head": d.d_head, "attn_only": True,
+            "normalization_type": None, "positional_embedding_type": "standard"}
+
+
+def save_model(path: str | os.PathLike, weights: ModelWeights,
+               metadata: dict | None = None) -> str:
+    """Write `weights` to `path` (.pt/.pth or .safetensors) atomically.
+
+    .pt: torch.save({"model": TL state dict, "model_config": {...},
+    "train_metrics": metadata}) -- plain types only, loadable with
+    weights_only=True.  .safetensors: the state dict, with metadata flattened
+    to str -> str (non-strings JSON-encoded).  Returns the file's sha256.
+    The bytes depend only on the arguments (no timestamps, no file names).
+    """
+    metadata = dict(metadata or {})
+    _plain(metadata, "metadata")
+    suffix = Path(path).suffix.lower()
+    sd = weights.to_state_dict()
+    if suffix in TORCH_SUFFIXES:
+        buf = io.BytesIO()  # saving to a buffer keeps the archive's inner name fixed
+        torch.save({"model": sd, "model_config": model_config(weights),
+                    "train_metrics": metadata}, buf)
+        data = buf.getvalue()
+    elif suffix == SAFETENSORS_SUFFIX:
+        import safetensors.torch
+
+        meta = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+                for k, v in metadata.items()}
+        meta["model_config"] = json.dumps(model_config(weights), sort_keys=True)
+        data = safetensors.torch.save(sd, metadata=meta)
+    else:
+        raise ValueError(f"{path}: unsupported suffix {suffix!r}; use .pt, .pth or .safetensors")
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return hashlib.sha256(data).hexdigest()
