@@ -1,0 +1,326 @@
+"""Read the tensors of a model file without torch and without running code from it.
+
+Trusted.  Two formats are read, chosen by content rather than by file name:
+
+* torch .pt (the zip archive torch.save writes): `<folder>/data.pkl` is a pickle
+  that names the tensors and `<folder>/data/<key>` holds their raw bytes.  The
+  pickle is run by an Unpickler whose `find_class` hands out only inert
+  stand-ins for a short whitelist of globals, so no code from the file runs.
+  Objects the pickle can create are sealed (pickle's BUILD cannot alter them)
+  and Tensors are built only after unpickling has finished.
+* safetensors: a JSON header of names, dtypes, shapes and byte offsets, then
+  the raw bytes.  Parsed with `json`; nothing in it is executable.
+
+Every problem, including exceeding a resource limit, raises ModelFileError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import pickle
+import struct
+import zipfile
+from dataclasses import dataclass
+from itertools import product
+
+from .errors import Malformed
+
+MAX_BYTES = 2**31  # largest file read
+MAX_ELEMENTS = 2**24  # most elements decoded, over all storages and over all tensors
+MAX_HEADER_BYTES = 100_000_000  # largest safetensors JSON header (the format's own limit)
+
+# dtype name -> (struct code, item size in bytes); bfloat16 is widened to float32.
+_DTYPES = {"float64": ("d", 8), "float32": ("f", 4), "float16": ("e", 2), "bfloat16": ("f", 2),
+           "bool": ("B", 1), "int64": ("q", 8), "int32": ("i", 4)}
+_TORCH_STORAGES = {"torch.DoubleStorage": "float64", "torch.FloatStorage": "float32",
+                   "torch.HalfStorage": "float16", "torch.BFloat16Storage": "bfloat16",
+                   "torch.BoolStorage": "bool", "torch.LongStorage": "int64",
+                   "torch.IntStorage": "int32"}
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                       "BOOL": "bool", "I64": "int64", "I32": "int32"}
+
+
+class ModelFileError(Malformed):
+    """The model file cannot be read: unsupported, corrupt, unsafe or too large."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Values in row-major order: exact Python floats (ints for bool/integer dtypes)."""
+    shape: tuple[int, ...]
+    values: tuple[float, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    sha256: str  # hex SHA-256 of the file's bytes
+    tensors: dict[str, Tensor]
+
+
+def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
+                       max_elements: int = MAX_ELEMENTS) -> ModelFile:
+    """Read every tensor of the state dict in the .pt or .safetensors file `path`.
+
+    Any exception while decoding the untrusted bytes means the file is
+    malformed: it is reported as ModelFileError naming the file (fail closed).
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ModelFileError(f"file is larger than the limit of {max_bytes} bytes")
+        budget = _Budget(max_elements)
+        if data[:2] == b"PK":
+            tensors = _read_torch_zip(data, budget)
+        else:
+            tensors = _read_safetensors(data, budget)
+        return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors)
+    except ModelFileError as exc:
+        raise ModelFileError(f"model file {path}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 -- fail closed on anything the bytes provoke
+        raise ModelFileError(f"model file {path}: cannot be read "
+                             f"({type(exc).__name__}: {exc})") from exc
+
+
+class _Budget:
+    """Counts decoded elements so that no file can make us allocate without bound."""
+
+    def __init__(self, limit: int):
+        self.limit, self.storage, self.tensor = limit, 0, 0
+
+    def take(self, kind: str, n: int) -> None:
+        setattr(self, kind, getattr(self, kind) + n)
+        if getattr(self, kind) > self.limit:
+            raise ModelFileError(f"more than {self.limit} {kind} elements (resource limit)")
+
+
+def _decode(dtype: str, raw: bytes) -> tuple:
+    """Little-endian bytes -> Python numbers, exactly (every format is exact in a double)."""
+    code, size = _DTYPES[dtype]
+    count = len(raw) // size
+    if dtype == "bfloat16":  # bfloat16 is the upper half of a float32
+        wide = bytearray(4 * count)
+        wide[2::4], wide[3::4] = raw[0::2], raw[1::2]
+        raw = bytes(wide)
+    values = struct.unpack(f"<{count}{code}", raw)
+    if dtype == "bool" and any(v > 1 for v in values):
+        raise ModelFileError("bool tensor holds a byte other than 0 or 1")
+    return values
+
+
+def _check_dims(what: str, dims) -> tuple[int, ...]:
+    """A shape, stride or offset pair: a short list of non-negative ints (bool is not int)."""
+    if not isinstance(dims, (tuple, list)) or len(dims) > 64 or not all(
+            type(d) is int and d >= 0 for d in dims):
+        raise ModelFileError(f"{what} {dims!r} is not a list of at most 64 non-negative integers")
+    return tuple(dims)
+
+
+# ---- torch .pt: a zip holding a pickle and raw storages -------------------------------------
+
+class _Sealed:
+    """Base of the objects the pickle can reach; BUILD (setstate) on them is refused."""
+    __slots__ = ()
+
+    def __setstate__(self, state):
+        raise ModelFileError(f"pickle tries to modify a {type(self).__name__.lstrip('_')}")
+
+
+class _Global(_Sealed):
+    """A whitelisted global: a stand-in callable the pickle may call, not alter."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+class _StorageType(_Sealed):
+    """What a name like torch.FloatStorage stands for: just a dtype.  Not callable."""
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+
+class _Storage(_Sealed):
+    __slots__ = ("dtype", "values")
+
+    def __init__(self, dtype: str, values: tuple):
+        self.dtype, self.values = dtype, values
+
+
+class _TensorRef(_Sealed):
+    """A tensor as a view (offset, shape, stride) of a storage; made into a Tensor later."""
+    __slots__ = ("storage", "offset", "shape", "stride")
+
+    def __init__(self, storage, offset, shape, stride):
+        self.storage, self.offset, self.shape, self.stride = storage, offset, shape, stride
+
+
+class _StateDict(dict):
+    """Stand-in for collections.OrderedDict.  Its pickled state (a state dict's
+    `_metadata` of module versions) is dropped."""
+    __slots__ = ()
+
+    def __setstate__(self, state):
+        pass
+
+
+def _rebuild_parameter(data, requires_grad=False, backward_hooks=None):
+    """torch._utils._rebuild_parameter: a Parameter is its tensor."""
+    if not isinstance(data, _TensorRef):
+        raise ModelFileError("_rebuild_parameter applied to something other than a tensor")
+    return data
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Resolves only whitelisted globals, each to an inert stand-in; reads storages
+    from the zip through persistent_load."""
+
+    def __init__(self, pkl: bytes, zf: zipfile.ZipFile, folder: str, budget: _Budget):
+        super().__init__(io.BytesIO(pkl))
+        self.zf, self.folder, self.budget, self.storages = zf, folder, budget, {}
+
+    def find_class(self, module, name):
+        full = f"{module}.{name}"
+        if full in _TORCH_STORAGES:
+            return _StorageType(_TORCH_STORAGES[full])
+        stand_ins = {"collections.OrderedDict": _StateDict,
+                     "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
+                     "torch._utils._rebuild_parameter": _rebuild_parameter}
+        if full not in stand_ins:
+            raise ModelFileError(f"data.pkl refers to the global {full!r}, which is refused "
+                                 "(only tensor storages and rebuild functions are allowed)")
+        return _Global(stand_ins[full])
+
+    def persistent_load(self, pid):
+        """('storage', storage type, key, location, numel) -> the decoded storage."""
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
+                and type(pid[4]) is int and pid[4] >= 0):
+            raise ModelFileError(f"unsupported persistent id in data.pkl: {pid!r}")
+        _, stype, key, _, numel = pid
+        if key not in self.storages:
+            self.budget.take("storage", numel)
+            raw = _read_entry(self.zf, f"{self.folder}data/{key}")
+            if len(raw) != numel * _DTYPES[stype.dtype][1]:
+                raise ModelFileError(f"storage {key} has {len(raw)} bytes, expected "
+                                     f"{numel} {stype.dtype} elements")
+            self.storages[key] = _Storage(stype.dtype, _decode(stype.dtype, raw))
+        storage = self.storages[key]
+        if storage.dtype != stype.dtype or len(storage.values) != numel:
+            raise ModelFileError(f"storage {key} is used with two different types or sizes")
+        return storage
+
+    def rebuild_tensor(self, storage, offset, size, stride, requires_grad, hooks, metadata=None):
+        """torch._utils._rebuild_tensor_v2, checked: the view must lie inside its storage."""
+        size, stride = _check_dims("tensor size", size), _check_dims("tensor stride", stride)
+        if not isinstance(storage, _Storage) or type(offset) is not int or offset < 0 \
+                or len(size) != len(stride) or hooks or metadata:
+            raise ModelFileError("unsupported arguments to _rebuild_tensor_v2")
+        numel = math.prod(size)
+        self.budget.take("tensor", numel)
+        if numel and offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) \
+                >= len(storage.values):
+            raise ModelFileError("tensor view reaches outside its storage")
+        return _TensorRef(storage, offset, size, stride)
+
+
+def _read_entry(zf: zipfile.ZipFile, name: str) -> bytes:
+    """One zip member; torch stores members uncompressed, so anything else is refused."""
+    info = zf.getinfo(name)
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise ModelFileError(f"zip member {name} is compressed; torch.save never does that")
+    return zf.read(info)  # checks the CRC
+
+
+def _materialize(ref: _TensorRef) -> Tensor:
+    """The row-major values of a strided view."""
+    values, offset, shape, stride = ref.storage.values, ref.offset, ref.shape, ref.stride
+    numel = math.prod(shape)
+    contiguous = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    if numel == 0:
+        out = ()
+    elif all(s == c for n, s, c in zip(shape, stride, contiguous, strict=True) if n > 1):
+        out = values[offset:offset + numel]
+    else:
+        out = tuple(values[offset + sum(i * s for i, s in zip(index, stride, strict=True))]
+                    for index in product(*(range(n) for n in shape)))
+    return Tensor(shape=shape, values=tuple(out), dtype=ref.storage.dtype)
+
+
+def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    names = zf.namelist()
+    if len(set(names)) != len(names):
+        raise ModelFileError("zip archive has duplicate member names")
+    pkls = [n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")]
+    if len(pkls) != 1:
+        raise ModelFileError(f"expected one <folder>/data.pkl in the zip archive, found {pkls}")
+    folder = pkls[0][:-len("data.pkl")]
+    if folder + "byteorder" in names and _read_entry(zf, folder + "byteorder") != b"little":
+        raise ModelFileError("tensors are not stored little-endian")
+    top = _RestrictedUnpickler(_read_entry(zf, pkls[0]), zf, folder, budget).load()
+    state = top.get("model") if isinstance(top, dict) else None
+    if not (isinstance(state, dict) and state):
+        state = top
+    if not (isinstance(state, dict)
+            and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in state.items())):
+        raise ModelFileError("data.pkl holds neither a state dict nor a dict whose 'model' "
+                             "entry is a state dict (name -> tensor)")
+    return {name: _materialize(ref) for name, ref in state.items()}
+
+
+# ---- safetensors: u64 header length, JSON header, raw bytes ----------------------------------
+
+def _unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ModelFileError("safetensors header has a duplicate key")
+    return dict(pairs)
+
+
+def _read_safetensors(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+    n = int.from_bytes(data[:8], "little")
+    if len(data) < 8 or n > min(len(data) - 8, MAX_HEADER_BYTES) or data[8:9] != b"{":
+        raise ModelFileError("is neither a torch .pt zip archive nor a safetensors file")
+    header = json.loads(data[8:8 + n].decode("utf-8"), object_pairs_hook=_unique_keys)
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict):
+        raise ModelFileError("safetensors __metadata__ is not an object")
+    buffer = data[8 + n:]
+    entries = sorted((_safetensors_entry(name, spec) for name, spec in header.items()),
+                     key=lambda e: e[3])
+    tensors, pos = {}, 0
+    for name, dtype, shape, (begin, end) in entries:
+        numel = math.prod(shape)
+        budget.take("tensor", numel)
+        if begin != pos or end - begin != numel * _DTYPES[dtype][1]:
+            raise ModelFileError(f"tensor {name}: data_offsets [{begin}, {end}] overlap, leave "
+                                 f"a gap or do not match {numel} {dtype} elements")
+        if end > len(buffer):
+            raise ModelFileError(f"tensor {name}: data_offsets reach past the end of the file")
+        tensors[name], pos = Tensor(shape, _decode(dtype, buffer[begin:end]), dtype), end
+    if pos != len(buffer):
+        raise ModelFileError("safetensors data has bytes that belong to no tensor")
+    return tensors
+
+
+def _safetensors_entry(name: str, spec) -> tuple:
+    if not (isinstance(spec, dict) and set(spec) == {"dtype", "shape", "data_offsets"}):
+        raise ModelFileError(f"tensor {name}: header entry must have exactly dtype, shape "
+                             "and data_offsets")
+    if spec["dtype"] not in _SAFETENSORS_DTYPES:
+        raise ModelFileError(f"tensor {name}: unsupported dtype {spec['dtype']!r}")
+    offsets = _check_dims(f"tensor {name}: data_offsets", spec["data_offsets"])
+    if len(offsets) != 2 or offsets[0] > offsets[1]:
+        raise ModelFileError(f"tensor {name}: data_offsets {list(offsets)} are not [begin, end]")
+    return (name, _SAFETENSORS_DTYPES[spec["dtype"]],
+            _check_dims(f"tensor {name}: shape", spec["shape"]), offsets)
