@@ -1,0 +1,379 @@
+"""Reading and replaying a certificate, one line at a time (spec/format.md).
+
+The file is newline-delimited JSON.  Line n has "id": n and refers only to
+lines before it.  Kinds, in order:
+
+  header   format, theorem claimed, strategy, model binding      (line 0)
+  weight   one model parameter, exact float32 bytes              (lines 1..12)
+  op       a matrix operation on earlier lines, with the recorded
+           interval enclosure of its result                       (any number)
+  rule     a proof rule from spec/rules.md applied to earlier
+           lines, with the count it claims                        (any number)
+  qed      names the rule line whose count proves the theorem     (last line)
+
+A line is accepted only if the checker's own enclosure lies inside the
+recorded one (op), or the rule's side conditions hold (rule).  Later lines use
+the recorded values, so each line can be confirmed from the lines it names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+
+from . import definitions, ops, rules, statement
+from .errors import Malformed, Rejected
+from .modelspec import PARAMETERS, Dims, infer_dims
+from .numbers import contains, decode_floats, decode_intervals, point
+
+FORMAT = "maxk-cert"
+VERSION = 1
+ARITHMETIC = "real-intervals"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits; exceeding one is exit 2 (Malformed), never a pass."""
+
+    max_line_bytes: int = 64 << 20
+    max_lines: int = 100_000
+    max_elements: int = 1 << 20  # per matrix
+    max_work: int = 50_000_000  # scalar interval operations, over all lines
+    max_seconds: float = 3600.0
+
+
+@dataclass
+class Value:
+    term: tuple
+    matrix: list  # rows of iv.mpf
+    shape: tuple[int, int]
+
+
+@dataclass
+class Report:
+    """What a successful check established, for the verdict."""
+
+    theorem: str = ""
+    facts: statement.Facts | None = None
+    strategy: str = ""
+    lines: int = 0
+    seconds: float = 0.0
+    float_gap: dict = field(default_factory=dict)  # quantity -> (abs gap, max |value|)
+    rule_notes: list = field(default_factory=list)
+
+
+def _json_object(text: str, lineno: int) -> dict:
+    """Parse one line strictly: no NaN/Infinity, no duplicate keys."""
+
+    def no_constants(name):
+        raise Malformed(f"line {lineno}: non-finite number {name} in JSON")
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise Malformed(f"line {lineno}: duplicate key in JSON object")
+        return dict(pairs)
+
+    try:
+        obj = json.loads(text, parse_constant=no_constants, object_pairs_hook=no_duplicates)
+    except Malformed:
+        raise
+    except (ValueError, RecursionError) as err:
+        raise Malformed(f"line {lineno}: not valid JSON ({str(err)[:80]})") from None
+    if not isinstance(obj, dict):
+        raise Malformed(f"line {lineno}: expected a JSON object")
+    return obj
+
+
+def _keys(obj: dict, lineno: int, required: set, optional: set = frozenset()) -> None:
+    missing = required - obj.keys()
+    extra = obj.keys() - required - optional
+    if missing:
+        raise Malformed(f"line {lineno}: missing field(s) {sorted(missing)}")
+    if extra:
+        raise Malformed(f"line {lineno}: unknown field(s) {sorted(extra)}")
+
+
+def _int(x: object, what: str, low: int = 0, high: int = 1 << 40) -> int:
+    if type(x) is not int or not low <= x <= high:
+        raise Malformed(f"{what}: expected an integer in [{low}, {high}], got {x!r}"[:200])
+    return x
+
+
+def _shape(x: object, what: str, limits: Limits) -> tuple[int, int]:
+    if not (isinstance(x, list) and len(x) == 2):
+        raise Malformed(f"{what}: shape must be [rows, columns]")
+    r, c = _int(x[0], what, 1), _int(x[1], what, 1)
+    if r * c > limits.max_elements:
+        raise Malformed(f"{what}: {r}x{c} matrix exceeds the limit of {limits.max_elements} "
+                        "elements")
+    return (r, c)
+
+
+def _as_matrix(values, shape) -> list:
+    r, c = shape
+    return [list(values[i * c:(i + 1) * c]) for i in range(r)]
+
+
+def _weight_matrix_shape(name: str, tl_shape: tuple) -> tuple[int, int]:
+    """The 2-D matrix a TransformerLens parameter denotes (head axis dropped,
+    vectors as one row)."""
+    if len(tl_shape) == 3:
+        return (tl_shape[1], tl_shape[2])
+    if len(tl_shape) == 2 and tl_shape[0] == 1 and name.endswith(("b_Q", "b_K", "b_V")):
+        return (1, tl_shape[1])
+    if len(tl_shape) == 1:
+        return (1, tl_shape[0])
+    return tuple(tl_shape)
+
+
+class CertificateChecker:
+    """Replays a certificate line by line.  Use: feed(line) for each line, then
+    finish() -> Report.  Raises Malformed or Rejected on the first problem."""
+
+    def __init__(self, limits: Limits = Limits(), model_file=None):
+        self.limits = limits
+        self.model_file = model_file  # checker.modelfile.ModelFile or None
+        self.values: dict[int, Value] = {}
+        self.proven: dict[int, int] = {}
+        self.header: dict | None = None
+        self.weights: dict[str, tuple] = {}  # name -> (tl shape, values)
+        self.dims: Dims | None = None
+        self.weights_sha256 = ""
+        self.canonical: dict = {}
+        self.work = 0
+        self.next_id = 0
+        self.done = False
+        self.started = time.monotonic()
+        self.report = Report()
+
+    # -- driving ---------------------------------------------------------
+    def feed(self, text: str) -> None:
+        lineno = self.next_id
+        if self.done:
+            raise Malformed(f"line {lineno}: data after the qed line")
+        if lineno >= self.limits.max_lines:
+            raise Malformed(f"more than {self.limits.max_lines} lines")
+        obj = _json_object(text, lineno)
+        if obj.get("id") != lineno or type(obj.get("id")) is not int:
+            raise Malformed(f"line {lineno}: has id {obj.get('id')!r}; ids must be 0, 1, 2, ... "
+                            "in order (a line dropped, duplicated or reordered?)")
+        kind = obj.get("kind")
+        n_weights = len(PARAMETERS)
+        if lineno == 0:
+            expected = ("header",)
+        elif lineno <= n_weights:
+            expected = ("weight",)
+        else:
+            expected = ("op", "rule", "qed")
+        if kind not in expected:
+            raise Malformed(f"line {lineno}: kind {kind!r} where {' or '.join(expected)} "
+                            "is expected")
+        getattr(self, "_" + kind)(obj, lineno)
+        self.next_id += 1
+        self.charge(0)
+
+    def charge(self, work: int) -> None:
+        """Account for `work` scalar operations; enforce the work and time limits."""
+        self.work += work
+        if self.work > self.limits.max_work:
+            raise Malformed(f"certificate needs more than {self.limits.max_work} interval "
+                            "operations (raise --max-work to allow it)")
+        if time.monotonic() - self.started > self.limits.max_seconds:
+            raise Malformed(f"checking took longer than {self.limits.max_seconds} s "
+                            "(raise --max-seconds to allow it)")
+
+    def finish(self) -> Report:
+        if not self.done:
+            raise Malformed(f"certificate ends after {self.next_id} lines without a qed line "
+                            "(truncated?)")
+        self.report.lines = self.next_id
+        self.report.seconds = time.monotonic() - self.started
+        return self.report
+
+    # -- line kinds ------------------------------------------------------
+    def _header(self, obj: dict, lineno: int) -> None:
+        _keys(obj, lineno, {"id", "kind", "format", "version", "arithmetic", "theorem",
+                            "strategy", "model"}, {"generator"})
+        if obj["format"] != FORMAT or obj["version"] != VERSION:
+            raise Malformed(f"unsupported format {obj['format']!r} version {obj['version']!r}; "
+                            f"this checker reads {FORMAT} version {VERSION}")
+        if obj["arithmetic"] != ARITHMETIC:
+            raise Malformed(f"unsupported arithmetic {obj['arithmetic']!r}")
+        if not isinstance(obj["strategy"], str) or not isinstance(obj["model"], dict):
+            raise Malformed("header: strategy must be a string and model an object")
+        claimed = statement.parse(obj["theorem"], "header theorem")
+        fields = {a.field for a in claimed}
+        needed = {"task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "correct"}
+        if not needed <= fields:
+            raise Malformed(f"header theorem must state {sorted(needed - fields)}")
+        self.header = obj
+        self.report.strategy = obj["strategy"]
+
+    def _weight(self, obj: dict, lineno: int) -> None:
+        _keys(obj, lineno, {"id", "kind", "name", "shape", "dtype", "data"})
+        name = PARAMETERS[lineno - 1][0]
+        if obj["name"] != name:
+            raise Malformed(f"line {lineno}: weight {obj['name']!r} where {name!r} is expected "
+                            "(weights come in the order of spec/format.md)")
+        tl_shape = obj["shape"]
+        if not (isinstance(tl_shape, list) and 1 <= len(tl_shape) <= 3):
+            raise Malformed(f"line {lineno}: bad shape {tl_shape!r}")
+        tl_shape = tuple(_int(n, f"line {lineno}: shape", 1, self.limits.max_elements)
+                         for n in tl_shape)
+        count = math.prod(tl_shape)
+        if count > self.limits.max_elements:
+            raise Malformed(f"line {lineno}: {name} has {count} elements, over the limit")
+        if obj["dtype"] != "f32":
+            raise Malformed(f"line {lineno}: weights must be f32, not {obj['dtype']!r}")
+        values = decode_floats(obj["data"], count, "f32", f"line {lineno} ({name})")
+        self.weights[name] = (tl_shape, values)
+        mshape = _weight_matrix_shape(name, tl_shape)
+        self.values[lineno] = Value(definitions.W(name.rsplit(".", 1)[1]),
+                                    _as_matrix([point(x) for x in values], mshape), mshape)
+        if lineno == len(PARAMETERS):
+            self._bind_weights()
+
+    def _bind_weights(self) -> None:
+        """All weights read: infer dimensions, hash them, compare with --model."""
+        self.dims = infer_dims({n: s for n, (s, _) in self.weights.items()})
+        self.canonical = definitions.model_terms(self.dims)
+        self.weights_sha256 = weights_digest(self.dims, self.weights)
+        if self.model_file is not None:
+            check_against_model_file(self.weights, self.model_file)
+
+    def _op(self, obj: dict, lineno: int) -> None:
+        _keys(obj, lineno, {"id", "kind", "op", "args", "shape", "lo", "hi"},
+              {"params", "float"})
+        op = obj["op"]
+        if op not in ops.OPS:
+            raise Malformed(f"line {lineno}: unknown op {op!r}")
+        function, arity, param_names = ops.OPS[op]
+        args = self._refs(obj["args"], lineno, arity)
+        params = obj.get("params", {})
+        if not isinstance(params, dict) or set(params) != set(param_names):
+            raise Malformed(f"line {lineno}: op {op} takes params {list(param_names)}")
+        for p in param_names:
+            _int(params[p], f"line {lineno}: param {p}", 0, 1 << 20)
+        shape = ops.result_shape(op, [a.shape for a in args], params)
+        if _shape(obj["shape"], f"line {lineno}", self.limits) != shape:
+            raise Malformed(f"line {lineno}: recorded shape {obj['shape']} but {op} gives "
+                            f"{list(shape)}")
+        count = shape[0] * shape[1]
+        recorded = decode_intervals(obj["lo"], obj["hi"], count, f"line {lineno}")
+        inner = args[0].shape[1] if op == "matmul" else 1
+        self.charge(count * inner)
+        computed = function(*[a.matrix for a in args], *[params[p] for p in param_names])
+        flat = [x for row in computed for x in row]
+        for i, (have, want) in enumerate(zip(recorded, flat)):
+            if not contains(have, want):
+                r, c = divmod(i, shape[1])
+                raise Rejected(f"line {lineno} ({op}): recorded interval at [{r}, {c}] "
+                               f"{have} does not enclose the checker's {want}")
+        term = (op, *[a.term for a in args], *[params[p] for p in param_names])
+        self.values[lineno] = Value(term, _as_matrix(recorded, shape), shape)
+        if "float" in obj and term in self.canonical.values():
+            self._measure_gap(obj["float"], recorded, term, lineno)
+
+    def _measure_gap(self, data, recorded, term, lineno) -> None:
+        """The generator's plain float32 result vs the enclosure (report only)."""
+        floats = decode_floats(data, len(recorded), "f32", f"line {lineno} (float)")
+        gap = max(max(abs(f - float(x.a)), abs(f - float(x.b))) for f, x in zip(floats, recorded))
+        scale = max(abs(f) for f in floats)
+        for name, t in self.canonical.items():
+            if t == term:
+                self.report.float_gap[name] = (gap, scale)
+
+    def _refs(self, refs: object, lineno: int, arity: int) -> list[Value]:
+        if not (isinstance(refs, list) and len(refs) == arity):
+            raise Malformed(f"line {lineno}: expected {arity} argument line id(s)")
+        out = []
+        for r in refs:
+            _int(r, f"line {lineno}: argument", 0, lineno - 1)
+            if r not in self.values:
+                raise Malformed(f"line {lineno}: argument {r} is not a matrix line")
+            out.append(self.values[r])
+        return out
+
+    def _rule(self, obj: dict, lineno: int) -> None:
+        _keys(obj, lineno, {"id", "kind", "rule", "inputs", "claim"}, {"hints"})
+        if obj["rule"] not in rules.RULES:
+            raise Malformed(f"line {lineno}: unknown rule {obj['rule']!r}; "
+                            f"known: {', '.join(sorted(rules.RULES))}")
+        rule = rules.RULES[obj["rule"]]
+        inputs = obj["inputs"]
+        if not isinstance(inputs, dict) or set(inputs) != set(rule.INPUTS):
+            raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs "
+                            f"{list(rule.INPUTS)}")
+        matrices = {}
+        for name in rule.INPUTS:
+            (value,) = self._refs([inputs[name]], lineno, 1)
+            if value.term != self.canonical[name]:
+                raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
+                               f"{name} as defined in spec/theorem.md")
+            matrices[name] = value.matrix
+        claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
+        proven, note = rule.check(self.dims, matrices, obj.get("hints"), self.charge)
+        if proven < claim:
+            raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
+                           f"sequences, but the line claims {claim}")
+        self.proven[lineno] = claim
+        self.report.rule_notes.append(f"{obj['rule']}: {note}")
+
+    def _qed(self, obj: dict, lineno: int) -> None:
+        _keys(obj, lineno, {"id", "kind", "by"})
+        by = _int(obj["by"], f"line {lineno}: by", 0, lineno - 1)
+        if by not in self.proven:
+            raise Malformed(f"line {lineno}: qed names line {by}, which is not a rule line")
+        d = self.dims
+        facts = statement.Facts(
+            dims={"d_vocab": d.d_vocab, "n_ctx": d.n_ctx, "d_model": d.d_model,
+                  "d_head": d.d_head},
+            weights_sha256=self.weights_sha256, correct=self.proven[by],
+            model_file_sha256=self.model_file.sha256 if self.model_file else None)
+        for atom in statement.parse(self.header["theorem"], "header theorem"):
+            if not statement.holds(atom, facts):
+                raise Rejected(f"the certificate claims '{atom}', which was not verified "
+                               f"(verified: {statement.theorem_text(facts)})")
+        self.report.theorem = self.header["theorem"]
+        self.report.facts = facts
+        self.done = True
+
+
+def weights_digest(dims: Dims, weights: dict) -> str:
+    """SHA-256 binding a theorem to exact weights (spec/format.md §weights).
+
+    Hashes a version tag with the dimensions, then every parameter's float32
+    values, little-endian, in the order of modelspec.PARAMETERS.
+    """
+    import struct
+
+    h = hashlib.sha256()
+    h.update(f"maxk-weights-v1 {dims.d_vocab} {dims.n_ctx} {dims.d_model} "
+             f"{dims.d_head}\n".encode())
+    for name, _, _ in PARAMETERS:
+        values = weights[name][1]
+        h.update(struct.pack(f"<{len(values)}f", *values))
+    return h.hexdigest()
+
+
+def check_against_model_file(weights: dict, model_file) -> None:
+    """The certificate's weights must be exactly the model file's tensors.
+
+    Parameters absent from the file (biases a model was trained without)
+    must be zero in the certificate.
+    """
+    tensors = model_file.tensors
+    infer_dims({n: t.shape for n, t in tensors.items()})
+    for name, (shape, values) in weights.items():
+        if name not in tensors:
+            if any(v != 0 for v in values):
+                raise Rejected(f"{name} is absent from the model file but non-zero in the "
+                               "certificate")
+            continue
+        t = tensors[name]
+        if tuple(t.shape) != tuple(shape) or tuple(float(v) for v in t.values) != values:
+            raise Rejected(f"the certificate's {name} differs from the model file's")

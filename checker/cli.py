@@ -1,0 +1,156 @@
+"""check-cert: verify a Max-of-K accuracy certificate.
+
+Exit codes (spec/format.md §exit codes):
+  0  verified: every line checked, the theorem holds, every --require holds
+  1  rejected: the certificate is wrong, or proves less than required
+  2  malformed, unsupported, over a resource limit, or an internal error
+Nothing but full acceptance exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from fractions import Fraction
+
+from . import statement
+from .certificate import CertificateChecker, Limits, Report
+from .errors import Malformed, Rejected
+
+
+def _lines(stream, limit: int):
+    """Yield the lines of a binary stream as text, refusing over-long lines."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit:
+            raise Malformed(f"a line is longer than {limit} bytes (--max-line-bytes)")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Malformed("certificate is not UTF-8 text") from None
+        if text.strip():
+            yield text
+
+
+def check_file(path: str, limits: Limits, model_path: str | None) -> Report:
+    """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
+    model_file = None
+    if model_path is not None:
+        from .modelfile import read_model_tensors
+
+        model_file = read_model_tensors(model_path)
+    checker = CertificateChecker(limits, model_file)
+    try:
+        stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+    except OSError as err:
+        raise Malformed(f"cannot open {path}: {err.strerror}") from None
+    with stream:
+        for text in _lines(stream, limits.max_line_bytes):
+            checker.feed(text)
+    return checker.finish()
+
+
+def floor_decimal(x: Fraction, digits: int = 6) -> str:
+    """x rounded down to `digits` decimals, as text."""
+    scaled = x.numerator * 10 ** digits // x.denominator
+    return f"{scaled // 10 ** digits}.{scaled % 10 ** digits:0{digits}d}"
+
+
+def _summary(report: Report, model_path: str | None) -> dict:
+    facts = report.facts
+    acc = Fraction(facts.correct, facts.total)
+    return {
+        "verdict": "verified",
+        "theorem": report.theorem,
+        "correct": facts.correct,
+        "total": facts.total,
+        "accuracy": f"{acc.numerator}/{acc.denominator}",
+        "accuracy_floor": floor_decimal(acc),
+        "weights_sha256": facts.weights_sha256,
+        "model_file": model_path,
+        "model_file_sha256": facts.model_file_sha256,
+        "strategy": report.strategy,
+        "lines": report.lines,
+        "seconds": round(report.seconds, 3),
+        "rules": report.rule_notes,
+        "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
+    }
+
+
+def _print_human(s: dict, requires: list[str]) -> None:
+    print(f"VERIFIED  {s['theorem']}")
+    print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
+          f"{s['accuracy']} >= {s['accuracy_floor']}")
+    print(f"  weights sha256:{s['weights_sha256']}")
+    if s["model_file"]:
+        print(f"  weights are exactly those of {s['model_file']} "
+              f"(file sha256:{s['model_file_sha256']})")
+    for r in requires:
+        print(f"  required and holds: {r}")
+    print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s")
+    for note in s["rules"]:
+        print(f"  {note}")
+    if s["float_gap"]:
+        gaps = ", ".join(f"{k} {v['abs']:.2e} (of |x| <= {v['max_abs_value']:.3g})"
+                         for k, v in s["float_gap"].items())
+        print(f"  float32-to-real gap of the generator's own values: {gaps}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.")
+    p.add_argument("certificate", help="certificate file (JSON lines), or - for stdin")
+    p.add_argument("--model", help="model file (.pt or .safetensors) the weights must equal; "
+                   "read without torch and without unpickling code")
+    p.add_argument("--require", action="append", default=[], metavar="STATEMENT",
+                   help="a policy the verified theorem must imply, e.g. "
+                        "'accuracy >= 0.95 and weights == sha256:...' (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    d = Limits()
+    p.add_argument("--max-seconds", type=float, default=d.max_seconds)
+    p.add_argument("--max-work", type=int, default=d.max_work,
+                   help="maximum number of scalar interval operations")
+    p.add_argument("--max-line-bytes", type=int, default=d.max_line_bytes)
+    p.add_argument("--max-lines", type=int, default=d.max_lines)
+    p.add_argument("--max-elements", type=int, default=d.max_elements,
+                   help="maximum elements of one matrix")
+    args = p.parse_args(argv)
+    limits = Limits(max_line_bytes=args.max_line_bytes, max_lines=args.max_lines,
+                    max_elements=args.max_elements, max_work=args.max_work,
+                    max_seconds=args.max_seconds)
+    try:
+        policies = [statement.parse(r, "--require") for r in args.require]
+        report = check_file(args.certificate, limits, args.model)
+        for text, atoms in zip(args.require, policies):
+            for atom in atoms:
+                if not statement.holds(atom, report.facts):
+                    raise Rejected(f"required '{atom}' does not follow from the verified "
+                                   f"theorem ({statement.theorem_text(report.facts)})")
+        summary = _summary(report, args.model)
+    except (Malformed, Rejected) as err:
+        verdict = "rejected" if isinstance(err, Rejected) else "malformed"
+        return _fail(args.json, verdict, str(err), err.exit_code)
+    except KeyboardInterrupt:
+        return _fail(args.json, "malformed", "interrupted", 2)
+    except Exception as err:  # fail closed: an internal error is never acceptance
+        return _fail(args.json, "malformed", f"internal error: {type(err).__name__}: {err}", 2)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        _print_human(summary, args.require)
+    return 0
+
+
+def _fail(as_json: bool, verdict: str, message: str, code: int) -> int:
+    if as_json:
+        print(json.dumps({"verdict": verdict, "exit_code": code, "message": message}))
+    else:
+        print(f"{verdict.upper()}: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

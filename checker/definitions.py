@@ -1,0 +1,47 @@
+"""The model's quantities as terms: what EQKE, EVOU, ... *are* (spec/theorem.md §3).
+
+A term is a nested tuple: ("param", name) for a weight, or (op, *argument
+terms, *integer parameters) for a recorded operation.  A proof rule accepts an
+input only if its term is structurally equal to the definition below, so the
+generator cannot feed a rule a matrix that merely claims to be EQKE.
+"""
+
+from __future__ import annotations
+
+from .modelspec import Dims
+
+
+def W(name: str) -> tuple:
+    return ("param", name)
+
+
+def model_terms(dims: Dims) -> dict[str, tuple]:
+    """The canonical terms of the five matrices of the paper's decomposition.
+
+    With h0_i = E[t_i] + P_i, P̄ = mean_i P_i, P̂ = P − P̄, Ē = E + P̄,
+    E_q = E + P_{n_ctx−1} (the query position):
+      EQKE[q, t] = (E_q[q] W_Q + b_Q) · (Ē[t] W_K + b_K) / sqrt(d_head)      (v × v)
+      EQKP[q, i] = (E_q[q] W_Q + b_Q) · (P̂_i W_K) / sqrt(d_head)             (v × k)
+      EVOU[t, o] = ((Ē[t] W_V + b_V) W_O W_U)[o]                              (v × v)
+      PVOU[i, o] = (P̂_i W_V W_O W_U)[o]                                        (k × v)
+      EU[q, o]   = ((E_q[q] + b_O) W_U + b_U)[o]                               (v × v)
+    so that the logits at the last position are
+      ℓ_o = EU[q, o] + Σ_i a_i (EVOU[t_i, o] + PVOU[i, o]),
+      a = softmax_i(EQKE[q, t_i] + EQKP[q, i]).
+    """
+    k, h = dims.n_ctx, dims.d_head
+    p_bar = ("mean_rows", W("W_pos"))
+    e_bar = ("add", W("W_E"), p_bar)
+    p_hat = ("sub", W("W_pos"), p_bar)
+    e_q = ("add", W("W_E"), ("row", W("W_pos"), k - 1))
+    query = ("add", ("matmul", e_q, W("W_Q")), W("b_Q"))
+    key_tok = ("add", ("matmul", e_bar, W("W_K")), W("b_K"))
+    key_pos = ("matmul", p_hat, W("W_K"))
+    value_tok = ("add", ("matmul", e_bar, W("W_V")), W("b_V"))
+    return {
+        "EQKE": ("div_sqrt", ("matmul", query, ("transpose", key_tok)), h),
+        "EQKP": ("div_sqrt", ("matmul", query, ("transpose", key_pos)), h),
+        "EVOU": ("matmul", ("matmul", value_tok, W("W_O")), W("W_U")),
+        "PVOU": ("matmul", ("matmul", ("matmul", p_hat, W("W_V")), W("W_O")), W("W_U")),
+        "EU": ("add", ("matmul", ("add", e_q, W("b_O")), W("W_U")), W("b_U")),
+    }

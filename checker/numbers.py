@@ -1,0 +1,90 @@
+"""Exact decoding of recorded numbers, and the interval type the checker uses.
+
+Every number in a certificate is an IEEE-754 binary32 or binary64 value stored
+as base64 of its little-endian bytes: decoding is exact, there is no decimal
+rounding anywhere.  Intervals are mpmath `iv.mpf` at the working precision;
+all arithmetic on them rounds outward, so each computed interval encloses the
+exact real result of the same operations on any reals inside the inputs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import struct
+
+from mpmath import iv
+from mpmath.libmp import mpf_le
+
+from .errors import Malformed
+
+# Working precision of the checker's interval arithmetic, in bits.  Higher than
+# binary64 so that the checker's enclosures are (almost always) narrower than
+# the generator's float64 ones; correctness does not depend on the value.
+WORKING_PRECISION = 80
+iv.prec = WORKING_PRECISION
+
+_ITEM = {"f32": ("f", 4), "f64": ("d", 8)}
+
+
+def decode_floats(text: object, count: int, dtype: str, what: str) -> tuple[float, ...]:
+    """Decode `count` finite little-endian floats of `dtype` from base64 `text`.
+
+    Raises Malformed on bad base64, a wrong byte length, NaN or infinity.
+    """
+    if dtype not in _ITEM:
+        raise Malformed(f"{what}: unknown dtype {dtype!r} (expected 'f32' or 'f64')")
+    if not isinstance(text, str):
+        raise Malformed(f"{what}: expected a base64 string")
+    code, size = _ITEM[dtype]
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise Malformed(f"{what}: invalid base64 ({err})") from None
+    if len(raw) != count * size:
+        raise Malformed(f"{what}: {len(raw)} bytes, expected {count} {dtype} values "
+                        f"({count * size} bytes)")
+    values = struct.unpack(f"<{count}{code}", raw)
+    for x in values:
+        if not math.isfinite(x):
+            raise Malformed(f"{what}: contains NaN or infinity")
+    return values
+
+
+def encode_floats(values, dtype: str) -> str:
+    """Inverse of decode_floats (used by tests and by the generator)."""
+    code, _ = _ITEM[dtype]
+    return base64.b64encode(struct.pack(f"<{len(values)}{code}", *values)).decode("ascii")
+
+
+def decode_intervals(lo_text: object, hi_text: object, count: int, what: str) -> list:
+    """Decode recorded intervals [lo_i, hi_i] (binary64 endpoints) into iv.mpf.
+
+    Validates lo <= hi explicitly: mpmath checks this only with `assert`,
+    which `python -O` removes.
+    """
+    lo = decode_floats(lo_text, count, "f64", f"{what} (lo)")
+    hi = decode_floats(hi_text, count, "f64", f"{what} (hi)")
+    out = []
+    for a, b in zip(lo, hi):
+        if not a <= b:
+            raise Malformed(f"{what}: reversed interval [{a!r}, {b!r}]")
+        out.append(iv.mpf((a, b)))
+    return out
+
+
+def point(x: float):
+    """The exact point interval [x, x] of a finite float."""
+    return iv.mpf((x, x))
+
+
+def contains(outer, inner) -> bool:
+    """True iff interval `inner` lies inside interval `outer` (closed)."""
+    (outer_lo, outer_hi), (inner_lo, inner_hi) = outer._mpi_, inner._mpi_
+    return mpf_le(outer_lo, inner_lo) and mpf_le(inner_hi, outer_hi)
+
+
+def is_negative(x) -> bool:
+    """True iff every real in interval x is < 0 (its upper endpoint is < 0)."""
+    return x.b < 0

@@ -1,0 +1,9 @@
+"""Proof rules (spec/rules.md).  Each module has INPUTS, the canonical model
+quantities it reads, and check(dims, matrices, hints, charge) -> (proven, note),
+where `proven` is a number of sequences the rule proves correct."""
+
+from . import brute_force
+
+RULES = {
+    "brute_force": brute_force,
+}

@@ -1,0 +1,45 @@
+"""Rule brute_force: decide every sequence with interval arithmetic.
+
+Theorem (spec/rules.md §brute_force).  For a sequence t with query token
+q = t[k-1] and max m, and any output o != m, the real-valued model has
+
+    ℓ_o − ℓ_m = Σ_i w_i x_i(o) / Σ_i w_i,   w_i = exp(EQKE[q, t_i] + EQKP[q, i]) > 0,
+    x_i(o) = (EU[q,o] − EU[q,m]) + (EVOU[t_i,o] − EVOU[t_i,m]) + (PVOU[i,o] − PVOU[i,m]),
+
+so ℓ_o < ℓ_m iff Σ_i w_i x_i(o) < 0.  A sequence is certified correct when the
+interval enclosure of Σ_i w_i x_i(o) lies below 0 for every o != m; the rule
+proves the number of certified sequences.  A tie (or an enclosure straddling
+0) is never counted.  Cost: d_vocab^n_ctx · n_ctx · d_vocab interval ops.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from mpmath import iv
+
+INPUTS = ("EQKE", "EQKP", "EVOU", "PVOU", "EU")
+
+
+def check(dims, m, hints, charge):
+    if hints is not None:
+        from ..errors import Malformed
+
+        raise Malformed("rule brute_force takes no hints")
+    v, k = dims.d_vocab, dims.n_ctx
+    eqke, eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
+    charge(v ** k * k * v * 4)
+    certified = 0
+    for tokens in itertools.product(range(v), repeat=k):
+        q, top = tokens[-1], max(tokens)
+        w = [iv.exp(eqke[q][t] + eqkp[q][i]) for i, t in enumerate(tokens)]
+        if all(_margin(w, tokens, q, top, o, evou, pvou, eu).b < 0 for o in range(v) if o != top):
+            certified += 1
+    return certified, f"{certified} of {v ** k} sequences certified correct"
+
+
+def _margin(w, tokens, q, top, o, evou, pvou, eu):
+    """Enclosure of Σ_i w_i x_i(o), whose sign is that of ℓ_o − ℓ_m."""
+    direct = eu[q][o] - eu[q][top]
+    return iv.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
+                   for i, (w_i, t) in enumerate(zip(w, tokens)))

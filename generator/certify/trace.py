@@ -1,0 +1,139 @@
+"""The certificate as a trace: header, weights, interval ops, rules, qed.
+
+The model quantities are emitted by walking the *checker's own* term
+definitions (checker/definitions.py), so the generator cannot drift from
+what a rule demands: each term node becomes one op line whose recorded
+interval is computed here from the recorded intervals of its arguments,
+exactly as the checker will recompute it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+
+from checker import certificate
+from checker.definitions import model_terms
+from checker.modelspec import PARAMETERS, Dims
+
+from . import intervals as ia
+
+
+def b64(arr: np.ndarray, dtype: str) -> str:
+    return base64.b64encode(np.ascontiguousarray(arr, dtype=dtype).tobytes()).decode("ascii")
+
+
+def tl_parameters(weights) -> dict[str, np.ndarray]:
+    """The model's parameters in TransformerLens layout, float32 (zeros for
+    absent biases)."""
+    dims: Dims = weights.dims
+    out = {}
+    for name, _, _ in PARAMETERS:
+        short = name.rsplit(".", 1)[1]
+        arr = np.asarray(getattr(weights, short), dtype=np.float32)
+        out[name] = arr.reshape(dims.shape_of(name))
+    return out
+
+
+def weight_matrix(name: str, arr: np.ndarray) -> np.ndarray:
+    """The 2-D matrix the checker reads a TL parameter as."""
+    if arr.ndim == 3:
+        return arr[0]
+    if arr.ndim == 1:
+        return arr[None, :]
+    return arr
+
+
+class Trace:
+    """Accumulates certificate lines; `lines()` returns them in order."""
+
+    def __init__(self, weights, float_shadow: bool = True):
+        self.dims: Dims = weights.dims
+        self.body: list[dict] = []  # lines 1.. (the header is made last)
+        self.values: dict[int, ia.IMat] = {}
+        self.shadow: dict[int, np.ndarray] = {}  # generator's plain float32 values
+        self.by_term: dict[tuple, int] = {}
+        self.float_shadow = float_shadow
+        params = tl_parameters(weights)
+        flat = {n: (a.shape, tuple(float(x) for x in a.ravel())) for n, a in params.items()}
+        self.weights_sha256 = certificate.weights_digest(self.dims, flat)
+        for name, arr in params.items():
+            i = self._append({"kind": "weight", "name": name, "shape": list(arr.shape),
+                              "dtype": "f32", "data": b64(arr, "<f4")})
+            m = weight_matrix(name, arr)
+            self.values[i] = ia.IMat.point(m)
+            self.shadow[i] = m.astype(np.float32)
+            self.by_term[("param", name.rsplit(".", 1)[1])] = i
+        self.quantities = {name: self.emit(term) for name, term in model_terms(self.dims).items()}
+
+    def _append(self, line: dict) -> int:
+        i = len(self.body) + 1
+        self.body.append({"id": i, **line})
+        return i
+
+    def emit(self, term: tuple) -> int:
+        """The id of the line computing `term`, emitting it (and its arguments)
+        if needed."""
+        if term in self.by_term:
+            return self.by_term[term]
+        op, rest = term[0], term[1:]
+        args = [self.emit(t) for t in rest if isinstance(t, tuple)]
+        ints = [t for t in rest if not isinstance(t, tuple)]
+        params = {"row": ("index",), "div_sqrt": ("n",)}.get(op, ())
+        value = ia.OPS[op](*[self.values[a] for a in args], *ints)
+        line = {"kind": "op", "op": op, "args": args, "shape": list(value.shape),
+                "lo": b64(value.lo, "<f8"), "hi": b64(value.hi, "<f8")}
+        if params:
+            line["params"] = dict(zip(params, ints))
+        shadow = _float32_op(op, [self.shadow[a] for a in args], ints)
+        if self.float_shadow:
+            line["float"] = b64(shadow, "<f4")
+        i = self._append(line)
+        self.values[i], self.shadow[i], self.by_term[term] = value, shadow, i
+        return i
+
+    def matrix(self, name: str) -> ia.IMat:
+        """The recorded enclosure of a model quantity (EQKE, EVOU, ...)."""
+        return self.values[self.quantities[name]]
+
+    def rule(self, rule: str, inputs: list[str], claim: int, hints=None) -> int:
+        line = {"kind": "rule", "rule": rule,
+                "inputs": {n: self.quantities[n] for n in inputs}, "claim": int(claim)}
+        if hints is not None:
+            line["hints"] = hints
+        return self._append(line)
+
+    def lines(self, strategy: str, by: int, claim: int, model_binding: dict,
+              generator_info: dict) -> list[str]:
+        d = self.dims
+        theorem = (f"task == max_of_k and d_vocab == {d.d_vocab} and n_ctx == {d.n_ctx} "
+                   f"and d_model == {d.d_model} and d_head == {d.d_head} "
+                   f"and weights == sha256:{self.weights_sha256} and correct >= {claim}")
+        header = {"id": 0, "kind": "header", "format": certificate.FORMAT,
+                  "version": certificate.VERSION, "arithmetic": certificate.ARITHMETIC,
+                  "theorem": theorem, "strategy": strategy, "model": model_binding,
+                  "generator": generator_info}
+        qed = {"id": len(self.body) + 1, "kind": "qed", "by": by}
+        return [json.dumps(x, separators=(",", ":")) for x in [header, *self.body, qed]]
+
+
+def _float32_op(op: str, args: list[np.ndarray], ints: list[int]) -> np.ndarray:
+    """What a plain float32 computation (as in the paper) gives for `op`."""
+    f = np.float32
+    if op == "matmul":
+        return (args[0] @ args[1]).astype(f)
+    if op == "add":
+        return (args[0] + args[1]).astype(f)
+    if op == "sub":
+        return (args[0] - args[1]).astype(f)
+    if op == "mean_rows":
+        return args[0].mean(axis=0, keepdims=True, dtype=f)
+    if op == "row":
+        return args[0][ints[0]:ints[0] + 1].copy()
+    if op == "transpose":
+        return args[0].T.copy()
+    if op == "div_sqrt":
+        return (args[0] / np.sqrt(f(ints[0]))).astype(f)
+    raise ValueError(op)
