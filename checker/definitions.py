@@ -25,6 +25,7 @@ def model_terms(dims: Dims) -> dict[str, tuple]:
       EVOU[t, o] = ((Ē[t] W_V + b_V) W_O W_U)[o]                              (v × v)
       PVOU[i, o] = (P̂_i W_V W_O W_U)[o]                                        (k × v)
       EU[q, o]   = ((E_q[q] + b_O) W_U + b_U)[o]                               (v × v)
+      EXP_EQKE = exp(EQKE), EXP_EQKP = exp(EQKP) elementwise
     so that the logits at the last position are
       ℓ_o = EU[q, o] + Σ_i a_i (EVOU[t_i, o] + PVOU[i, o]),
       a = softmax_i(EQKE[q, t_i] + EQKP[q, i]).
@@ -38,9 +39,13 @@ def model_terms(dims: Dims) -> dict[str, tuple]:
     key_tok = ("add", ("matmul", e_bar, W("W_K")), W("b_K"))
     key_pos = ("matmul", p_hat, W("W_K"))
     value_tok = ("add", ("matmul", e_bar, W("W_V")), W("b_V"))
+    eqke = ("div_sqrt", ("matmul", query, ("transpose", key_tok)), h)
+    eqkp = ("div_sqrt", ("matmul", query, ("transpose", key_pos)), h)
     return {
-        "EQKE": ("div_sqrt", ("matmul", query, ("transpose", key_tok)), h),
-        "EQKP": ("div_sqrt", ("matmul", query, ("transpose", key_pos)), h),
+        "EQKE": eqke,
+        "EQKP": eqkp,
+        "EXP_EQKE": ("exp", eqke),
+        "EXP_EQKP": ("exp", eqkp),
         "EVOU": ("matmul", ("matmul", value_tok, W("W_O")), W("W_U")),
         "PVOU": ("matmul", ("matmul", ("matmul", p_hat, W("W_V")), W("W_O")), W("W_U")),
         "EU": ("add", ("matmul", ("add", e_q, W("b_O")), W("W_U")), W("b_U")),

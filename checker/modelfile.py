@@ -74,7 +74,7 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
         if len(data) > max_bytes:
             raise ModelFileError(f"file is larger than the limit of {max_bytes} bytes")
         budget = _Budget(max_elements)
-        if data[:2] == b"PK":
+        if data[:4] == b"PK\x03\x04":  # zip local file header
             tensors = _read_torch_zip(data, budget)
         else:
             tensors = _read_safetensors(data, budget)
@@ -83,18 +83,18 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
         raise ModelFileError(f"model file {path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- fail closed on anything the bytes provoke
         raise ModelFileError(f"model file {path}: cannot be read "
-                             f"({type(exc).__name__}: {exc})") from exc
+                             f"({type(exc).__name__}: {str(exc):.300})") from exc
 
 
 class _Budget:
     """Counts decoded elements so that no file can make us allocate without bound."""
 
     def __init__(self, limit: int):
-        self.limit, self.storage, self.tensor = limit, 0, 0
+        self.limit, self.used = limit, {"storage": 0, "tensor": 0}
 
     def take(self, kind: str, n: int) -> None:
-        setattr(self, kind, getattr(self, kind) + n)
-        if getattr(self, kind) > self.limit:
+        self.used[kind] += n
+        if self.used[kind] > self.limit:
             raise ModelFileError(f"more than {self.limit} {kind} elements (resource limit)")
 
 
@@ -116,7 +116,8 @@ def _check_dims(what: str, dims) -> tuple[int, ...]:
     """A shape, stride or offset pair: a short list of non-negative ints (bool is not int)."""
     if not isinstance(dims, (tuple, list)) or len(dims) > 64 or not all(
             type(d) is int and d >= 0 for d in dims):
-        raise ModelFileError(f"{what} {dims!r} is not a list of at most 64 non-negative integers")
+        raise ModelFileError(f"{what} {dims!r:.100} is not a list of at most 64 "
+                             "non-negative integers")
     return tuple(dims)
 
 
@@ -205,7 +206,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
                 and isinstance(pid[1], _StorageType) and isinstance(pid[2], str)
                 and type(pid[4]) is int and pid[4] >= 0):
-            raise ModelFileError(f"unsupported persistent id in data.pkl: {pid!r}")
+            raise ModelFileError(f"unsupported persistent id in data.pkl: {pid!r:.200}")
         _, stype, key, _, numel = pid
         if key not in self.storages:
             self.budget.take("storage", numel)
@@ -250,9 +251,13 @@ def _materialize(ref: _TensorRef) -> Tensor:
         out = ()
     elif all(s == c for n, s, c in zip(shape, stride, contiguous, strict=True) if n > 1):
         out = values[offset:offset + numel]
-    else:
-        out = tuple(values[offset + sum(i * s for i, s in zip(index, stride, strict=True))]
-                    for index in product(*(range(n) for n in shape)))
+    else:  # one slice along the last axis per index of the other axes
+        *outer, last = shape
+        *outer_stride, step = stride
+        out = []
+        for index in product(*(range(n) for n in outer)):
+            start = offset + sum(i * s for i, s in zip(index, outer_stride, strict=True))
+            out.extend(values[start:start + last * step:step] if step else (values[start],) * last)
     return Tensor(shape=shape, values=tuple(out), dtype=ref.storage.dtype)
 
 
@@ -263,7 +268,8 @@ def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
         raise ModelFileError("zip archive has duplicate member names")
     pkls = [n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")]
     if len(pkls) != 1:
-        raise ModelFileError(f"expected one <folder>/data.pkl in the zip archive, found {pkls}")
+        raise ModelFileError("expected one <folder>/data.pkl in the zip archive, "
+                             f"found {pkls!r:.200}")
     folder = pkls[0][:-len("data.pkl")]
     if folder + "byteorder" in names and _read_entry(zf, folder + "byteorder") != b"little":
         raise ModelFileError("tensors are not stored little-endian")

@@ -70,6 +70,11 @@ def div_sqrt(a, n: int):
     return [[x * scale for x in r] for r in a]
 
 
+def exp(a):
+    """Elementwise exp (the unnormalised attention weights)."""
+    return [[iv.exp(x) for x in r] for r in a]
+
+
 # name -> (function, number of matrix arguments, names of integer parameters)
 OPS = {
     "matmul": (matmul, 2, ()),
@@ -79,6 +84,7 @@ OPS = {
     "row": (row, 1, ("index",)),
     "transpose": (transpose, 1, ()),
     "div_sqrt": (div_sqrt, 1, ("n",)),
+    "exp": (exp, 1, ()),
 }
 
 
@@ -103,6 +109,8 @@ def result_shape(op: str, shapes: list[tuple[int, int]], params: dict) -> tuple[
         i = params["index"]
         _need(0 <= i < shapes[0][0], f"row: index {i} out of range for shape {shapes[0]}")
         return (1, shapes[0][1])
+    if op == "exp":
+        return shapes[0]
     if op == "transpose":
         return (shapes[0][1], shapes[0][0])
     if op == "div_sqrt":

@@ -2,8 +2,9 @@
 quantities it reads, and check(dims, matrices, hints, charge) -> (proven, note),
 where `proven` is a number of sequences the rule proves correct."""
 
-from . import brute_force
+from . import brute_force, cubic
 
 RULES = {
     "brute_force": brute_force,
+    "cubic": cubic,
 }

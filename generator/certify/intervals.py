@@ -116,7 +116,16 @@ def div_sqrt(a: IMat, n: int) -> IMat:
     return _widen(down(cand.min(axis=0)), up(cand.max(axis=0)))
 
 
+def exp(a: IMat) -> IMat:
+    """Elementwise exp.  numpy's exp is not correctly rounded but is accurate to
+    a few ulp; the relative allowance 2^-44 covers that many times over."""
+    with np.errstate(over="raise", under="ignore"):
+        lo, hi = np.exp(a.lo), np.exp(a.hi)
+    return _widen(lo * (1 - 2.0**-44), hi * (1 + 2.0**-44))
+
+
 OPS = {
+    "exp": exp,
     "matmul": matmul,
     "add": lambda a, b: add(a, _bcast(b, a)),
     "sub": lambda a, b: sub(a, _bcast(b, a)),

@@ -66,7 +66,7 @@ class Trace:
             self.values[i] = ia.IMat.point(m)
             self.shadow[i] = m.astype(np.float32)
             self.by_term[("param", name.rsplit(".", 1)[1])] = i
-        self.quantities = {name: self.emit(term) for name, term in model_terms(self.dims).items()}
+        self.definitions = model_terms(self.dims)
 
     def _append(self, line: dict) -> int:
         i = len(self.body) + 1
@@ -96,11 +96,15 @@ class Trace:
 
     def matrix(self, name: str) -> ia.IMat:
         """The recorded enclosure of a model quantity (EQKE, EVOU, ...)."""
-        return self.values[self.quantities[name]]
+        return self.values[self.quantity(name)]
+
+    def quantity(self, name: str) -> int:
+        """The line id of a model quantity, emitting its derivation if needed."""
+        return self.emit(self.definitions[name])
 
     def rule(self, rule: str, inputs: list[str], claim: int, hints=None) -> int:
         line = {"kind": "rule", "rule": rule,
-                "inputs": {n: self.quantities[n] for n in inputs}, "claim": int(claim)}
+                "inputs": {n: self.quantity(n) for n in inputs}, "claim": int(claim)}
         if hints is not None:
             line["hints"] = hints
         return self._append(line)
@@ -136,4 +140,6 @@ def _float32_op(op: str, args: list[np.ndarray], ints: list[int]) -> np.ndarray:
         return args[0].T.copy()
     if op == "div_sqrt":
         return (args[0] / np.sqrt(f(ints[0]))).astype(f)
+    if op == "exp":
+        return np.exp(args[0]).astype(f)
     raise ValueError(op)

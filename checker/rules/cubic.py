@@ -1,0 +1,171 @@
+"""Rule cubic: the convexity argument of the paper's cubic proof, in a
+sound and tighter form (spec/rules.md §cubic, with the full proof).
+
+Notation (all from the canonical matrices; v = d_vocab, k = n_ctx):
+  e[q][t] = exp(EQKE[q, t]),  β[q][i] = exp(EQKP[q, i]),
+  ΔV_x[o] = EVOU[x, o] − EVOU[x, m],
+  D[o]    = EU[q, o] − EU[q, m] + max_i (PVOU[i, o] − PVOU[i, m]),
+  X_x[o]  = D[o] + ΔV_x[o].
+For query q, max m ≥ q, c non-max tokens at non-query positions P (|P| = c),
+S = Σ_{i∈P} β[q][i], R = B − S with B = Σ_{i<k−1} β[q][i], and a pure filling
+with token t' < m, for every output o != m
+
+  Σ_i w_i (ℓ_o − ℓ_m contributions) <= f_o(S)
+      = R·e[q][m]·X_m[o] + β[q][k−1]·e[q][q]·X_q[o] + S·e[q][t']·X_t'[o],
+
+which is linear in S.  The rule checks, for S at a lower and an upper bound of
+all c-subset sums, with Ã_S[o] = R·e_m·X_m[o] + β_q·e_q·X_q[o] and s = S·e_t':
+  (I)   Ã_S[t'] + s·X_t'[t'] < 0                                  (o = t')
+  (II)  max_{o∉{m,t'}} Ã_S[o] + s·(max_{o∉{m,t'}} D[o]
+                                  + max_{o∉{m,t'}} ΔV_t'[o]) < 0  (o != t')
+A t' passing both is "good" for (q, m, c); every sequence whose c non-max
+non-query tokens are all good is correct (separability of the sign of
+ℓ_o − ℓ_m over positions), so the rule proves
+  Σ_{m, q<=m, c} C(k−1, c)·|good(q, m, c)|^c   (c = 0: 1 if the all-m
+  sequence passes, the query being q).
+Hints: the good sets, as bitmasks; the checker confirms each claimed t' and
+counts only claimed ones.  Cost O(v³·k) interval operations.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from mpmath import iv
+
+from ..errors import Malformed, Rejected
+
+INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
+
+
+def check(dims, mats, hints, charge):
+    v, k = dims.d_vocab, dims.n_ctx
+    if v < 2:
+        raise Malformed("rule cubic needs d_vocab >= 2")
+    good = parse_hints(hints, v, k)
+    e, beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
+    evou, pvou, eu = mats["EVOU"], mats["PVOU"], mats["EU"]
+    charge(v * v * k + v * v * (v + 1) * (k + 4))
+    dp_max = [[_imax([pvou[i][o] - pvou[i][m] for i in range(k)]) for o in range(v)]
+              for m in range(v)]
+    # max over o ∉ {m, t'} of ΔV_t'[o] needs the top three of EVOU's row t'.
+    evou_top = [_top(row, 3) for row in evou]
+    proven = 0
+    for q in range(v):
+        subset_sums = _subset_sum_bounds(beta[q][:k - 1])
+        b_total = iv.fsum(beta[q][:k - 1])
+        for m in range(q, v):
+            proven += _count_q_m(q, m, k, v, good, e, beta[q], b_total, subset_sums,
+                                 evou, evou_top, eu, dp_max[m])
+        charge(0)
+    return proven, f"{proven} sequences certified by the cubic rule"
+
+
+def _count_q_m(q, m, k, v, good, e, beta_q, b_total, subset_sums, evou, evou_top, eu, dp_max_m):
+    """Confirm the claimed good sets for (q, m, ·) and return their count."""
+    outputs = [o for o in range(v) if o != m]
+    d = {o: eu[q][o] - eu[q][m] + dp_max_m[o] for o in outputs}
+    x_m = {o: d[o] + evou[m][o] - evou[m][m] for o in outputs}
+    x_q = x_m if q == m else {o: d[o] + evou[q][o] - evou[q][m] for o in outputs}
+    e_m, w_query = e[q][m], beta_q[k - 1] * e[q][q]
+    p = {o: e_m * x_m[o] for o in outputs}
+    qv = {o: w_query * x_q[o] for o in outputs}
+    d_top = _top_upper(d)
+    max_c = k - 1 if q == m else k - 2
+    count = 0
+    # c = 0: every non-query position holds m (S = 0, R = B).
+    if good.get((m, q, 0), 0):
+        if not all((b_total * p[o] + qv[o]).b < 0 for o in outputs):
+            raise Rejected(f"cubic: the sequence with query {q} and all other tokens {m} "
+                           "is claimed correct but its bound is not negative")
+        count += 1
+    for c in range(1, max_c + 1):
+        mask = good.get((m, q, c), 0)
+        if not mask:
+            continue
+        claimed = [t for t in range(m) if mask >> t & 1]
+        s_lo, s_hi = subset_sums[c]
+        for s_bound in (s_lo, s_hi):
+            rest = b_total - s_bound
+            a_s = {o: rest * p[o] + qv[o] for o in outputs}
+            a_top = _top_upper(a_s)
+            for t in claimed:
+                s = s_bound * e[q][t]
+                x_t = d[t] + evou[t][t] - evou[t][m]
+                spread = _excluding(d_top, t) + _max_row_excluding(evou_top[t], m, t) - evou[t][m]
+                if not ((a_s[t] + s * x_t).b < 0 and (_excluding(a_top, t) + s * spread).b < 0):
+                    raise Rejected(f"cubic: token {t} is claimed good for query {q}, max {m}, "
+                                   f"{c} non-max copies, but its bound is not negative")
+        count += comb(k - 1, c) * len(claimed) ** c
+    return count
+
+
+def _subset_sum_bounds(betas):
+    """For each c, a lower bound of every sum of c of `betas` (the c smallest
+    lower endpoints) and an upper bound (the c largest upper endpoints), as
+    point intervals."""
+    los = sorted(b.a for b in betas)  # endpoints are points: comparisons are exact
+    his = sorted((b.b for b in betas), reverse=True)
+    out = {}
+    for c in range(1, len(betas) + 1):
+        out[c] = (iv.mpf(iv.fsum(los[:c]).a), iv.mpf(iv.fsum(his[:c]).b))
+    return out
+
+
+def _imax(xs):
+    """An interval enclosing max of reals x_i ∈ xs_i: [max lo, max hi]."""
+    lo = max(x.a for x in xs)  # endpoints are points: comparisons are exact
+    hi = max(x.b for x in xs)
+    return iv.mpf([lo, hi])
+
+
+def _top_upper(vec: dict):
+    """The two largest upper endpoints of vec's entries, with the index of the
+    largest: (index, first, second) with second = first when only one entry."""
+    items = sorted(vec.items(), key=lambda kv: kv[1].b, reverse=True)
+    first = items[0]
+    second = items[1] if len(items) > 1 else items[0]
+    return (first[0], first[1].b, second[1].b)
+
+
+def _excluding(top, t):
+    """Upper bound of max over entries other than t, from _top_upper."""
+    index, first, second = top
+    return second if index == t else first
+
+
+def _top(row, n):
+    """The n largest upper endpoints of a row with their indices, sorted."""
+    ranked = sorted(range(len(row)), key=lambda o: row[o].b, reverse=True)[:n]
+    return [(o, row[o].b) for o in ranked]
+
+
+def _max_row_excluding(top, m, t):
+    """Upper bound of max_{o ∉ {m, t}} row[o] from the row's top three; -inf
+    (a huge negative point) if the row has no other entry."""
+    for o, value in top:
+        if o != m and o != t:
+            return value
+    return iv.mpf("-1e300")
+
+
+def parse_hints(hints, v, k):
+    """{"good": [[m, q, c, mask], ...]} -> {(m, q, c): mask}, validated."""
+    if not isinstance(hints, dict) or set(hints) != {"good"} or not isinstance(hints["good"], list):
+        raise Malformed('rule cubic: hints must be {"good": [[m, q, c, mask], ...]}')
+    good = {}
+    for entry in hints["good"]:
+        if not (isinstance(entry, list) and len(entry) == 4
+                and all(type(x) is int for x in entry)):
+            raise Malformed(f"rule cubic: bad hint entry {str(entry)[:80]}")
+        m, q, c, mask = entry
+        max_c = k - 1 if q == m else k - 2
+        if not (0 <= q <= m < v and 0 <= c <= max_c):
+            raise Malformed(f"rule cubic: hint entry {entry[:3]} is out of range")
+        limit = 2 if c == 0 else 1 << m  # c = 0: a flag; else a set of tokens < m
+        if not 0 <= mask < limit:
+            raise Malformed(f"rule cubic: hint mask for {entry[:3]} names tokens >= max")
+        if (m, q, c) in good:
+            raise Malformed(f"rule cubic: duplicate hint for {entry[:3]}")
+        good[(m, q, c)] = mask
+    return good
