@@ -126,7 +126,7 @@ def _describe_torch_error(exc: Exception) -> str:
         # retry with weights_only=False, which is exactly what must not happen.
         detail = [ln.strip() for ln in text.splitlines()
                   if "GLOBAL" in ln or "global" in ln.split(":")[0].lower()]
-        why = detail[0] if detail else text.splitlines()[0]
+        why = (detail[0] if detail else text.splitlines()[0]).split(" Please use")[0]
         return ("refused to unpickle: the file would import or call something other than "
                 f"tensors and plain containers ({why})")
     if "zip archive" in text or "central directory" in text:
@@ -167,15 +167,17 @@ def _to_float32(path: str | os.PathLike, key: str, value: object) -> torch.Tenso
 
 def _plain(value: object, where: str) -> None:
     """Metadata must be plain Python data so weights_only loading accepts it."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    # Exact types: a str/int subclass (e.g. torch.__version__) would be pickled
+    # as a global that weights_only loading refuses.
+    if value is None or type(value) in (bool, int, float, str):
         return
-    if isinstance(value, (list, tuple)):
+    if type(value) in (list, tuple):
         for i, item in enumerate(value):
             _plain(item, f"{where}[{i}]")
         return
-    if isinstance(value, dict):
+    if type(value) is dict:
         for k, item in value.items():
-            if not isinstance(k, str):
+            if type(k) is not str:
                 raise TypeError(f"metadata key {where}.{k!r} is not a string")
             _plain(item, f"{where}.{k}")
         return
@@ -223,6 +225,7 @@ def save_model(path: str | os.PathLike, weights: ModelWeights,
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a model file is not a secret
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

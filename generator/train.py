@@ -1,0 +1,202 @@
+"""Train a Max-of-K model with the paper's recipe (App. B.1).
+
+AdamW (lr 1e-3, betas (0.9, 0.999), weight decay 0.01), batch 128, 3000
+steps, each batch fresh i.i.d. uniform sequences, cross-entropy of the
+last-position logits against the true maximum.  Biases stay frozen at zero.
+
+Determinism: one torch.Generator seeded with cfg.seed draws the initial
+weights and then every batch; training runs single-threaded with
+torch.use_deterministic_algorithms, so the same seed gives bit-identical
+weights on the same machine/torch build (different CPUs or torch versions
+may differ in the last bits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from checker.modelspec import Dims
+
+from .model import MaxOfKTransformer
+
+MAX_EXACT_SEQUENCES = 10 ** 9  # above this the CLI skips the exact-accuracy count
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    d_vocab: int = 64
+    n_ctx: int = 4
+    d_model: int = 32
+    d_head: int = 32
+    seed: int = 0
+    steps: int = 3000
+    batch: int = 128
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.01
+
+    @property
+    def dims(self) -> Dims:
+        return Dims(d_vocab=self.d_vocab, n_ctx=self.n_ctx, d_model=self.d_model,
+                    d_head=self.d_head)
+
+    def validate(self) -> None:
+        """Raise ValueError with a clear message if the config is unusable."""
+        for name in ("d_vocab", "d_model", "d_head", "steps", "batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_ctx < 2:
+            raise ValueError(f"n_ctx must be >= 2, got {self.n_ctx}")
+        if self.d_vocab < 2:
+            raise ValueError(f"d_vocab must be >= 2, got {self.d_vocab}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.seed < 2 ** 63:
+            raise ValueError(f"seed must be in [0, 2^63), got {self.seed}")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    model: MaxOfKTransformer
+    final_loss: float  # mean loss over the last min(100, steps) steps
+    final_batch_accuracy: float  # argmax accuracy over the same steps (informational)
+    seconds: float
+
+
+@contextlib.contextmanager
+def _deterministic_torch():
+    """Single thread + deterministic algorithms, restored afterwards."""
+    threads = torch.get_num_threads()
+    det = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)  # tiny matmuls: one thread is as fast and fixes the reduction order
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(det)
+        torch.set_num_threads(threads)
+
+
+def train_with_stats(cfg: TrainConfig, progress: bool = True) -> TrainResult:
+    """Train one model.  Pre: cfg.validate() passes.  Post: deterministic in cfg."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    with _deterministic_torch():
+        gen = torch.Generator().manual_seed(cfg.seed)
+        model = MaxOfKTransformer(cfg.dims, generator=gen)
+        params = [p for p in model.parameters() if p.requires_grad]  # biases stay zero
+        opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas,
+                                weight_decay=cfg.weight_decay)
+        tail = min(100, cfg.steps)
+        losses, hits = [], 0
+        for step in _steps(cfg.steps, progress):
+            tokens = torch.randint(0, cfg.d_vocab, (cfg.batch, cfg.n_ctx), generator=gen)
+            target = tokens.max(dim=1).values
+            logits = model(tokens)
+            loss = F.cross_entropy(logits, target)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if step >= cfg.steps - tail:
+                losses.append(loss.item())
+                hits += int((logits.argmax(dim=1) == target).sum())
+        model.eval()
+    return TrainResult(model=model, final_loss=sum(losses) / tail,
+                       final_batch_accuracy=hits / (tail * cfg.batch),
+                       seconds=time.perf_counter() - t0)
+
+
+def train(cfg: TrainConfig, progress: bool = True) -> MaxOfKTransformer:
+    """Train with cfg and return the model (see train_with_stats)."""
+    return train_with_stats(cfg, progress).model
+
+
+def training_metadata(cfg: TrainConfig, result: TrainResult) -> dict:
+    """What the model file records about its training.  No wall-clock times:
+    the file's bytes (and sha256) must depend only on the config."""
+    return {"train_config": cfg.to_json(), "final_loss": result.final_loss,
+            "final_batch_accuracy": result.final_batch_accuracy,
+            "torch_version": str(torch.__version__)}
+
+
+def _steps(n: int, progress: bool):
+    if not progress:
+        return range(n)
+    from tqdm import tqdm
+
+    # disable=None: silent when stderr is not a terminal (logs, CI).
+    return tqdm(range(n), file=sys.stderr, disable=None, desc="training", unit="step")
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = argparse.ArgumentParser(
+        prog="train-max-of-k",
+        description="Train a one-layer attention-only Max-of-K transformer (paper recipe) "
+                    "and report its exact accuracy.")
+    p.add_argument("--out", required=True, help="output file (.pt/.pth or .safetensors)")
+    p.add_argument("--d-vocab", type=int, default=d.d_vocab)
+    p.add_argument("--n-ctx", type=int, default=d.n_ctx)
+    p.add_argument("--d-model", type=int, default=d.d_model)
+    p.add_argument("--d-head", type=int, default=d.d_head)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--batch", type=int, default=d.batch)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-exact", action="store_true",
+                   help="skip counting the exact accuracy over all sequences")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI; exit 0 on success, 2 on a bad argument."""
+    from .ground_truth import count_correct
+    from .modelfile import SAFETENSORS_SUFFIX, TORCH_SUFFIXES, save_model
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    cfg = TrainConfig(d_vocab=args.d_vocab, n_ctx=args.n_ctx, d_model=args.d_model,
+                      d_head=args.d_head, seed=args.seed, steps=args.steps, batch=args.batch,
+                      lr=args.lr, weight_decay=args.weight_decay)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        parser.error(str(exc))  # exits 2
+    if not args.out.lower().endswith(TORCH_SUFFIXES + (SAFETENSORS_SUFFIX,)):
+        parser.error(f"--out {args.out!r}: use a .pt, .pth or .safetensors file name")
+    result = train_with_stats(cfg, progress=not args.no_progress)
+    weights = result.model.weights()
+    meta = training_metadata(cfg, result)
+    try:
+        sha = save_model(args.out, weights, meta)
+    except OSError as exc:
+        print(f"train-max-of-k: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
+    print(f"saved {args.out} (sha256 {sha}); trained {cfg.steps} steps in "
+          f"{result.seconds:.1f} s, final loss {result.final_loss:.4g}")
+    total = cfg.d_vocab ** cfg.n_ctx
+    if args.no_exact or total > MAX_EXACT_SEQUENCES:
+        print(f"exact accuracy not computed ({total} sequences)")
+        return 0
+    gt = count_correct(weights, progress=False if args.no_progress else None)
+    print(f"exact accuracy: {gt.correct} / {gt.total} = {gt.accuracy:.8f} "
+          f"(ties {gt.ties}; counted in {gt.seconds:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
