@@ -43,7 +43,7 @@ NEAR_TOL = 1e-9  # |margin| <= NEAR_TOL * (1 + |logit of true max|) counts as "n
 @dataclass(frozen=True)
 class GroundTruth:
     correct: int  # true max's logit strictly above all others
-    total: int  # d_vocab ** n_ctx
+    total: int  # d_vocab ** n_ctx (fewer if restricted to some query tokens)
     ties: int  # true max's logit equals the largest other logit (counted wrong)
     seconds: float
     near_ties: int = 0  # |margin| tiny: float64 rounding could have decided the verdict
@@ -123,8 +123,12 @@ def _tally(logits_t: np.ndarray, tmax: np.ndarray) -> tuple[int, int, int]:
 
 
 def count_correct(weights: ModelWeights, chunk_size: int = 1 << 13,
-                  progress: bool | None = None, workers: int = 2) -> GroundTruth:
+                  progress: bool | None = None, workers: int = 2,
+                  query_tokens: list[int] | None = None) -> GroundTruth:
     """Count correct sequences among all d_vocab ** n_ctx.
+
+    query_tokens: restrict to sequences whose last token is in this list
+    (for spot checks; total is then len(query_tokens) * v^(k-1)).
 
     Pre: chunk_size >= 1 (sequences per chunk, rounded down to a power of
     d_vocab, at least d_vocab); workers >= 1 threads (numpy releases the GIL
@@ -141,22 +145,26 @@ def count_correct(weights: ModelWeights, chunk_size: int = 1 << 13,
     while r < k - 1 and v ** (r + 1) <= chunk_size:
         r += 1
     free = enumerate_sequences(v, r)  # (v^r, r), same order as the broadcast sums
-    bar = _progress_bar(v ** k, progress)
+    queries = list(range(v)) if query_tokens is None else sorted(set(query_tokens))
+    if not queries or any(not 0 <= q < v for q in queries):
+        raise ValueError(f"query tokens must be a non-empty list of tokens in [0, {v})")
+    total = len(queries) * v ** (k - 1)
+    bar = _progress_bar(total, progress)
 
     def one_query(q: int) -> tuple[int, int, int]:
         return _count_query(tab, q, free, bar)
 
-    if workers > 1 and v > 1:
+    if workers > 1 and len(queries) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(one_query, range(v)))
+            results = list(pool.map(one_query, queries))
     else:
-        results = [one_query(q) for q in range(v)]
+        results = [one_query(q) for q in queries]
     if bar is not None:
         bar.close()
     correct, ties, near = (sum(col) for col in zip(*results, strict=True))
-    return GroundTruth(correct=correct, total=v ** k, ties=ties, near_ties=near,
+    return GroundTruth(correct=correct, total=total, ties=ties, near_ties=near,
                        seconds=time.perf_counter() - t0)
 
 
