@@ -134,8 +134,9 @@ class CertificateChecker:
     """Replays a certificate line by line.  Use: feed(line) for each line, then
     finish() -> Report.  Raises Malformed or Rejected on the first problem."""
 
-    def __init__(self, limits: Limits = Limits(), model_file=None):
+    def __init__(self, limits: Limits = Limits(), model_file=None, jobs: int = 1):
         self.limits = limits
+        self.jobs = jobs  # processes a rule may use
         self.model_file = model_file  # checker.modelfile.ModelFile or None
         self.values: dict[int, Value] = {}
         self.proven: dict[int, int] = {}
@@ -316,7 +317,9 @@ class CertificateChecker:
                                f"{name} as defined in spec/theorem.md")
             matrices[name] = value.matrix
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
-        proven, note = rule.check(self.dims, matrices, obj.get("hints"), self.charge)
+        started = time.monotonic()
+        proven, note = rule.check(self.dims, matrices, obj.get("hints"), self.charge, self.jobs)
+        note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
                            f"sequences, but the line claims {claim}")

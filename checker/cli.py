@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from fractions import Fraction
 
@@ -35,14 +36,14 @@ def _lines(stream, limit: int):
             yield text
 
 
-def check_file(path: str, limits: Limits, model_path: str | None) -> Report:
+def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
     model_file = None
     if model_path is not None:
         from .modelfile import read_model_tensors
 
         model_file = read_model_tensors(model_path)
-    checker = CertificateChecker(limits, model_file)
+    checker = CertificateChecker(limits, model_file, jobs)
     try:
         stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     except OSError as err:
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a policy the verified theorem must imply, e.g. "
                         "'accuracy >= 0.95 and weights == sha256:...' (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="processes for rules that split their work (default: all cores)")
     d = Limits()
     p.add_argument("--max-seconds", type=float, default=d.max_seconds)
     p.add_argument("--max-work", type=int, default=d.max_work,
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     max_seconds=args.max_seconds)
     try:
         policies = [statement.parse(r, "--require") for r in args.require]
-        report = check_file(args.certificate, limits, args.model)
+        report = check_file(args.certificate, limits, args.model, max(1, args.jobs))
         for text, atoms in zip(args.require, policies):
             for atom in atoms:
                 if not statement.holds(atom, report.facts):

@@ -21,7 +21,7 @@ from mpmath import iv
 INPUTS = ("EQKE", "EQKP", "EVOU", "PVOU", "EU")
 
 
-def check(dims, m, hints, charge):
+def check(dims, m, hints, charge, jobs=1):
     if hints is not None:
         from ..errors import Malformed
 

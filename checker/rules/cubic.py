@@ -38,40 +38,83 @@ from ..errors import Malformed, Rejected
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 
 
-def check(dims, mats, hints, charge):
+def check(dims, mats, hints, charge, jobs=1):
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule cubic needs d_vocab >= 2")
     good = parse_hints(hints, v, k)
-    e, beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
-    evou, pvou, eu = mats["EVOU"], mats["PVOU"], mats["EU"]
     charge(v * v * k + v * v * (v + 1) * (k + 4))
-    dp_max = [[_imax([pvou[i][o] - pvou[i][m] for i in range(k)]) for o in range(v)]
-              for m in range(v)]
-    # max over o ∉ {m, t'} of ΔV_t'[o] needs the top three of EVOU's row t'.
-    evou_top = [_top(row, 3) for row in evou]
-    proven = 0
-    for q in range(v):
-        subset_sums = _subset_sum_bounds(beta[q][:k - 1])
-        b_total = iv.fsum(beta[q][:k - 1])
-        for m in range(q, v):
-            proven += _count_q_m(q, m, k, v, good, e, beta[q], b_total, subset_sums,
-                                 evou, evou_top, eu, dp_max[m])
-        charge(0)
+    tables = _Tables(mats, v, k)
+    proven = sum(_map(jobs, tables, good, v))
     return proven, f"{proven} sequences certified by the cubic rule"
 
 
-def _count_q_m(q, m, k, v, good, e, beta_q, b_total, subset_sums, evou, evou_top, eu, dp_max_m):
+class _Tables:
+    """What the paper's complexity argument caches: quantities depending on at
+    most two of (q, m, t), computed once.  O(v²·k) interval operations."""
+
+    def __init__(self, mats, v, k):
+        self.v, self.k = v, k
+        self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
+        self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
+        self.evou = evou
+        # dp_max[m][o] encloses max_i (PVOU[i, o] − PVOU[i, m])
+        self.dp_max = [[_imax([pvou[i][o] - pvou[i][m] for i in range(k)]) for o in range(v)]
+                       for m in range(v)]
+        # dv_m[m][o] = ΔV_m[o] = EVOU[m, o] − EVOU[m, m]
+        self.dv_m = [[evou[m][o] - evou[m][m] for o in range(v)] for m in range(v)]
+        # dv_self[m][t] = ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
+        self.dv_self = [[evou[t][t] - evou[t][m] for t in range(v)] for m in range(v)]
+        # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o], from the top three of EVOU's row t
+        tops = [_top(row, 3) for row in evou]
+        self.dv_rest = [[_max_row_excluding(tops[t], m, t) - evou[t][m] for t in range(v)]
+                        for m in range(v)]
+
+
+_SHARED = {}  # the tables, inherited by forked workers (intervals do not pickle)
+
+
+def _map(jobs, tables, good, v):
+    """Per-query counts, in `jobs` forked processes (queries are independent).
+    A worker's Rejected propagates to the caller; only counts come back."""
+    if jobs <= 1:
+        return [_count_q(tables, good, q) for q in range(v)]
+    import multiprocessing
+
+    _SHARED["args"] = (tables, good)
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            return pool.map(_count_q_shared, range(v), chunksize=1)
+    finally:
+        _SHARED.clear()
+
+
+def _count_q_shared(q):
+    return _count_q(*_SHARED["args"], q)
+
+
+def _count_q(t: _Tables, good, q):
+    """Confirm the claimed good sets for query q; return the count they prove."""
+    k, v = t.k, t.v
+    beta_q = t.beta[q]
+    b_total = iv.fsum(beta_q[:k - 1])
+    subset_sums = _subset_sum_bounds(beta_q[:k - 1])
+    # s[c][j][u] = S·e[q][u] for S the lower (j = 0) / upper (j = 1) subset-sum bound
+    s = {c: [[bound * e_qu for e_qu in t.e[q]] for bound in subset_sums[c]]
+         for c in subset_sums}
+    return sum(_count_q_m(t, good, q, m, b_total, subset_sums, s) for m in range(q, v))
+
+
+def _count_q_m(t: _Tables, good, q, m, b_total, subset_sums, s):
     """Confirm the claimed good sets for (q, m, ·) and return their count."""
+    k, v, eu, evou = t.k, t.v, t.eu[q], t.evou
     outputs = [o for o in range(v) if o != m]
-    d = {o: eu[q][o] - eu[q][m] + dp_max_m[o] for o in outputs}
-    x_m = {o: d[o] + evou[m][o] - evou[m][m] for o in outputs}
+    d = {o: eu[o] - eu[m] + t.dp_max[m][o] for o in outputs}
+    x_m = {o: d[o] + t.dv_m[m][o] for o in outputs}
     x_q = x_m if q == m else {o: d[o] + evou[q][o] - evou[q][m] for o in outputs}
-    e_m, w_query = e[q][m], beta_q[k - 1] * e[q][q]
+    e_m, w_query = t.e[q][m], t.beta[q][k - 1] * t.e[q][q]
     p = {o: e_m * x_m[o] for o in outputs}
     qv = {o: w_query * x_q[o] for o in outputs}
-    d_top = _top_upper(d)
-    max_c = k - 1 if q == m else k - 2
     count = 0
     # c = 0: every non-query position holds m (S = 0, R = B).
     if good.get((m, q, 0), 0):
@@ -79,22 +122,22 @@ def _count_q_m(q, m, k, v, good, e, beta_q, b_total, subset_sums, evou, evou_top
             raise Rejected(f"cubic: the sequence with query {q} and all other tokens {m} "
                            "is claimed correct but its bound is not negative")
         count += 1
-    for c in range(1, max_c + 1):
-        mask = good.get((m, q, c), 0)
-        if not mask:
-            continue
-        claimed = [t for t in range(m) if mask >> t & 1]
-        s_lo, s_hi = subset_sums[c]
-        for s_bound in (s_lo, s_hi):
+    claims = {c: good.get((m, q, c), 0) for c in range(1, (k if q == m else k - 1))}
+    tokens = sorted({u for mask in claims.values() for u in range(m) if mask >> u & 1})
+    d_top = _top_upper(d)
+    x_t = {u: d[u] + t.dv_self[m][u] for u in tokens}  # X_t'[t'] at o = t'
+    spread = {u: _excluding(d_top, u) + t.dv_rest[m][u] for u in tokens}
+    for c, mask in claims.items():
+        claimed = [u for u in tokens if mask >> u & 1]
+        for j, s_bound in enumerate(subset_sums[c]):
             rest = b_total - s_bound
             a_s = {o: rest * p[o] + qv[o] for o in outputs}
             a_top = _top_upper(a_s)
-            for t in claimed:
-                s = s_bound * e[q][t]
-                x_t = d[t] + evou[t][t] - evou[t][m]
-                spread = _excluding(d_top, t) + _max_row_excluding(evou_top[t], m, t) - evou[t][m]
-                if not ((a_s[t] + s * x_t).b < 0 and (_excluding(a_top, t) + s * spread).b < 0):
-                    raise Rejected(f"cubic: token {t} is claimed good for query {q}, max {m}, "
+            s_c = s[c][j]
+            for u in claimed:
+                if not ((a_s[u] + s_c[u] * x_t[u]).b < 0
+                        and (_excluding(a_top, u) + s_c[u] * spread[u]).b < 0):
+                    raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
                                    f"{c} non-max copies, but its bound is not negative")
         count += comb(k - 1, c) * len(claimed) ** c
     return count
@@ -121,11 +164,17 @@ def _imax(xs):
 
 def _top_upper(vec: dict):
     """The two largest upper endpoints of vec's entries, with the index of the
-    largest: (index, first, second) with second = first when only one entry."""
-    items = sorted(vec.items(), key=lambda kv: kv[1].b, reverse=True)
-    first = items[0]
-    second = items[1] if len(items) > 1 else items[0]
-    return (first[0], first[1].b, second[1].b)
+    largest: (index, first, second), second = first when only one entry.
+    One pass, comparing exact endpoints."""
+    best = second = None
+    index = None
+    for o, x in vec.items():
+        hi = x.b
+        if best is None or hi > best:
+            best, second, index = hi, best, o
+        elif second is None or hi > second:
+            second = hi
+    return (index, best, best if second is None else second)
 
 
 def _excluding(top, t):
