@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         policies = [statement.parse(r, "--require") for r in args.require]
         report = check_file(args.certificate, limits, args.model, max(1, args.jobs))
-        for text, atoms in zip(args.require, policies):
+        for atoms in policies:
             for atom in atoms:
                 if not statement.holds(atom, report.facts):
                     raise Rejected(f"required '{atom}' does not follow from the verified "

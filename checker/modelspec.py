@@ -74,7 +74,8 @@ def infer_dims(shapes: dict[str, tuple[int, ...]]) -> Dims:
     missing = [n for n, _, required in PARAMETERS if required and n not in shapes]
     if missing:
         raise Malformed(f"model is missing required tensors: {', '.join(missing)}")
-    for name in ("blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V", "blocks.0.attn.W_O"):
+    heads = ("blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V", "blocks.0.attn.W_O")
+    for name in heads:
         shape = shapes[name]
         if len(shape) != 3:
             raise Malformed(f"{name} has shape {list(shape)}; expected (n_heads, ., .)")
