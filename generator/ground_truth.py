@@ -46,7 +46,9 @@ class GroundTruth:
     total: int  # d_vocab ** n_ctx (fewer if restricted to some query tokens)
     ties: int  # true max's logit equals the largest other logit (counted wrong)
     seconds: float
-    near_ties: int = 0  # |margin| tiny: float64 rounding could have decided the verdict
+    # |margin| <= NEAR_TOL * (1 + |logit of true max|), exact ties included: sequences
+    # whose verdict float64 rounding (rather than the real-number model) may decide.
+    near_ties: int = 0
 
     @property
     def accuracy(self) -> float:
@@ -118,6 +120,8 @@ def _tally(logits_t: np.ndarray, tmax: np.ndarray) -> tuple[int, int, int]:
     val = logits_t[tmax, cols]
     logits_t[tmax, cols] = -np.inf
     margin = val - logits_t.max(axis=0)
+    if np.isnan(margin).any():  # NaN anywhere in a column propagates to its margin
+        raise FloatingPointError("NaN logit in the ground-truth evaluation")
     near = np.abs(margin) <= NEAR_TOL * (1.0 + np.abs(val))
     return int((margin > 0).sum()), int((margin == 0).sum()), int(near.sum())
 
@@ -174,9 +178,11 @@ def _count_query(tab: CircuitTables, q: int, free: np.ndarray, bar) -> tuple[int
     r = free.shape[1]
     j = k - 1 - r  # positions 0..j-1 are a fixed prefix per chunk
     free_max = free.max(axis=1)  # (v^r,)
-    s = tab.S[q]  # (k, v)
-    shift = max(s[: k - 1].max(), s[k - 1, q])
-    e = np.exp(s - shift)  # (k, v), all <= 1
+    s = tab.S[q].copy()  # (k, v)
+    own = s[k - 1, q]
+    s[k - 1] = -np.inf  # the last position always holds q: other entries never occur
+    s[k - 1, q] = own
+    e = np.exp(s - s.max())  # (k, v), all <= 1; exactly 1 somewhere
     b = e[:, None, :] * tab.OV.transpose(0, 2, 1)  # (k, v_out, v): token-major
     free_e, free_b = e[j], b[j]
     for i in range(j + 1, k - 1):  # broadcast-sum the free positions' tables
@@ -189,7 +195,8 @@ def _count_query(tab: CircuitTables, q: int, free: np.ndarray, bar) -> tuple[int
         const_b = b[k - 1, :, q] + sum((b[i, :, p] for i, p in enumerate(prefix)), np.zeros(v))
         den = free_e + const_e  # (v^r,)
         np.add(free_b, const_b[:, None], out=logits_t)  # (v_out, v^r)
-        logits_t /= den
+        with np.errstate(divide="ignore", invalid="ignore"):  # den == 0 is redone below
+            logits_t /= den
         logits_t += tab.D[q][:, None]
         low = np.flatnonzero(den < _TINY)
         if low.size:  # rare: every score of these sequences is far below the shift
