@@ -40,7 +40,9 @@ def generate(model_path: str, strategy: str, float_shadow: bool = True,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="gen-cert", description=__doc__.splitlines()[0])
-    p.add_argument("model", help="model file (.pt / .safetensors, TransformerLens state dict)")
+    p.add_argument("model", nargs="?", default=str(SHIPPED / "max4_v64_seed0.pt"),
+                   help="model file (.pt / .safetensors, TransformerLens state dict); "
+                        "default: the shipped Max-of-4 model")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default=default_strategy())
     p.add_argument("-o", "--output", help="write here instead of stdout")
     p.add_argument("--no-float-shadow", action="store_true",
