@@ -5,7 +5,8 @@ Trusted.  Two formats are read, chosen by content rather than by file name:
 * torch .pt (the zip archive torch.save writes): `<folder>/data.pkl` is a pickle
   that names the tensors and `<folder>/data/<key>` holds their raw bytes.  The
   pickle is run by an Unpickler whose `find_class` hands out only inert
-  stand-ins for a short whitelist of globals, so no code from the file runs.
+  stand-ins for a short whitelist of globals, so no code from the file runs;
+  an opcode allowlist checked beforehand bounds what the unpickler allocates.
   Objects the pickle can create are sealed (pickle's BUILD cannot alter them)
   and Tensors are built only after unpickling has finished.
 * safetensors: a JSON header of names, dtypes, shapes and byte offsets, then
@@ -21,7 +22,9 @@ import io
 import json
 import math
 import pickle
+import pickletools
 import struct
+import warnings
 import zipfile
 from dataclasses import dataclass
 from itertools import product
@@ -39,6 +42,14 @@ _TORCH_STORAGES = {"torch.DoubleStorage": "float64", "torch.FloatStorage": "floa
                    "torch.HalfStorage": "float16", "torch.BFloat16Storage": "bfloat16",
                    "torch.BoolStorage": "bool", "torch.LongStorage": "int64",
                    "torch.IntStorage": "int32"}
+# The pickle opcodes that build plain values, tensors and torch's wrapper dicts (protocols
+# 2-4).  Refused: INST/OBJ/NEWOBJ*/EXT* (other ways to call or import), the text-mode opcodes
+# of protocol 0, 8-byte lengths and out-of-band buffers (protocol 5).
+_PICKLE_OPCODES = frozenset("""PROTO FRAME STOP MARK POP POP_MARK NONE NEWTRUE NEWFALSE
+    BININT BININT1 BININT2 LONG1 BINFLOAT SHORT_BINUNICODE BINUNICODE SHORT_BINBYTES BINBYTES
+    EMPTY_TUPLE TUPLE TUPLE1 TUPLE2 TUPLE3 EMPTY_LIST APPEND APPENDS LIST EMPTY_DICT DICT
+    SETITEM SETITEMS EMPTY_SET ADDITEMS FROZENSET GLOBAL STACK_GLOBAL REDUCE BUILD BINPERSID
+    BINGET LONG_BINGET BINPUT LONG_BINPUT MEMOIZE""".split())
 _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
                        "BOOL": "bool", "I64": "int64", "I32": "int32"}
 
@@ -234,6 +245,22 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return _TensorRef(storage, offset, size, stride)
 
 
+def _check_opcodes(pkl: bytes) -> None:
+    """Scan the pickle (pickletools parses, never executes) before it is unpickled: only
+    allowed opcodes, and no memo index or frame length beyond the pickle's size (the C
+    unpickler sizes its memo array by the largest index it is given)."""
+    with warnings.catch_warnings():  # genops warns on odd escapes in (refused) text opcodes
+        warnings.simplefilter("ignore")
+        ops = list(pickletools.genops(pkl))
+    for op, arg, pos in ops:
+        if op.name not in _PICKLE_OPCODES:
+            raise ModelFileError(f"data.pkl uses the pickle opcode {op.name} (byte {pos}), "
+                                 "which is refused")
+        if op.name in ("FRAME", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT") \
+                and arg > len(pkl):
+            raise ModelFileError(f"data.pkl has {op.name} {arg} (byte {pos}): out of range")
+
+
 def _read_entry(zf: zipfile.ZipFile, name: str) -> bytes:
     """One zip member; torch stores members uncompressed, so anything else is refused."""
     info = zf.getinfo(name)
@@ -273,7 +300,9 @@ def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
     folder = pkls[0][:-len("data.pkl")]
     if folder + "byteorder" in names and _read_entry(zf, folder + "byteorder") != b"little":
         raise ModelFileError("tensors are not stored little-endian")
-    top = _RestrictedUnpickler(_read_entry(zf, pkls[0]), zf, folder, budget).load()
+    pkl = _read_entry(zf, pkls[0])
+    _check_opcodes(pkl)
+    top = _RestrictedUnpickler(pkl, zf, folder, budget).load()
     state = top.get("model") if isinstance(top, dict) else None
     if not (isinstance(state, dict) and state):
         state = top

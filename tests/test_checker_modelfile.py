@@ -246,6 +246,31 @@ def test_pickle_cannot_modify_stand_ins(tmp_path):
     assert got.tensors["w"].values == (0.0, 0.0)
 
 
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_pickle_protocols(tmp_path, protocol):
+    sd = {"a": torch.randn(3, 2).t(), "m": torch.ones(2).bool()}
+    path = tmp_path / "p.pt"
+    cfg = {"b": [2**70, -1.5, (None, True)]}
+    torch.save({"model": sd, "cfg": cfg}, path, pickle_protocol=protocol)
+    assert_same(read_model_tensors(path), sd, path)
+
+
+@pytest.mark.parametrize("pkl,why", [
+    (b"\x80\x02}r\xff\xff\xff\x7f.", "LONG_BINPUT 2147483647"),  # memo array of 2**31
+    (b"\x80\x02(X\x04\x00\x00\x00trueiposix\nsystem\n.", "INST"),
+    (b"\x80\x02(ctorch\nFloatStorage\no.", "OBJ"),
+    (b"\x80\x02ctorch\nFloatStorage\n)\x81.", "NEWOBJ"),
+    (b"\x80\x02\x82\x01.", "EXT1"),
+    (b"\x80\x02Pabc\n.", "PERSID"),
+    (b"\x80\x02S'a\\q'\n.", "STRING"),
+    (b"\x80\x05\x96\xff\xff\xff\xff\xff\xff\xff\x00.", "ValueError"),  # BYTEARRAY8
+    (b"\x80\x05\x97.", "NEXT_BUFFER"),
+    (b"\x80\x02}", "ValueError"),  # no STOP
+])
+def test_refused_opcodes(tmp_path, pkl, why):
+    refused(torch_zip(tmp_path / "o.pt", pkl), why)
+
+
 @pytest.mark.parametrize("offset,size,stride,why", [
     (1, (2,), (1,), "outside its storage"),
     (0, (2, 2), (1, 1), "outside its storage"),
@@ -404,6 +429,29 @@ def test_fuzzed_files_only_ever_raise_model_file_error(tmp_path):
                 read_model_tensors(tmp_path / "f")
             except ModelFileError:
                 pass
+
+
+def fuzz_pickles(tmp_path: Path, count: int, seed: int = 99) -> None:
+    """Corrupt data.pkl itself (the zip's CRCs stay right, so the unpickler sees it)."""
+    torch.save({"model": state_dict() | odd_tensors(), "cfg": {"a": [1, 2.5, None]}},
+               tmp_path / "m.pt")
+    with zipfile.ZipFile(tmp_path / "m.pt") as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    pkl = members["m/data.pkl"]
+    rng = random.Random(seed)
+    for _ in range(count):
+        data = bytearray(pkl)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        write_zip(tmp_path / "f.pt", members | {"m/data.pkl": bytes(data)})
+        try:
+            read_model_tensors(tmp_path / "f.pt")
+        except ModelFileError:
+            pass
+
+
+def test_fuzzed_pickles_only_ever_raise_model_file_error(tmp_path):
+    fuzz_pickles(tmp_path, 300)
 
 
 def test_same_under_python_O(tmp_path):
