@@ -138,6 +138,10 @@ class _Sealed:
     """Base of the objects the pickle can reach; BUILD (setstate) on them is refused."""
     __slots__ = ()
 
+    def __init__(self, *values):
+        for name, value in zip(self.__slots__, values, strict=True):
+            setattr(self, name, value)
+
     def __setstate__(self, state):
         raise ModelFileError(f"pickle tries to modify a {type(self).__name__.lstrip('_')}")
 
@@ -145,9 +149,6 @@ class _Sealed:
 class _Global(_Sealed):
     """A whitelisted global: a stand-in callable the pickle may call, not alter."""
     __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
 
     def __call__(self, *args):
         return self.fn(*args)
@@ -157,23 +158,15 @@ class _StorageType(_Sealed):
     """What a name like torch.FloatStorage stands for: just a dtype.  Not callable."""
     __slots__ = ("dtype",)
 
-    def __init__(self, dtype: str):
-        self.dtype = dtype
-
 
 class _Storage(_Sealed):
+    """A storage's decoded elements."""
     __slots__ = ("dtype", "values")
-
-    def __init__(self, dtype: str, values: tuple):
-        self.dtype, self.values = dtype, values
 
 
 class _TensorRef(_Sealed):
     """A tensor as a view (offset, shape, stride) of a storage; made into a Tensor later."""
     __slots__ = ("storage", "offset", "shape", "stride")
-
-    def __init__(self, storage, offset, shape, stride):
-        self.storage, self.offset, self.shape, self.stride = storage, offset, shape, stride
 
 
 class _StateDict(dict):
@@ -201,6 +194,10 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.zf, self.folder, self.budget, self.storages = zf, folder, budget, {}
 
     def find_class(self, module, name):
+        """The only globals torch.save writes for a state dict (checked with pickletools):
+        storage type names (-> dtype markers), OrderedDict (-> a dict), and the two
+        rebuild functions (-> our checked versions).  None of the stand-ins touches
+        anything outside the objects the pickle itself built."""
         full = f"{module}.{name}"
         if full in _TORCH_STORAGES:
             return _StorageType(_TORCH_STORAGES[full])
