@@ -85,6 +85,10 @@ def contains(outer, inner) -> bool:
     return mpf_le(outer_lo, inner_lo) and mpf_le(inner_hi, outer_hi)
 
 
+_ZERO = iv.mpf(0)
+
+
 def is_negative(x) -> bool:
-    """True iff every real in interval x is < 0 (its upper endpoint is < 0)."""
-    return x.b < 0
+    """True iff every real in interval x is < 0 (its upper endpoint is < 0).
+    mpmath's interval `<` is True only when it holds for all members."""
+    return (x < _ZERO) is True

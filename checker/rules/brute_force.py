@@ -18,6 +18,8 @@ import itertools
 
 from mpmath import iv
 
+from ..numbers import is_negative
+
 INPUTS = ("EQKE", "EQKP", "EVOU", "PVOU", "EU")
 
 
@@ -33,7 +35,8 @@ def check(dims, m, hints, charge, jobs=1):
     for tokens in itertools.product(range(v), repeat=k):
         q, top = tokens[-1], max(tokens)
         w = [iv.exp(eqke[q][t] + eqkp[q][i]) for i, t in enumerate(tokens)]
-        if all(_margin(w, tokens, q, top, o, evou, pvou, eu).b < 0 for o in range(v) if o != top):
+        if all(is_negative(_margin(w, tokens, q, top, o, evou, pvou, eu))
+               for o in range(v) if o != top):
             certified += 1
     return certified, f"{certified} of {v ** k} sequences certified correct"
 

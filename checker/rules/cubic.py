@@ -34,6 +34,7 @@ from math import comb
 from mpmath import iv
 
 from ..errors import Malformed, Rejected
+from ..numbers import is_negative
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 
@@ -118,7 +119,7 @@ def _count_q_m(t: _Tables, good, q, m, b_total, subset_sums, s):
     count = 0
     # c = 0: every non-query position holds m (S = 0, R = B).
     if good.get((m, q, 0), 0):
-        if not all((b_total * p[o] + qv[o]).b < 0 for o in outputs):
+        if not all(is_negative(b_total * p[o] + qv[o]) for o in outputs):
             raise Rejected(f"cubic: the sequence with query {q} and all other tokens {m} "
                            "is claimed correct but its bound is not negative")
         count += 1
@@ -135,8 +136,8 @@ def _count_q_m(t: _Tables, good, q, m, b_total, subset_sums, s):
             a_top = _top_upper(a_s)
             s_c = s[c][j]
             for u in claimed:
-                if not ((a_s[u] + s_c[u] * x_t[u]).b < 0
-                        and (_excluding(a_top, u) + s_c[u] * spread[u]).b < 0):
+                if not (is_negative(a_s[u] + s_c[u] * x_t[u])
+                        and is_negative(_excluding(a_top, u) + s_c[u] * spread[u])):
                     raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
                                    f"{c} non-max copies, but its bound is not negative")
         count += comb(k - 1, c) * len(claimed) ** c
