@@ -15,7 +15,7 @@ import math
 import struct
 
 from mpmath import iv
-from mpmath.libmp import mpf_le
+from mpmath.libmp import fzero, mpf_add, mpf_le, mpf_lt, mpf_mul, mpf_sub, round_ceiling
 
 from .errors import Malformed
 
@@ -92,3 +92,46 @@ def is_negative(x) -> bool:
     """True iff every real in interval x is < 0 (its upper endpoint is < 0).
     mpmath's interval `<` is True only when it holds for all members."""
     return (x < _ZERO) is True
+
+
+# --- Upper-bound arithmetic -------------------------------------------------
+# Where a rule only needs an upper bound of an expression that is monotone in
+# its parts (sums, and products with non-negative weights), it carries raw
+# mpmath numbers x̄ meaning "the real X satisfies X <= x̄", and rounds every
+# operation upward (mpmath.libmp, round_ceiling).  Soundness: if X <= x̄,
+# Y <= ȳ then X + Y <= x̄ + ȳ; if moreover W ∈ [w, w̄] with w >= 0 then
+# W·X <= w̄·x̄ when x̄ >= 0 and W·X <= w·x̄ when x̄ < 0.  This is 3-4× faster
+# than full intervals, which matters in the cubic rule's O(v³) loops.
+
+
+def upper(x):
+    """The upper endpoint of interval x (a raw mpmath number)."""
+    return x._mpi_[1]
+
+
+def up_add(a, b):
+    """An upper bound of X + Y given X <= a, Y <= b."""
+    return mpf_add(a, b, WORKING_PRECISION, round_ceiling)
+
+
+def up_diff(x, y):
+    """An upper bound of X − Y for X in interval x and Y in interval y."""
+    return mpf_sub(x._mpi_[1], y._mpi_[0], WORKING_PRECISION, round_ceiling)
+
+
+def up_mul(w, a):
+    """An upper bound of W·X for W in interval w (which must be >= 0) and X <= a."""
+    w_lo, w_hi = w._mpi_
+    if mpf_lt(w_lo, fzero):
+        raise ValueError("up_mul needs a non-negative weight")
+    return mpf_mul(w_lo if mpf_lt(a, fzero) else w_hi, a, WORKING_PRECISION, round_ceiling)
+
+
+def below_zero(a) -> bool:
+    """True iff the upper bound a is < 0 (so the bounded real is < 0)."""
+    return mpf_lt(a, fzero)
+
+
+def greater(a, b) -> bool:
+    """Exact comparison a > b of raw mpmath numbers."""
+    return mpf_lt(b, a)

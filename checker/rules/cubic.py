@@ -32,9 +32,10 @@ from __future__ import annotations
 from math import comb
 
 from mpmath import iv
+from mpmath.libmp import mpf_sub, round_ceiling
 
 from ..errors import Malformed, Rejected
-from ..numbers import is_negative
+from ..numbers import WORKING_PRECISION, below_zero, greater, up_add, up_diff, up_mul, upper
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 
@@ -52,23 +53,25 @@ def check(dims, mats, hints, charge, jobs=1):
 
 class _Tables:
     """What the paper's complexity argument caches: quantities depending on at
-    most two of (q, m, t), computed once.  O(v²·k) interval operations."""
+    most two of (q, m, t), computed once, O(v²·k).  Output differences are kept
+    as upper bounds (numbers.py, upper-bound arithmetic): every check of the
+    rule is "an upper bound is < 0" and every weight is positive."""
 
     def __init__(self, mats, v, k):
         self.v, self.k = v, k
         self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
         self.evou = evou
-        # dp_max[m][o] encloses max_i (PVOU[i, o] − PVOU[i, m])
-        self.dp_max = [[_imax([pvou[i][o] - pvou[i][m] for i in range(k)]) for o in range(v)]
-                       for m in range(v)]
-        # dv_m[m][o] = ΔV_m[o] = EVOU[m, o] − EVOU[m, m]
-        self.dv_m = [[evou[m][o] - evou[m][m] for o in range(v)] for m in range(v)]
-        # dv_self[m][t] = ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
-        self.dv_self = [[evou[t][t] - evou[t][m] for t in range(v)] for m in range(v)]
-        # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o], from the top three of EVOU's row t
+        # dp_max[m][o] >= max_i (PVOU[i, o] − PVOU[i, m])
+        self.dp_max = [[_max_raw([up_diff(pvou[i][o], pvou[i][m]) for i in range(k)])
+                        for o in range(v)] for m in range(v)]
+        # dv_m[m][o] >= ΔV_m[o] = EVOU[m, o] − EVOU[m, m]
+        self.dv_m = [[up_diff(evou[m][o], evou[m][m]) for o in range(v)] for m in range(v)]
+        # dv_self[m][t] >= ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
+        self.dv_self = [[up_diff(evou[t][t], evou[t][m]) for t in range(v)] for m in range(v)]
+        # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o] (None if there is no such o)
         tops = [_top(row, 3) for row in evou]
-        self.dv_rest = [[_max_row_excluding(tops[t], m, t) - evou[t][m] for t in range(v)]
+        self.dv_rest = [[_rest_of_row(tops[t], m, t, evou[t][m]) for t in range(v)]
                         for m in range(v)]
 
 
@@ -97,47 +100,61 @@ def _count_q_shared(q):
 def _count_q(t: _Tables, good, q):
     """Confirm the claimed good sets for query q; return the count they prove."""
     k, v = t.k, t.v
-    beta_q = t.beta[q]
-    b_total = iv.fsum(beta_q[:k - 1])
-    subset_sums = _subset_sum_bounds(beta_q[:k - 1])
-    # s[c][j][u] = S·e[q][u] for S the lower (j = 0) / upper (j = 1) subset-sum bound
-    s = {c: [[bound * e_qu for e_qu in t.e[q]] for bound in subset_sums[c]]
-         for c in subset_sums}
-    return sum(_count_q_m(t, good, q, m, b_total, subset_sums, s) for m in range(q, v))
+    nonquery = t.beta[q][:k - 1]
+    b_total = iv.fsum(nonquery)
+    # Placements: for c < k−1, S ranges within [S_lo, S_hi] and R = B − S; for
+    # c = k−1 every non-query position is t', S = B and R = 0 exactly.
+    placements = {c: [(b_total - s_bound, s_bound) for s_bound in bounds]
+                  for c, bounds in _subset_sum_bounds(nonquery).items() if c < k - 1}
+    placements[k - 1] = [(None, b_total)]
+    for c, options in placements.items():
+        for rest, _ in options:
+            if rest is not None and rest.a < 0:
+                raise Rejected(f"cubic: query {q}: the attention outside {c} positions "
+                               "cannot be shown positive")
+    # weight[c][j][u] = S·e[q][u], the attention weight of the c copies of u
+    weights = {c: [[s_bound * e for e in t.e[q]] for _, s_bound in opts]
+               for c, opts in placements.items()}
+    w_query = t.beta[q][k - 1] * t.e[q][q]
+    return sum(_count_q_m(t, good, q, m, b_total, placements, weights, w_query)
+               for m in range(q, v))
 
 
-def _count_q_m(t: _Tables, good, q, m, b_total, subset_sums, s):
+def _count_q_m(t: _Tables, good, q, m, b_total, placements, weights, w_query):
     """Confirm the claimed good sets for (q, m, ·) and return their count."""
     k, v, eu, evou = t.k, t.v, t.eu[q], t.evou
     outputs = [o for o in range(v) if o != m]
-    d = {o: eu[o] - eu[m] + t.dp_max[m][o] for o in outputs}
-    x_m = {o: d[o] + t.dv_m[m][o] for o in outputs}
-    x_q = x_m if q == m else {o: d[o] + evou[q][o] - evou[q][m] for o in outputs}
-    e_m, w_query = t.e[q][m], t.beta[q][k - 1] * t.e[q][q]
-    p = {o: e_m * x_m[o] for o in outputs}
-    qv = {o: w_query * x_q[o] for o in outputs}
+    d = {o: up_add(up_diff(eu[o], eu[m]), t.dp_max[m][o]) for o in outputs}  # >= D[o]
+    x_m = {o: up_add(d[o], t.dv_m[m][o]) for o in outputs}  # >= X_m[o]
+    x_q = x_m if q == m else {o: up_add(d[o], up_diff(evou[q][o], evou[q][m]))
+                              for o in outputs}  # >= X_q[o]
+    p = {o: up_mul(t.e[q][m], x_m[o]) for o in outputs}  # >= e_m·X_m[o]
+    qv = {o: up_mul(w_query, x_q[o]) for o in outputs}  # >= β_q·e_q·X_q[o]
     count = 0
     # c = 0: every non-query position holds m (S = 0, R = B).
     if good.get((m, q, 0), 0):
-        if not all(is_negative(b_total * p[o] + qv[o]) for o in outputs):
+        if not all(below_zero(up_add(up_mul(b_total, p[o]), qv[o])) for o in outputs):
             raise Rejected(f"cubic: the sequence with query {q} and all other tokens {m} "
                            "is claimed correct but its bound is not negative")
         count += 1
-    claims = {c: good.get((m, q, c), 0) for c in range(1, (k if q == m else k - 1))}
+    max_c = k - 1 if q == m else k - 2
+    claims = {c: good.get((m, q, c), 0) for c in range(1, max_c + 1)}
     tokens = sorted({u for mask in claims.values() for u in range(m) if mask >> u & 1})
     d_top = _top_upper(d)
-    x_t = {u: d[u] + t.dv_self[m][u] for u in tokens}  # X_t'[t'] at o = t'
-    spread = {u: _excluding(d_top, u) + t.dv_rest[m][u] for u in tokens}
+    x_t = {u: up_add(d[u], t.dv_self[m][u]) for u in tokens}  # >= X_u[u]
+    # >= max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]; None when no such o exists
+    spread = {u: None if t.dv_rest[m][u] is None
+              else up_add(_excluding(d_top, u), t.dv_rest[m][u]) for u in tokens}
     for c, mask in claims.items():
         claimed = [u for u in tokens if mask >> u & 1]
-        for j, s_bound in enumerate(subset_sums[c]):
-            rest = b_total - s_bound
-            a_s = {o: rest * p[o] + qv[o] for o in outputs}
+        for (rest, _), s_u in zip(placements[c], weights[c]):
+            a_s = qv if rest is None else {o: up_add(up_mul(rest, p[o]), qv[o]) for o in outputs}
             a_top = _top_upper(a_s)
-            s_c = s[c][j]
             for u in claimed:
-                if not (is_negative(a_s[u] + s_c[u] * x_t[u])
-                        and is_negative(_excluding(a_top, u) + s_c[u] * spread[u])):
+                ok = below_zero(up_add(a_s[u], up_mul(s_u[u], x_t[u])))  # (I)
+                if ok and spread[u] is not None:  # (II)
+                    ok = below_zero(up_add(_excluding(a_top, u), up_mul(s_u[u], spread[u])))
+                if not ok:
                     raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
                                    f"{c} non-max copies, but its bound is not negative")
         count += comb(k - 1, c) * len(claimed) ** c
@@ -156,47 +173,46 @@ def _subset_sum_bounds(betas):
     return out
 
 
-def _imax(xs):
-    """An interval enclosing max of reals x_i ∈ xs_i: [max lo, max hi]."""
-    lo = max(x.a for x in xs)  # endpoints are points: comparisons are exact
-    hi = max(x.b for x in xs)
-    return iv.mpf([lo, hi])
+def _max_raw(xs):
+    """The largest of raw upper bounds (exact comparisons)."""
+    best = xs[0]
+    for x in xs[1:]:
+        if greater(x, best):
+            best = x
+    return best
 
 
 def _top_upper(vec: dict):
-    """The two largest upper endpoints of vec's entries, with the index of the
-    largest: (index, first, second), second = first when only one entry.
-    One pass, comparing exact endpoints."""
-    best = second = None
-    index = None
+    """(index of the largest, largest, second largest) of the upper bounds in
+    vec; second = largest when vec has one entry.  One pass, exact."""
+    index = best = second = None
     for o, x in vec.items():
-        hi = x.b
-        if best is None or hi > best:
-            best, second, index = hi, best, o
-        elif second is None or hi > second:
-            second = hi
+        if best is None or greater(x, best):
+            index, best, second = o, x, best
+        elif second is None or greater(x, second):
+            second = x
     return (index, best, best if second is None else second)
 
 
 def _excluding(top, t):
-    """Upper bound of max over entries other than t, from _top_upper."""
+    """Upper bound of the max over entries other than t, from _top_upper."""
     index, first, second = top
     return second if index == t else first
 
 
 def _top(row, n):
-    """The n largest upper endpoints of a row with their indices, sorted."""
+    """The n largest upper endpoints of a row of intervals, with their indices."""
     ranked = sorted(range(len(row)), key=lambda o: row[o].b, reverse=True)[:n]
-    return [(o, row[o].b) for o in ranked]
+    return [(o, upper(row[o])) for o in ranked]
 
 
-def _max_row_excluding(top, m, t):
-    """Upper bound of max_{o ∉ {m, t}} row[o] from the row's top three; -inf
-    (a huge negative point) if the row has no other entry."""
+def _rest_of_row(top, m, t, evou_tm):
+    """Upper bound of max_{o ∉ {m, t}} (EVOU[t, o] − EVOU[t, m]) from the row's
+    top three upper endpoints; None if the row has no other entry."""
     for o, value in top:
         if o != m and o != t:
-            return value
-    return iv.mpf("-1e300")
+            return mpf_sub(value, evou_tm._mpi_[0], WORKING_PRECISION, round_ceiling)
+    return None
 
 
 def parse_hints(hints, v, k):

@@ -59,7 +59,8 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
         b = beta[q, :k - 1]
         b_total = b.sum()
         srt = np.sort(b)
-        sums = {c: (srt[:c].sum(), srt[::-1][:c].sum()) for c in range(1, k)}
+        sums = {c: (srt[:c].sum(), srt[::-1][:c].sum()) for c in range(1, k - 1)}
+        sums[k - 1] = (b_total,)  # every non-query position: S = B, R = 0 exactly
         for m in range(q, v):
             dvec = eu[q] - eu[q, m] + dp_max[m]
             x_m = dvec + evou[m] - evou[m, m]
@@ -84,7 +85,7 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
             for c in range(1, max_c + 1):
                 ok = np.ones(m, bool)
                 for s_bound in sums[c]:
-                    rest = b_total - s_bound
+                    rest = 0.0 if c == k - 1 else b_total - s_bound
                     a = rest * p + qv
                     a_idx, a_first, a_second = _top2(a, m)
                     s = s_bound * e[q, t]
