@@ -95,9 +95,9 @@ def _print_human(s: dict, requires: list[str]) -> None:
     for note in s["rules"]:
         print(f"  {note}")
     if s["float_gap"]:
-        gaps = ", ".join(f"{k} {v['abs']:.2e} (of |x| <= {v['max_abs_value']:.3g})"
-                         for k, v in s["float_gap"].items())
-        print(f"  float32-to-real gap of the generator's own values: {gaps}")
+        gaps = ", ".join(f"{k} {v['abs']:.1e} ({v['abs'] / max(v['max_abs_value'], 1e-300):.0e} "
+                         "of max |x|)" for k, v in s["float_gap"].items())
+        print(f"  float32-vs-real gap of the generator's own values (max |float − real|): {gaps}")
 
 
 def main(argv: list[str] | None = None) -> int:
