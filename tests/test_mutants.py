@@ -741,3 +741,140 @@ def test_mutants_do_not_verify_with_checker_api(art):
         path, _ = _materialise(art, mutant)
         with pytest.raises((Malformed, Rejected)):
             _replay(path.read_text().splitlines())
+
+
+# -- a false theorem through mpmath's iv.exp -------------------------------------------
+
+EXP_BUG = ("BUG: checker/rules/brute_force.py computes w = iv.exp(EQKE + EQKP) (and "
+           "checker/ops.py exp uses iv.exp); mpmath's iv.exp can return an upper endpoint "
+           "below exp(x) (iv.exp(2**-52) == [1+2**-52, 1+2**-52]), so a tight certificate "
+           "of a crafted model verifies more correct sequences than exist over the reals")
+
+
+def _exp_exploit_weights():
+    """d_vocab 3, n_ctx 3, d_head 1 (so 1/sqrt(d_head) is exact), all values dyadic.
+
+    For the sequence (2, 1, 0): scores (2^-52, 0, 0), values (1, -(1+2^-52), -2^-120)
+    feeding logit 1; logit 2 is 0.  Over the reals logit_1 − logit_2 has the sign of
+    e^(2^-52) − 1 − 2^-52 − 2^-120 ≈ 2^-105 > 0: the model is wrong.  With
+    iv.exp(2^-52) = [1+2^-52, 1+2^-52] the checker's sum is exactly −2^-120 < 0."""
+    from checker.modelspec import Dims
+    from generator.model import ModelWeights
+
+    dims = Dims(3, 3, 4, 1)
+    e = np.zeros((3, 4), np.float32)
+    e[0, 1] = -(2.0**-120)
+    e[1, 1], e[1, 2] = -1.0, -(2.0**-52)
+    e[2, 0], e[2, 1] = 2.0**-26, 1.0
+    w_k, w_v, w_o, w_u = (np.zeros(s, np.float32) for s in ((4, 1), (4, 1), (1, 4), (4, 3)))
+    w_k[0, 0] = 1.0  # key = coordinate 0 of the token embedding
+    w_v[1, 0] = w_v[2, 0] = 1.0  # value = coordinates 1 + 2
+    w_o[0, 3] = 1.0  # attention output to coordinate 3
+    w_u[3, 1] = 1.0  # ... which is logit 1
+    return ModelWeights.zeros(dims).replace(
+        W_E=e, W_K=w_k, W_V=w_v, W_O=w_o, W_U=w_u, b_Q=np.array([2.0**-26], np.float32),
+        b_U=np.array([-8.0, 0.0, 0.0], np.float32))
+
+
+def _exact_correct(weights, tokens, prec=400) -> bool:
+    """Is the model right on `tokens`, over the reals (mpmath at `prec` bits, straight
+    from the forward pass; ties are wrong)?"""
+    from mpmath import mp, mpf
+
+    def mat(name):
+        return [[mpf(float(x)) for x in row]
+                for row in np.atleast_2d(np.asarray(getattr(weights, name), np.float64))]
+
+    def vecmat(x, m):
+        return [mp.fsum(x[i] * m[i][j] for i in range(len(x))) for j in range(len(m[0]))]
+
+    def add(a, b):
+        return [x + y for x, y in zip(a, b)]
+
+    with mp.workprec(prec):
+        w_e, w_pos, w_q, w_k, w_v, w_o, w_u = map(mat, ("W_E", "W_pos", "W_Q", "W_K", "W_V",
+                                                        "W_O", "W_U"))
+        b_q, b_k, b_v, b_o, b_u = (mat(n)[0] for n in ("b_Q", "b_K", "b_V", "b_O", "b_U"))
+        h0 = [add(w_e[t], w_pos[i]) for i, t in enumerate(tokens)]
+        query = add(vecmat(h0[-1], w_q), b_q)
+        keys = [add(vecmat(h, w_k), b_k) for h in h0]
+        values = [add(vecmat(h, w_v), b_v) for h in h0]
+        scores = [mp.fsum(a * b for a, b in zip(query, k)) / mp.sqrt(len(query)) for k in keys]
+        e = [mp.exp(s) for s in scores]
+        z = [mp.fsum(e[i] * values[i][j] for i in range(len(e))) / mp.fsum(e)
+             for j in range(len(query))]
+        logits = add(vecmat(add(h0[-1], vecmat(z, w_o)), w_u), b_u)
+        top = max(tokens)
+        return all(logits[top] > logits[o] for o in range(len(logits)) if o != top)
+
+
+def _tight_certificate(model_path, claim=None):
+    """The generator's brute-force certificate with every op line's interval
+    replaced by the checker's own (here exact, point) enclosure: allowed, since a
+    recorded interval need only contain the checker's."""
+    from checker import ops as checker_ops
+    from generator.cli import generate
+
+    lines, _ = generate(str(model_path), "brute-force", progress=False)
+    objs = parse(lines)
+    replay = CertificateChecker(Limits(), None, 1)
+    for o in objs:
+        if o["kind"] == "op":
+            function, _, names = checker_ops.OPS[o["op"]]
+            m = function(*[replay.values[a].matrix for a in o["args"]],
+                         *[o["params"][p] for p in names])
+            flat = [x for row in m for x in row]
+            assert all(x.a == x.b == float(x.a) for x in flat), "not an exact point"
+            o["lo"] = encode(np.array([float(x.a) for x in flat]), "<f8")
+            o["hi"] = o["lo"]
+            o.pop("float", None)
+        if o["kind"] == "rule":
+            break
+        replay.feed(json.dumps(o))
+    if claim is not None:
+        _set_claim(objs, claim - header_claim(objs))
+    return objs
+
+
+@pytest.fixture(scope="module")
+def exp_exploit():
+    import itertools
+
+    from checker_fixtures import workdir
+
+    from generator.modelfile import save_model
+
+    weights = _exp_exploit_weights()
+    path = workdir() / "exp_exploit.pt"
+    save_model(path, weights, {})
+    truth = sum(_exact_correct(weights, t) for t in itertools.product(range(3), repeat=3))
+    # the count the checker's brute_force rule certifies, from its own note
+    objs = _tight_certificate(path)
+    report = _replay(dump(objs))
+    certified = int(report.rule_notes[0].split()[1])
+    return path, weights, truth, certified
+
+
+def test_exp_exploit_model_is_as_designed(exp_exploit):
+    path, weights, truth, certified = exp_exploit
+    assert truth == 3
+    assert not _exact_correct(weights, (2, 1, 0))  # wrong over the reals ...
+    from generator.ground_truth import count_correct
+    # ... and float64 cannot see it (e^(2^-52) rounds to 1 + 2^-52)
+    assert count_correct(weights).correct >= truth
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXP_BUG)
+def test_exp_exploit_certifies_no_more_than_the_truth(exp_exploit):
+    path, weights, truth, certified = exp_exploit
+    assert certified <= truth, f"brute_force certifies {certified} sequences, {truth} are correct"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXP_BUG)
+def test_exp_exploit_false_theorem_refused(exp_exploit, capsys):
+    """A certificate claiming one more correct sequence than exist (over the reals),
+    with --model: the checker must not say VERIFIED."""
+    path, weights, truth, certified = exp_exploit
+    cert = write_lines(dump(_tight_certificate(path, claim=truth + 1)), "exp_exploit.jsonl")
+    code, out, err = run(capsys, cert, "--model", path)
+    assert code != 0, out
