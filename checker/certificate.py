@@ -199,7 +199,7 @@ class CertificateChecker:
     def _header(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "format", "version", "arithmetic", "theorem",
                             "strategy", "model"}, {"generator"})
-        if obj["format"] != FORMAT or obj["version"] != VERSION:
+        if obj["format"] != FORMAT or type(obj["version"]) is not int or obj["version"] != VERSION:
             raise Malformed(f"unsupported format {obj['format']!r} version {obj['version']!r}; "
                             f"this checker reads {FORMAT} version {VERSION}")
         if obj["arithmetic"] != ARITHMETIC:

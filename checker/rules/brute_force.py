@@ -32,7 +32,9 @@ def check(dims, m, hints, charge, jobs=1):
     eqke, eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
     charge(v ** k * k * v * 4)
     certified = 0
-    for tokens in itertools.product(range(v), repeat=k):
+    for n, tokens in enumerate(itertools.product(range(v), repeat=k)):
+        if n % 1024 == 0:
+            charge(0)  # enforces the time limit
         q, top = tokens[-1], max(tokens)
         w = [iv.exp(eqke[q][t] + eqkp[q][i]) for i, t in enumerate(tokens)]
         if all(is_negative(_margin(w, tokens, q, top, o, evou, pvou, eu))

@@ -47,7 +47,7 @@ def check(dims, mats, hints, charge, jobs=1):
     good = parse_hints(hints, v, k)
     charge(v * v * k + v * v * (v + 1) * (k + 4))
     tables = _Tables(mats, v, k)
-    proven = sum(_map(jobs, tables, good, v))
+    proven = sum(_map(jobs, (tables, good, charge), v))
     return proven, f"{proven} sequences certified by the cubic rule"
 
 
@@ -78,17 +78,20 @@ class _Tables:
 _SHARED = {}  # the tables, inherited by forked workers (intervals do not pickle)
 
 
-def _map(jobs, tables, good, v):
+def _map(jobs, args, v):
     """Per-query counts, in `jobs` forked processes (queries are independent).
-    A worker's Rejected propagates to the caller; only counts come back."""
+    A worker's exception (Rejected, a time limit) propagates to the caller, and
+    a worker that dies raises BrokenProcessPool (exit 2): never a pass."""
     if jobs <= 1:
-        return [_count_q(tables, good, q) for q in range(v)]
+        return [_count_q(*args, q) for q in range(v)]
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    _SHARED["args"] = (tables, good)
+    _SHARED["args"] = args
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            return pool.map(_count_q_shared, range(v), chunksize=1)
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            return list(pool.map(_count_q_shared, range(v)))
     finally:
         _SHARED.clear()
 
@@ -97,8 +100,9 @@ def _count_q_shared(q):
     return _count_q(*_SHARED["args"], q)
 
 
-def _count_q(t: _Tables, good, q):
+def _count_q(t: _Tables, good, charge, q):
     """Confirm the claimed good sets for query q; return the count they prove."""
+    charge(0)  # enforces the time limit
     k, v = t.k, t.v
     nonquery = t.beta[q][:k - 1]
     b_total = iv.fsum(nonquery)
