@@ -17,7 +17,7 @@ import struct
 from mpmath import iv
 from mpmath.libmp import fzero, mpf_add, mpf_le, mpf_lt, mpf_mul, mpf_sub, round_ceiling
 
-from .errors import Malformed
+from .errors import Malformed, Rejected
 
 # Working precision of the checker's interval arithmetic, in bits.  Higher than
 # binary64 so that the checker's enclosures are (almost always) narrower than
@@ -123,7 +123,8 @@ def up_mul(w, a):
     """An upper bound of W·X for W in interval w (which must be >= 0) and X <= a."""
     w_lo, w_hi = w._mpi_
     if mpf_lt(w_lo, fzero):
-        raise ValueError("up_mul needs a non-negative weight")
+        raise Rejected("a weight that must be positive (an attention weight) has a recorded "
+                       "enclosure reaching below 0")
     return mpf_mul(w_lo if mpf_lt(a, fzero) else w_hi, a, WORKING_PRECISION, round_ceiling)
 
 
