@@ -15,7 +15,17 @@ import math
 import struct
 
 from mpmath import iv
-from mpmath.libmp import fzero, mpf_add, mpf_le, mpf_lt, mpf_mul, mpf_sub, round_ceiling
+from mpmath.libmp import (
+    from_man_exp,
+    fzero,
+    mpf_add,
+    mpf_le,
+    mpf_lt,
+    mpf_mul,
+    mpf_sub,
+    round_ceiling,
+    round_floor,
+)
 
 from .errors import Malformed, Rejected
 
@@ -136,3 +146,79 @@ def below_zero(a) -> bool:
 def greater(a, b) -> bool:
     """Exact comparison a > b of raw mpmath numbers."""
     return mpf_lt(b, a)
+
+
+# --- Rigorous exp and 1/sqrt ------------------------------------------------
+# mpmath's elementary functions are accurate but not rigorous: iv.exp rounds an
+# approximation outward, and its upper end can lie below exp(x) (e.g. at
+# x = 2^-52).  The checker therefore computes these two itself with integers:
+# every step is a floor or a ceiling of an exact integer operation, so the
+# results are bounds by construction.  Only the last step, rounding an exact
+# dyadic n·2^e to the working precision (from_man_exp), uses mpmath.
+
+_GUARD_BITS = 64
+_EXP_TERMS = 14  # Taylor terms at |y| <= 2^-8: remainder < 2^-120
+
+
+def _fixed_exp_small(p: int, q: int, bits: int) -> tuple[int, int]:
+    """For y = p / 2^q with 0 <= y <= 2^-8: integers (L, H) with
+    L·2^-bits <= exp(y) <= H·2^-bits.
+
+    exp(y) = Σ_j y^j/j!; every term is >= 0, so a sum of rounded-down terms is a
+    lower bound.  Upper: rounded-up terms plus the Lagrange remainder
+    y^N/N!·e^y <= 2·y^N/N! (e^y < 2)."""
+    lo = hi = term_lo = term_hi = 1 << bits
+    for j in range(1, _EXP_TERMS):
+        term_lo = (term_lo * p) // (j << q)
+        term_hi = -((-term_hi * p) // (j << q))
+        lo += term_lo
+        hi += term_hi
+    hi += 2 * -((-term_hi * p) // (_EXP_TERMS << q))
+    return lo, hi
+
+
+def _exp_bounds(x):
+    """Raw mpf bounds (lower, upper) of exp(x) for a finite raw mpf x."""
+    sign, man, exp, _ = x
+    if man == 0:
+        return from_man_exp(1, 0), from_man_exp(1, 0)
+    p, q = (man << exp, 0) if exp >= 0 else (man, -exp)  # |x| = p / 2^q
+    halvings = max(0, man.bit_length() + exp + 8)  # |x| / 2^halvings <= 2^-8
+    bits = WORKING_PRECISION + _GUARD_BITS + halvings
+    lo, hi = _fixed_exp_small(p, q + halvings, bits)
+    for _ in range(halvings):  # exp(|x|) = exp(|x| / 2^h)^(2^h); bounds stay >= 1
+        lo = (lo * lo) >> bits
+        hi = -((-(hi * hi)) >> bits)
+    if not sign:  # exp(x) ∈ [lo, hi]·2^-bits
+        return (from_man_exp(lo, -bits, WORKING_PRECISION, round_floor),
+                from_man_exp(hi, -bits, WORKING_PRECISION, round_ceiling))
+    # exp(−|x|) = 1 / exp(|x|) ∈ [2^bits / hi, 2^bits / lo]; computed at scale
+    # 2^-(bits + shift), shift >= log2(hi), so the quotients keep `bits` bits.
+    shift = hi.bit_length()
+    one = 1 << (2 * bits + shift)
+    return (from_man_exp(one // hi, -(bits + shift), WORKING_PRECISION, round_floor),
+            from_man_exp(-(-one // lo), -(bits + shift), WORKING_PRECISION, round_ceiling))
+
+
+def exp_interval(x):
+    """A rigorous enclosure of exp over the interval x (exp is increasing)."""
+    _need_finite(x)
+    lo_end, hi_end = x._mpi_
+    return iv.make_mpf((_exp_bounds(lo_end)[0], _exp_bounds(hi_end)[1]))
+
+
+def inv_sqrt_interval(n: int):
+    """A rigorous enclosure of 1/sqrt(n) for an integer n >= 1, via math.isqrt."""
+    bits = WORKING_PRECISION + _GUARD_BITS
+    root_lo = math.isqrt(n << (2 * bits))  # floor(sqrt(n)·2^bits)
+    root_hi = root_lo if root_lo * root_lo == n << (2 * bits) else root_lo + 1
+    return iv.make_mpf((from_man_exp((1 << 2 * bits) // root_hi, -bits, WORKING_PRECISION,
+                                     round_floor),
+                        from_man_exp(-((-(1 << 2 * bits)) // root_lo), -bits,
+                                     WORKING_PRECISION, round_ceiling)))
+
+
+def _need_finite(x) -> None:
+    for _, man, exp, _ in x._mpi_:
+        if man == 0 and exp != 0:
+            raise Malformed("exp of a non-finite interval")

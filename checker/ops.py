@@ -13,7 +13,7 @@ from mpmath import iv
 from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 
 from .errors import Malformed
-from .numbers import WORKING_PRECISION
+from .numbers import WORKING_PRECISION, exp_interval, inv_sqrt_interval
 
 
 def shape(m) -> tuple[int, int]:
@@ -123,13 +123,14 @@ def transpose(a):
 def div_sqrt(a, n: int):
     """A / sqrt(n) for a positive integer n (the attention scale)."""
     _need(isinstance(n, int) and n > 0, f"div_sqrt: {n!r} is not a positive integer")
-    scale = 1 / iv.sqrt(n)
+    scale = inv_sqrt_interval(n)
     return [[x * scale for x in r] for r in a]
 
 
 def exp(a):
-    """Elementwise exp (the unnormalised attention weights)."""
-    return [[iv.exp(x) for x in r] for r in a]
+    """Elementwise exp (the unnormalised attention weights), rigorously
+    (numbers.exp_interval: mpmath's own iv.exp is not a guaranteed enclosure)."""
+    return [[exp_interval(x) for x in r] for r in a]
 
 
 # name -> (function, number of matrix arguments, names of integer parameters)

@@ -3,13 +3,14 @@
 Theorem (spec/rules.md §brute_force).  For a sequence t with query token
 q = t[k-1] and max m, and any output o != m, the real-valued model has
 
-    ℓ_o − ℓ_m = Σ_i w_i x_i(o) / Σ_i w_i,   w_i = exp(EQKE[q, t_i] + EQKP[q, i]) > 0,
+    ℓ_o − ℓ_m = Σ_i w_i x_i(o) / Σ_i w_i,   w_i = exp(EQKE[q, t_i])·exp(EQKP[q, i]) > 0,
     x_i(o) = (EU[q,o] − EU[q,m]) + (EVOU[t_i,o] − EVOU[t_i,m]) + (PVOU[i,o] − PVOU[i,m]),
 
 so ℓ_o < ℓ_m iff Σ_i w_i x_i(o) < 0.  A sequence is certified correct when the
 interval enclosure of Σ_i w_i x_i(o) lies below 0 for every o != m; the rule
 proves the number of certified sequences.  A tie (or an enclosure straddling
-0) is never counted.  Cost: d_vocab^n_ctx · n_ctx · d_vocab interval ops.
+0) is never counted.  Cost: d_vocab^n_ctx · n_ctx · d_vocab interval ops.  Inputs EXP_EQKE and
+EXP_EQKP are exp(EQKE), exp(EQKP) (op `exp`, rigorous), so w_i is one product.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mpmath import iv
 
 from ..numbers import is_negative
 
-INPUTS = ("EQKE", "EQKP", "EVOU", "PVOU", "EU")
+INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 
 
 def check(dims, m, hints, charge, jobs=1):
@@ -29,14 +30,14 @@ def check(dims, m, hints, charge, jobs=1):
 
         raise Malformed("rule brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
-    eqke, eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
+    exp_eqke, exp_eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
     charge(v ** k * k * v * 4)
     certified = 0
     for n, tokens in enumerate(itertools.product(range(v), repeat=k)):
         if n % 1024 == 0:
             charge(0)  # enforces the time limit
         q, top = tokens[-1], max(tokens)
-        w = [iv.exp(eqke[q][t] + eqkp[q][i]) for i, t in enumerate(tokens)]
+        w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
         if all(is_negative(_margin(w, tokens, q, top, o, evou, pvou, eu))
                for o in range(v) if o != top):
             certified += 1

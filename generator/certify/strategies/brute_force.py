@@ -46,5 +46,5 @@ def certify(trace, progress=False):
     worst = margin.max(axis=1)
     certified = int((worst < -NEAR_TIE).sum())
     near_ties = int((np.abs(worst) <= NEAR_TIE).sum())
-    line = trace.rule("brute_force", ["EQKE", "EQKP", "EVOU", "PVOU", "EU"], certified)
+    line = trace.rule("brute_force", ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"], certified)
     return line, certified, {"near_ties": near_ties, "sequences": len(seqs)}
