@@ -31,7 +31,14 @@ from mpmath.libmp import finf, fninf, to_rational
 
 from checker import ops
 from checker.errors import Malformed
-from checker.numbers import contains, decode_intervals, encode_floats, point
+from checker.numbers import (
+    contains,
+    decode_intervals,
+    encode_floats,
+    exp_interval,
+    inv_sqrt_interval,
+    point,
+)
 from generator.certify import intervals as ia
 
 # INTERVAL_PROPS_EXAMPLES=2000 for a longer hunt
@@ -310,17 +317,23 @@ def test_exp_generator_sound_and_contains_checker(data, r, c):
 # mpmath 1.3's iv.exp is not a rigorous enclosure: libelefun.mpf_exp computes a
 # truncated fixed-point approximation at prec+14 bits and then rounds *that* up,
 # so when exp(x) lies just above a prec-bit number the "upper bound" is below
-# exp(x).  About 2 in 10^4 random arguments are affected at the checker's 80 bits.
-EXP_BUG = ("BUG: checker/ops.py exp() (and checker/rules/brute_force.py, which calls "
-           "iv.exp directly) trust mpmath's iv.exp, whose upper endpoint can lie below "
-           "exp(x), e.g. iv.exp(2**-52) == [1+2**-52, 1+2**-52]")
+# exp(x) (about 2 in 10^4 random arguments at 80 bits).  The checker used it until
+# commit 4cf1e68; these arguments are regression tests for numbers.exp_interval.
 EXP_COUNTEREXAMPLES = [2.0**-52, -(2.0**-52), 2.0**-60, 3 * 2.0**-60, 2.0**-79,
                        -4.858167027820572, -6.036964839826101, 13.982646813039523]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXP_BUG)
+def test_mpmath_iv_exp_is_not_rigorous():
+    """Why the checker must not use iv.exp (if this starts failing, mpmath got
+    fixed; the checker's own exp stays correct either way)."""
+    iv.prec = 80
+    y = iv.exp(iv.mpf((2.0**-52, 2.0**-52)))
+    assert ends(y)[1] < exp_bounds(2.0**-52)[0]
+
+
 @SETTINGS
 @example(xs=[2.0**-52])
+@example(xs=EXP_COUNTEREXAMPLES)
 @given(st.lists(st.one_of(st.floats(-1000.0, 1000.0, allow_nan=False, allow_subnormal=True),
                           EXP_ELEMS), min_size=1, max_size=6))
 def test_checker_exp_encloses(xs):
@@ -332,7 +345,6 @@ def test_checker_exp_encloses(xs):
         assert lo <= lo_e and hi_e <= hi, f"checker exp {y} does not enclose exp({x!r})"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXP_BUG)
 @pytest.mark.parametrize("x", EXP_COUNTEREXAMPLES)
 def test_checker_exp_known_counterexamples(x):
     (y,) = ops.exp([[point(x)]])[0]
@@ -342,11 +354,31 @@ def test_checker_exp_known_counterexamples(x):
     assert hi_e <= hi, f"upper endpoint {y.b} below exp({x!r})"
 
 
-def test_checker_exp_lower_endpoints_on_counterexamples():
-    """Only the upper endpoint is wrong: the lower ones are below exp(x)."""
-    for x in EXP_COUNTEREXAMPLES:
-        (y,) = ops.exp([[point(x)]])[0]
-        assert ends(y)[0] <= exp_bounds(x)[0]
+@SETTINGS
+@given(st.data())
+def test_exp_interval_encloses_on_intervals(data):
+    """numbers.exp_interval over an interval: both ends, and interior points."""
+    a, b = data.draw(intervals(st.one_of(st.floats(-1000.0, 1000.0, allow_nan=False,
+                                                   allow_subnormal=True), EXP_ELEMS)))
+    y = exp_interval(iv.mpf((a, b)))
+    lo, hi = ends(y)
+    assert lo <= exp_bounds(a)[0] and exp_bounds(b)[1] <= hi
+    assert 0 <= lo <= hi
+    # tight: at most a few units of the working precision wider than [exp(a), exp(b)]
+    assert lo >= exp_bounds(a)[0] * (1 - Fraction(1, 2**70))
+    assert hi <= exp_bounds(b)[1] * (1 + Fraction(1, 2**70))
+
+
+@SETTINGS
+@given(st.one_of(st.integers(1, 1 << 20), st.sampled_from([1, 2, 3, 4, 8, 9, 32, 64, 1 << 20])))
+def test_inv_sqrt_interval(n):
+    """lo <= 1/sqrt(n) <= hi, decided exactly by squaring: lo^2 n <= 1 <= hi^2 n."""
+    lo, hi = ends(inv_sqrt_interval(n))
+    assert 0 < lo <= hi
+    assert lo * lo * n <= 1 <= hi * hi * n
+    assert hi - lo <= hi / 2**78  # and tight
+    if math.isqrt(n) ** 2 == n and (math.isqrt(n) & (math.isqrt(n) - 1)) == 0:
+        assert lo == hi == Fraction(1, math.isqrt(n))  # 1/2^j is exact
 
 
 @SETTINGS

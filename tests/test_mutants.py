@@ -153,9 +153,11 @@ def _forge_digest(objs):
     return objs
 
 
-def _repoint_input(name, target):
+def _repoint_input(name, *targets):
+    """Point input `name` at the line of the first of `targets` the rule also reads."""
     def f(objs):
         r = rule_index(objs)
+        target = next(t for t in targets if t in objs[r]["inputs"])
         objs[r]["inputs"][name] = objs[r]["inputs"][target]
         return objs
     return f
@@ -420,7 +422,7 @@ _add("header-unknown-field", _set(lambda o: 0, "extra", 1), 2, "unknown field")
 _add("header-missing-model", _set(lambda o: 0, "model", _DELETE), 2, "missing field")
 # rule inputs pointed at another line of the same shape
 _add("EVOU-is-EU", _repoint_input("EVOU", "EU"), 1, "is not EVOU")
-_add("EVOU-is-EQKE", _repoint_input("EVOU", "EQKE"), 1, "is not EVOU", bases=("brute",))
+_add("EVOU-is-EQKE", _repoint_input("EVOU", "EQKE", "EXP_EQKE"), 1, "is not EVOU")
 _add("EXP_EQKE-is-EVOU", _repoint_input("EXP_EQKE", "EVOU"), 1, "is not EXP_EQKE",
      bases=("cubic",))
 _add("EVOU-is-transpose-of-EVOU", _repoint_to_noncanonical("EVOU"), 1, "is not EVOU")
@@ -503,8 +505,9 @@ _add("rule-unknown-field", _set(rule_index, "note", "x"), 2, "unknown field")
 _add("brute-force-with-hints", _set(rule_index, "hints", {"good": []}), 2, "no hints",
      bases=("brute",))
 _add("cubic-without-hints", _set(rule_index, "hints", _DELETE), 2, "hints", bases=("cubic",))
-_add("cubic-inputs-under-brute_force", _set(rule_index, "rule", "brute_force"), 2, "inputs",
+_add("cubic-line-as-brute_force", _set(rule_index, "rule", "brute_force"), 2, "",
      bases=("cubic",))
+_add("brute-line-as-cubic", _set(rule_index, "rule", "cubic"), 2, "hints", bases=("brute",))
 _add("qed-names-op", _set(_last, "by", lambda o: o["id"] - 2), 2, "not a rule line")
 _add("qed-names-itself", _set(_last, "by", lambda o: o["id"]), 2, "by")
 _add("qed-names-weight", _set(_last, "by", 1), 2, "not a rule line")
@@ -760,12 +763,11 @@ def test_mutants_do_not_verify_with_checker_api(art):
             _replay(path.read_text().splitlines())
 
 
-# -- a false theorem through mpmath's iv.exp -------------------------------------------
-
-EXP_BUG = ("BUG: checker/rules/brute_force.py computes w = iv.exp(EQKE + EQKP) (and "
-           "checker/ops.py exp uses iv.exp); mpmath's iv.exp can return an upper endpoint "
-           "below exp(x) (iv.exp(2**-52) == [1+2**-52, 1+2**-52]), so a tight certificate "
-           "of a crafted model verifies more correct sequences than exist over the reals")
+# -- a false theorem through a non-rigorous exp (regression) ------------------------
+# mpmath's iv.exp is not a guaranteed enclosure (iv.exp(2**-52) == [1+2**-52, 1+2**-52]).
+# Until commit 4cf1e68 the checker used it, and the crafted model below got a
+# certificate of "correct >= 5" verified while only 3 sequences are correct over the
+# reals.  The checker now computes exp rigorously (numbers.exp_interval).
 
 
 def _exp_exploit_weights():
@@ -774,7 +776,7 @@ def _exp_exploit_weights():
     For the sequence (2, 1, 0): scores (2^-52, 0, 0), values (1, -(1+2^-52), -2^-120)
     feeding logit 1; logit 2 is 0.  Over the reals logit_1 − logit_2 has the sign of
     e^(2^-52) − 1 − 2^-52 − 2^-120 ≈ 2^-105 > 0: the model is wrong.  With
-    iv.exp(2^-52) = [1+2^-52, 1+2^-52] the checker's sum is exactly −2^-120 < 0."""
+    exp(2^-52) taken as 1+2^-52 the checker's sum is exactly −2^-120 < 0."""
     from checker.modelspec import Dims
     from generator.model import ModelWeights
 
@@ -825,10 +827,32 @@ def _exact_correct(weights, tokens, prec=400) -> bool:
         return all(logits[top] > logits[o] for o in range(len(logits)) if o != top)
 
 
+def _float_down(x) -> float:
+    """The largest float64 <= the mpmath interval endpoint x (exactly)."""
+    from fractions import Fraction
+
+    from mpmath.libmp import to_rational
+
+    exact = Fraction(*to_rational(x))
+    f = float(exact)
+    return f if Fraction(f) <= exact else float(np.nextafter(f, -np.inf))
+
+
+def _float_up(x) -> float:
+    from fractions import Fraction
+
+    from mpmath.libmp import to_rational
+
+    exact = Fraction(*to_rational(x))
+    f = float(exact)
+    return f if Fraction(f) >= exact else float(np.nextafter(f, np.inf))
+
+
 def _tight_certificate(model_path, claim=None):
     """The generator's brute-force certificate with every op line's interval
-    replaced by the checker's own (here exact, point) enclosure: allowed, since a
-    recorded interval need only contain the checker's."""
+    replaced by the checker's own enclosure rounded outward to float64 (points
+    where the checker's result is an exact point): allowed, since a recorded
+    interval need only contain the checker's."""
     from checker import ops as checker_ops
     from generator.cli import generate
 
@@ -841,9 +865,8 @@ def _tight_certificate(model_path, claim=None):
             m = function(*[replay.values[a].matrix for a in o["args"]],
                          *[o["params"][p] for p in names])
             flat = [x for row in m for x in row]
-            assert all(x.a == x.b == float(x.a) for x in flat), "not an exact point"
-            o["lo"] = encode(np.array([float(x.a) for x in flat]), "<f8")
-            o["hi"] = o["lo"]
+            o["lo"] = encode(np.array([_float_down(x._mpi_[0]) for x in flat]), "<f8")
+            o["hi"] = encode(np.array([_float_up(x._mpi_[1]) for x in flat]), "<f8")
             o.pop("float", None)
         if o["kind"] == "rule":
             break
@@ -878,20 +901,46 @@ def test_exp_exploit_model_is_as_designed(exp_exploit):
     assert not _exact_correct(weights, (2, 1, 0))  # wrong over the reals ...
     from generator.ground_truth import count_correct
     # ... and float64 cannot see it (e^(2^-52) rounds to 1 + 2^-52)
-    assert count_correct(weights).correct >= truth
+    assert count_correct(weights).correct > truth
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXP_BUG)
 def test_exp_exploit_certifies_no_more_than_the_truth(exp_exploit):
     path, weights, truth, certified = exp_exploit
     assert certified <= truth, f"brute_force certifies {certified} sequences, {truth} are correct"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXP_BUG)
 def test_exp_exploit_false_theorem_refused(exp_exploit, capsys):
-    """A certificate claiming one more correct sequence than exist (over the reals),
-    with --model: the checker must not say VERIFIED."""
+    """A tight certificate claiming one more correct sequence than exist (over the
+    reals), with --model: the checker must not say VERIFIED."""
     path, weights, truth, certified = exp_exploit
     cert = write_lines(dump(_tight_certificate(path, claim=truth + 1)), "exp_exploit.jsonl")
     code, out, err = run(capsys, cert, "--model", path)
-    assert code != 0, out
+    assert_refused(code, out, err, 1, "proves")
+    # ... while the truth itself verifies
+    cert = write_lines(dump(_tight_certificate(path, claim=truth)), "exp_exploit_ok.jsonl")
+    code, out, err = run(capsys, cert, "--model", path)
+    assert code == 0, err
+
+
+# -- resource limits hold inside the checker's own arithmetic ----------------------------
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="BUG (denial of service): checker/numbers.py _exp_bounds computes "
+                          "exp(|x|) by 2^h integer squarings whose size grows like |x| bits, "
+                          "so an exp op whose argument line records a huge but valid "
+                          "enclosure (EQKE entry [-1e308, 1e308]) runs for hours or exhausts "
+                          "memory instead of exiting 2; --max-seconds is not checked inside")
+def test_exp_of_huge_recorded_argument_refused_quickly(art):
+    """EQKE recorded as [-1e308, 1e308] at one entry is a valid (loose) enclosure; exp of
+    it cannot be recorded as a finite interval anyway (it overflows binary64)
+    and must be refused within the limits, not computed for hours."""
+    import subprocess
+
+    objs = _edit_interval("div_sqrt", "huge_both", entry=0)(parse(art.cubic))  # ±1e308
+    path = write_lines(dump(objs), "huge_exp_arg.jsonl")
+    try:
+        proc = run_checker_subprocess([path, "--jobs", "1", "--max-seconds", "2"], timeout=8)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("checker still running after 8 s (--max-seconds 2)") from None
+    assert proc.returncode in (1, 2), proc.stderr
+    assert "Traceback" not in proc.stderr
