@@ -52,6 +52,8 @@ def decode_floats(text: object, count: int, dtype: str, what: str) -> tuple[floa
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as err:
         raise Malformed(f"{what}: invalid base64 ({err})") from None
+    if base64.b64encode(raw).decode("ascii") != text:  # one encoding per value
+        raise Malformed(f"{what}: base64 is not in canonical (RFC 4648, padded) form")
     if len(raw) != count * size:
         raise Malformed(f"{what}: {len(raw)} bytes, expected {count} {dtype} values "
                         f"({count * size} bytes)")
@@ -177,11 +179,23 @@ def _fixed_exp_small(p: int, q: int, bits: int) -> tuple[int, int]:
     return lo, hi
 
 
+# exp is evaluated only for |x| < 2^13; the cost of the squarings grows with
+# |x|.  At or below −2^13 the bounds [0, exp(−2^12)] are used (exp is increasing
+# and positive); at or above 2^13, exp(x) could never be recorded as binary64.
+EXP_ARGUMENT_LIMIT = 1 << 13
+_EXP_FLOOR = (1, 1, 12, 1)  # the raw mpf −2^12
+
+
 def _exp_bounds(x):
     """Raw mpf bounds (lower, upper) of exp(x) for a finite raw mpf x."""
     sign, man, exp, _ = x
     if man == 0:
         return from_man_exp(1, 0), from_man_exp(1, 0)
+    if man.bit_length() + exp > 13:  # |x| >= 2^13
+        if not sign:
+            raise Malformed(f"exp of an argument above {EXP_ARGUMENT_LIMIT} (its value could "
+                            "not be recorded)")
+        return fzero, _exp_bounds(_EXP_FLOOR)[1]
     p, q = (man << exp, 0) if exp >= 0 else (man, -exp)  # |x| = p / 2^q
     halvings = max(0, man.bit_length() + exp + 8)  # |x| / 2^halvings <= 2^-8
     bits = WORKING_PRECISION + _GUARD_BITS + halvings

@@ -609,10 +609,6 @@ def test_reversed_interval_refused_under_python_O(art, optimize, op):
     assert_refused(proc.returncode, proc.stdout, proc.stderr, 2, "reversed interval")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="BUG (minor, not soundness): checker/numbers.py decode_floats uses "
-                          "base64.b64decode(validate=True), which accepts excess '=' padding, "
-                          "so non-canonical base64 (spec: RFC 4648, padded) is accepted")
 @pytest.mark.parametrize("field", ["data", "lo"])
 def test_excess_base64_padding_refused(art, capsys, field):
     objs = parse(art.brute)
@@ -924,12 +920,6 @@ def test_exp_exploit_false_theorem_refused(exp_exploit, capsys):
 
 # -- resource limits hold inside the checker's own arithmetic ----------------------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="BUG (denial of service): checker/numbers.py _exp_bounds computes "
-                          "exp(|x|) by 2^h integer squarings whose size grows like |x| bits, "
-                          "so an exp op whose argument line records a huge but valid "
-                          "enclosure (EQKE entry [-1e308, 1e308]) runs for hours or exhausts "
-                          "memory instead of exiting 2; --max-seconds is not checked inside")
 def test_exp_of_huge_recorded_argument_refused_quickly(art):
     """EQKE recorded as [-1e308, 1e308] at one entry is a valid (loose) enclosure; exp of
     it cannot be recorded as a finite interval anyway (it overflows binary64)
