@@ -14,9 +14,13 @@ from pathlib import Path
 
 from checker.errors import Malformed
 
-from .certify.strategies import STRATEGIES
-from .certify.trace import Trace
-from .modelfile import load_model
+try:
+    from .certify.strategies import STRATEGIES
+    from .certify.trace import Trace
+    from .modelfile import load_model
+except ImportError as missing:  # installed without the generator extra
+    sys.exit(f"gen-cert needs numpy and torch ({missing}); install them with\n"
+             "  pip install torch==2.13.0 'maxk-certify[generator]'")
 
 SHIPPED = Path(__file__).with_name("models")
 
