@@ -82,11 +82,11 @@ def _map(jobs, args, v):
     """Per-query counts, in `jobs` forked processes (queries are independent).
     A worker's exception (Rejected, a time limit) propagates to the caller, and
     a worker that dies raises BrokenProcessPool (exit 2): never a pass."""
-    if jobs <= 1:
-        return [_count_q(*args, q) for q in range(v)]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_count_q(*args, q) for q in range(v)]
     _SHARED["args"] = args
     try:
         context = multiprocessing.get_context("fork")
