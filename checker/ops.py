@@ -1,8 +1,10 @@
 """The matrix operations a certificate may record, over intervals.
 
 A matrix is a list of rows of `iv.mpf`.  Each operation returns an enclosure
-of the exact real result for all real matrices inside its interval inputs
-(outward rounding is mpmath's).  Each also has a *term*: the symbolic
+of the exact real result for all real matrices inside its interval inputs:
+add/sub/mean use mpmath's outward-rounded interval arithmetic, matmul is exact
+integer arithmetic rounded outward once, exp and 1/sqrt are the checker's own
+rigorous bounds (numbers.py).  Each op also has a *term*: the symbolic
 expression it denotes, so that rules can demand that an input is exactly,
 say, EQKE as defined in spec/ (see definitions.py).
 """
