@@ -84,7 +84,7 @@ def _certify(weights, tmp_path):
 
 def _covered(hints, v, k):
     """Every sequence the good sets cover (the proof of the cubic theorem)."""
-    good = {(m, q, c): mask for m, q, c, mask in hints["good"]}
+    good = {(m, q, c): mask for m, q, c, mask, *_ in hints["good"]}
     for seq in itertools.product(range(v), repeat=k):
         q, m = seq[-1], max(seq)
         lower = [t for t in seq[:-1] if t < m]

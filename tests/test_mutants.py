@@ -658,7 +658,7 @@ def test_truncated_inside_every_line(art, capsys, base):
 def _hint_candidates(objs):
     """Every way to claim one more token (or c = 0 flag) than the generator did."""
     r = rule_index(objs)
-    good = {(m, q, c): mask for m, q, c, mask in objs[r]["hints"]["good"]}
+    good = {(m, q, c): mask for m, q, c, mask, *_ in objs[r]["hints"]["good"]}
     k, v = 3, 6
     for m in range(v):
         for q in range(m + 1):
@@ -673,8 +673,10 @@ def _hint_candidates(objs):
 def _with_hint(objs, key, mask):
     objs = parse(dump(objs))
     r = rule_index(objs)
+    old = [e for e in objs[r]["hints"]["good"] if tuple(e[:3]) == key]
+    joint = old[0][4:] if old else []  # keep the generator's joint-bound tokens
     good = [e for e in objs[r]["hints"]["good"] if tuple(e[:3]) != key]
-    objs[r]["hints"]["good"] = good + [[*key, mask]]
+    objs[r]["hints"]["good"] = good + [[*key, mask, *joint]]
     return objs
 
 

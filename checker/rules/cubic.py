@@ -45,7 +45,8 @@ def check(dims, mats, hints, charge, jobs=1):
     if v < 2:
         raise Malformed("rule cubic needs d_vocab >= 2")
     good = parse_hints(hints, v, k)
-    charge(v * v * k + v * v * (v + 1) * (k + 4))
+    joint_tokens = sum(bin(joint).count("1") for _, joint in good.values())
+    charge(v * v * k + v * v * (v + 1) * (k + 4) + joint_tokens * v * 4)
     tables = _Tables(mats, v, k)
     proven = sum(_map(jobs, (tables, good, charge), v))
     return proven, f"{proven} sequences certified by the cubic rule"
@@ -136,27 +137,35 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, weights, w_query):
     qv = {o: up_mul(w_query, x_q[o]) for o in outputs}  # >= β_q·e_q·X_q[o]
     count = 0
     # c = 0: every non-query position holds m (S = 0, R = B).
-    if good.get((m, q, 0), 0):
+    if good.get((m, q, 0), (0, 0))[0]:
         if not all(below_zero(up_add(up_mul(b_total, p[o]), qv[o])) for o in outputs):
             raise Rejected(f"cubic: the sequence with query {q} and all other tokens {m} "
                            "is claimed correct but its bound is not negative")
         count += 1
     max_c = k - 1 if q == m else k - 2
-    claims = {c: good.get((m, q, c), 0) for c in range(1, max_c + 1)}
-    tokens = sorted({u for mask in claims.values() for u in range(m) if mask >> u & 1})
+    claims = {c: good.get((m, q, c), (0, 0)) for c in range(1, max_c + 1)}
+    tokens = sorted({u for mask, _ in claims.values() for u in range(m) if mask >> u & 1})
     d_top = _top_upper(d)
     x_t = {u: up_add(d[u], t.dv_self[m][u]) for u in tokens}  # >= X_u[u]
     # >= max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]; None when no such o exists
     spread = {u: None if t.dv_rest[m][u] is None
               else up_add(_excluding(d_top, u), t.dv_rest[m][u]) for u in tokens}
-    for c, mask in claims.items():
+    x_rows = {}  # u -> {o: upper bound of X_u[o]}, for tokens whose (II) is joint
+    for c, (mask, joint) in claims.items():
         claimed = [u for u in tokens if mask >> u & 1]
+        for u in claimed:
+            if joint >> u & 1 and u not in x_rows:
+                x_rows[u] = {o: up_add(d[o], up_diff(evou[u][o], evou[u][m]))
+                             for o in outputs if o != u}
         for (rest, _), s_u in zip(placements[c], weights[c]):
             a_s = qv if rest is None else {o: up_add(up_mul(rest, p[o]), qv[o]) for o in outputs}
             a_top = _top_upper(a_s)
             for u in claimed:
                 ok = below_zero(up_add(a_s[u], up_mul(s_u[u], x_t[u])))  # (I)
-                if ok and spread[u] is not None:  # (II)
+                if ok and joint >> u & 1:  # (II), exactly: every o ∉ {m, u}
+                    ok = all(below_zero(up_add(a_s[o], up_mul(s_u[u], x_o)))
+                             for o, x_o in x_rows[u].items())
+                elif ok and spread[u] is not None:  # (II), split
                     ok = below_zero(up_add(_excluding(a_top, u), up_mul(s_u[u], spread[u])))
                 if not ok:
                     raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
@@ -220,22 +229,25 @@ def _rest_of_row(top, m, t, evou_tm):
 
 
 def parse_hints(hints, v, k):
-    """{"good": [[m, q, c, mask], ...]} -> {(m, q, c): mask}, validated."""
+    """{"good": [[m, q, c, mask] or [m, q, c, mask, joint], ...]} ->
+    {(m, q, c): (mask, joint)}, validated: joint ⊆ mask, no joint for c = 0."""
     if not isinstance(hints, dict) or set(hints) != {"good"} or not isinstance(hints["good"], list):
-        raise Malformed('rule cubic: hints must be {"good": [[m, q, c, mask], ...]}')
+        raise Malformed('rule cubic: hints must be {"good": [[m, q, c, mask(, joint)], ...]}')
     good = {}
     for entry in hints["good"]:
-        if not (isinstance(entry, list) and len(entry) == 4
+        if not (isinstance(entry, list) and len(entry) in (4, 5)
                 and all(type(x) is int for x in entry)):
             raise Malformed(f"rule cubic: bad hint entry {str(entry)[:80]}")
-        m, q, c, mask = entry
+        m, q, c, mask = entry[:4]
+        joint = entry[4] if len(entry) == 5 else 0
         max_c = k - 1 if q == m else k - 2
         if not (0 <= q <= m < v and 0 <= c <= max_c):
             raise Malformed(f"rule cubic: hint entry {entry[:3]} is out of range")
         limit = 2 if c == 0 else 1 << m  # c = 0: a flag; else a set of tokens < m
-        if not 0 <= mask < limit:
-            raise Malformed(f"rule cubic: hint mask for {entry[:3]} names tokens >= max")
+        if not (0 <= mask < limit and 0 <= joint and joint & ~mask == 0 and not (c == 0 and joint)):
+            raise Malformed(f"rule cubic: hint for {entry[:3]} names tokens >= max, or "
+                            "joint tokens that are not claimed")
         if (m, q, c) in good:
             raise Malformed(f"rule cubic: duplicate hint for {entry[:3]}")
-        good[(m, q, c)] = mask
+        good[(m, q, c)] = (mask, joint)
     return good

@@ -23,8 +23,9 @@ def certify(trace, progress=False):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
     e, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
-    good, count, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
-    hints = {"good": [[m, q, c, mask] for (m, q, c), mask in sorted(good.items()) if mask]}
+    good, exact, count, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
+    hints = {"good": [[m, q, c, mask] + ([exact[(m, q, c)]] if (m, q, c) in exact else [])
+                      for (m, q, c), mask in sorted(good.items()) if mask]}
     line = trace.rule("cubic", INPUTS, count, hints)
     return line, count, stats
 
@@ -46,15 +47,18 @@ def _top2(vec, m):
 
 
 def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
-    """The good sets of rule cubic, as {(m, q, c): bitmask}, the count they
-    prove, and statistics.  Inputs are float64 arrays: e = exp(EQKE) (v,v),
-    beta = exp(EQKP) (v,k), EVOU (v,v), PVOU (k,v), EU (v,v)."""
+    """The good sets of rule cubic, as {(m, q, c): bitmask}, the tokens among
+    them whose bound (II) is the joint maximum over outputs ({(m, q, c):
+    bitmask}), the count they prove, and statistics.  Inputs are float64
+    arrays: e = exp(EQKE) (v,v), beta = exp(EQKP) (v,k), EVOU (v,v), PVOU (k,v),
+    EU (v,v).  The joint bound costs O(v) per token, so it is used only for
+    tokens whose split bound fails (in trained models: one or two per (q, m))."""
     # dp_max[m, o] = max_i PVOU[i, o] − PVOU[i, m]
     dp_max = (pvou[:, None, :] - pvou[:, :, None]).max(axis=0)  # (m, o)
     # top-3 of each EVOU row, for max_{o ∉ {m, t}} EVOU[t, o]
     order = np.argsort(-evou, axis=1)[:, :3]
     tokens = np.arange(v)
-    good, count, failed = {}, 0, 0
+    good, exact, count, failed = {}, {}, 0, 0
     for q in progress_bar(range(v), "cubic search", enabled=progress):
         b = beta[q, :k - 1]
         b_total = b.sum()
@@ -82,8 +86,11 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
             spread = d_excl + v_excl - evou[t, m]
             x_t = dvec[t] + evou[t, t] - evou[t, m]
             max_c = k - 1 if q == m else k - 2
+            x_rows = None  # X_t[o] for all o, only if some token needs the joint bound
             for c in range(1, max_c + 1):
-                ok = np.ones(m, bool)
+                ok_i = np.ones(m, bool)  # (I) at every placement bound
+                ok_split = np.ones(m, bool)  # (II) by the split bound
+                bounds = []
                 for s_bound in sums[c]:
                     rest = 0.0 if c == k - 1 else b_total - s_bound
                     a = rest * p + qv
@@ -93,13 +100,33 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
                     bound_ii = _excluding(a_idx, a_first, a_second, t) + s * spread
                     scale_i = np.abs(rest * p[t]) + np.abs(qv[t]) + np.abs(s * x_t)
                     scale_ii = np.abs(_excluding(a_idx, a_first, a_second, t)) + np.abs(s * spread)
-                    ok &= (bound_i < -TOL * scale_i) & (bound_ii < -TOL * (scale_ii + 1e-300))
-                mask = int(sum(1 << int(x) for x in np.nonzero(ok)[0]))
-                good[(m, q, c)] = mask
+                    ok_i &= bound_i < -TOL * scale_i
+                    ok_split &= bound_ii < -TOL * (scale_ii + 1e-300)
+                    bounds.append((a, s))
+                joint = ok_i & ~ok_split  # try the exact joint maximum over o for these
+                if joint.any():
+                    if x_rows is None:
+                        x_rows = dvec[None, :] + evou[t] - evou[t, m][:, None]  # (t, o)
+                    for a, s in bounds:
+                        f = a[None, :] + s[:, None] * x_rows
+                        scale = np.abs(a)[None, :] + np.abs(s[:, None] * x_rows)
+                        fine = f < -TOL * (scale + 1e-300)
+                        fine[:, m] = True
+                        fine[t, t] = True  # o = t is (I)
+                        joint &= fine.all(axis=1)
+                ok = ok_i & (ok_split | joint)
+                good[(m, q, c)] = _mask(ok)
+                if joint.any():
+                    exact[(m, q, c)] = _mask(joint)
                 n_good = int(ok.sum())
                 failed += m - n_good
                 count += comb(k - 1, c) * n_good**c
-    return good, count, {"failed_pure_checks": failed}
+    return good, exact, count, {"failed_pure_checks": failed,
+                                "joint_bounds": sum(bin(x).count("1") for x in exact.values())}
+
+
+def _mask(flags) -> int:
+    return int(sum(1 << int(x) for x in np.nonzero(flags)[0]))
 
 
 def _row_max_excluding(evou, order, m, t):
