@@ -4,17 +4,18 @@ sound and tighter form (spec/rules.md §cubic, with the full proof).
 Notation (all from the canonical matrices; v = d_vocab, k = n_ctx):
   e[q][t] = exp(EQKE[q, t]),  β[q][i] = exp(EQKP[q, i]),
   ΔV_x[o] = EVOU[x, o] − EVOU[x, m],
-  D[o]    = EU[q, o] − EU[q, m] + max_i (PVOU[i, o] − PVOU[i, m]),
-  X_x[o]  = D[o] + ΔV_x[o].
+  D[o]    = EU[q, o] − EU[q, m] + max_{i<k−1} (PVOU[i, o] − PVOU[i, m]),
+  X_x[o]  = D[o] + ΔV_x[o],
+  Y_q[o]  = EU[q, o] − EU[q, m] + PVOU[k−1, o] − PVOU[k−1, m] + ΔV_q[o]   (query).
 For query q, max m ≥ q, c non-max tokens at non-query positions P (|P| = c),
 S = Σ_{i∈P} β[q][i], R = B − S with B = Σ_{i<k−1} β[q][i], and a pure filling
 with token t' < m, for every output o != m
 
   Σ_i w_i (ℓ_o − ℓ_m contributions) <= f_o(S)
-      = R·e[q][m]·X_m[o] + β[q][k−1]·e[q][q]·X_q[o] + S·e[q][t']·X_t'[o],
+      = R·e[q][m]·X_m[o] + β[q][k−1]·e[q][q]·Y_q[o] + S·e[q][t']·X_t'[o],
 
 which is linear in S.  The rule checks, for S at a lower and an upper bound of
-all c-subset sums, with Ã_S[o] = R·e_m·X_m[o] + β_q·e_q·X_q[o] and s = S·e_t':
+all c-subset sums, with Ã_S[o] = R·e_m·X_m[o] + β_q·e_q·Y_q[o] and s = S·e_t':
   (I)   Ã_S[t'] + s·X_t'[t'] < 0                                  (o = t')
   (II)  max_{o∉{m,t'}} Ã_S[o] + s·(max_{o∉{m,t'}} D[o]
                                   + max_{o∉{m,t'}} ΔV_t'[o]) < 0  (o != t')
@@ -63,9 +64,12 @@ class _Tables:
         self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
         self.evou = evou
-        # dp_max[m][o] >= max_i (PVOU[i, o] − PVOU[i, m])
-        self.dp_max = [[_max_raw([up_diff(pvou[i][o], pvou[i][m]) for i in range(k)])
+        # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])   (non-query positions)
+        self.dp_max = [[_max_raw([up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
                         for o in range(v)] for m in range(v)]
+        # dp_query[m][o] >= PVOU[k−1, o] − PVOU[k−1, m]              (the query position)
+        self.dp_query = [[up_diff(pvou[k - 1][o], pvou[k - 1][m]) for o in range(v)]
+                         for m in range(v)]
         # dv_m[m][o] >= ΔV_m[o] = EVOU[m, o] − EVOU[m, m]
         self.dv_m = [[up_diff(evou[m][o], evou[m][m]) for o in range(v)] for m in range(v)]
         # dv_self[m][t] >= ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
@@ -131,8 +135,9 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, weights, w_query):
     outputs = [o for o in range(v) if o != m]
     d = {o: up_add(up_diff(eu[o], eu[m]), t.dp_max[m][o]) for o in outputs}  # >= D[o]
     x_m = {o: up_add(d[o], t.dv_m[m][o]) for o in outputs}  # >= X_m[o]
-    x_q = x_m if q == m else {o: up_add(d[o], up_diff(evou[q][o], evou[q][m]))
-                              for o in outputs}  # >= X_q[o]
+    # >= X^query_q[o] = EU[q,o] − EU[q,m] + PVOU[k−1,o] − PVOU[k−1,m] + ΔV_q[o]
+    x_q = {o: up_add(up_add(up_diff(eu[o], eu[m]), t.dp_query[m][o]),
+                     up_diff(evou[q][o], evou[q][m])) for o in outputs}
     p = {o: up_mul(t.e[q][m], x_m[o]) for o in outputs}  # >= e_m·X_m[o]
     qv = {o: up_mul(w_query, x_q[o]) for o in outputs}  # >= β_q·e_q·X_q[o]
     count = 0

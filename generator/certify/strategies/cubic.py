@@ -53,8 +53,9 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
     arrays: e = exp(EQKE) (v,v), beta = exp(EQKP) (v,k), EVOU (v,v), PVOU (k,v),
     EU (v,v).  The joint bound costs O(v) per token, so it is used only for
     tokens whose split bound fails (in trained models: one or two per (q, m))."""
-    # dp_max[m, o] = max_i PVOU[i, o] − PVOU[i, m]
-    dp_max = (pvou[:, None, :] - pvou[:, :, None]).max(axis=0)  # (m, o)
+    # dp_max[m, o] = max_{i<k−1} PVOU[i, o] − PVOU[i, m]; dp_query: the query position
+    dp_max = (pvou[:-1, None, :] - pvou[:-1, :, None]).max(axis=0)  # (m, o)
+    dp_query = pvou[-1][None, :] - pvou[-1][:, None]  # (m, o)
     # top-3 of each EVOU row, for max_{o ∉ {m, t}} EVOU[t, o]
     order = np.argsort(-evou, axis=1)[:, :3]
     tokens = np.arange(v)
@@ -68,7 +69,7 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
         for m in range(q, v):
             dvec = eu[q] - eu[q, m] + dp_max[m]
             x_m = dvec + evou[m] - evou[m, m]
-            x_q = dvec + evou[q] - evou[q, m]
+            x_q = eu[q] - eu[q, m] + dp_query[m] + evou[q] - evou[q, m]
             p = e[q, m] * x_m
             qv = beta[q, k - 1] * e[q, q] * x_q
             others = np.ones(v, bool)
