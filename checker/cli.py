@@ -140,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args.json, "malformed", "interrupted", 2)
     except Exception as err:  # fail closed: an internal error is never acceptance
         return _fail(args.json, "malformed", f"internal error: {type(err).__name__}: {err}", 2)
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
-        _print_human(summary, args.require)
+    try:
+        if args.json:
+            print(json.dumps(summary, indent=1))
+        else:
+            _print_human(summary, args.require)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `check-cert c.jsonl | head -1`: the verdict stands
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
