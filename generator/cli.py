@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,7 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         Path(args.output).write_text(text)
     else:
-        sys.stdout.write(text)
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader stopped early: the certificate is incomplete
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print("gen-cert: output closed early; the certificate written is truncated",
+                  file=sys.stderr)
+            return 2
     if not args.quiet:
         acc = summary["claim"] / summary["total"]
         print(f"gen-cert: {args.strategy}: claims {summary['claim']} / {summary['total']} "
