@@ -12,16 +12,14 @@ import itertools
 
 import numpy as np
 
+from . import NotApplicable
+
 NAME = "brute-force"
 MAX_CHECKER_WORK = 20_000_000
 # A margin this close to 0 (relative to the attention weights' sum) is a
 # near-tie: the generator does not claim it, since the checker's enclosure
 # might straddle 0.
 NEAR_TIE = 1e-9
-
-
-class NotApplicable(Exception):
-    pass
 
 
 def certify(trace, progress=False):

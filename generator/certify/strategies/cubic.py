@@ -13,6 +13,7 @@ from math import comb
 import numpy as np
 
 from ...progress import progress_bar
+from . import NotApplicable
 
 NAME = "cubic"
 TOL = 1e-7
@@ -22,6 +23,8 @@ INPUTS = ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 def certify(trace, progress=False):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
+    if v < 2:
+        raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
     e, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
     good, exact, count, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
     hints = {"good": [[m, q, c, mask] + ([exact[(m, q, c)]] if (m, q, c) in exact else [])
