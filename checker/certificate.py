@@ -250,7 +250,7 @@ class CertificateChecker:
         _keys(obj, lineno, {"id", "kind", "op", "args", "shape", "lo", "hi"},
               {"params", "float"})
         op = obj["op"]
-        if op not in ops.OPS:
+        if not isinstance(op, str) or op not in ops.OPS:
             raise Malformed(f"line {lineno}: unknown op {op!r}")
         function, arity, param_names = ops.OPS[op]
         args = self._refs(obj["args"], lineno, arity)
@@ -265,9 +265,10 @@ class CertificateChecker:
                             f"{list(shape)}")
         count = shape[0] * shape[1]
         recorded = decode_intervals(obj["lo"], obj["hi"], count, f"line {lineno}")
-        inner = args[0].shape[1] if op == "matmul" else 1
-        self.charge(count * inner)
-        computed = function(*[a.matrix for a in args], *[params[p] for p in param_names])
+        self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else 1))
+        # ops call tick() once per output row, so the time limit holds inside a line too
+        computed = function(*[a.matrix for a in args], *[params[p] for p in param_names],
+                            tick=lambda: self.charge(0))
         flat = [x for row in computed for x in row]
         for i, (have, want) in enumerate(zip(recorded, flat)):
             if not contains(have, want):
@@ -301,7 +302,7 @@ class CertificateChecker:
 
     def _rule(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "rule", "inputs", "claim"}, {"hints"})
-        if obj["rule"] not in rules.RULES:
+        if not isinstance(obj["rule"], str) or obj["rule"] not in rules.RULES:
             raise Malformed(f"line {lineno}: unknown rule {obj['rule']!r}; "
                             f"known: {', '.join(sorted(rules.RULES))}")
         rule = rules.RULES[obj["rule"]]
@@ -378,5 +379,11 @@ def check_against_model_file(weights: dict, model_file) -> None:
                                "certificate")
             continue
         t = tensors[name]
-        if tuple(t.shape) != tuple(shape) or tuple(float(v) for v in t.values) != values:
+        if tuple(t.shape) != tuple(shape) or _signed(float(v) for v in t.values) != _signed(values):
             raise Rejected(f"the certificate's {name} differs from the model file's")
+
+
+def _signed(values) -> tuple:
+    """Values with their signs, so that −0.0 and +0.0 differ (bit-for-bit identity
+    of finite floats up to the encoding width)."""
+    return tuple((v, math.copysign(1.0, v)) for v in values)

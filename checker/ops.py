@@ -27,7 +27,11 @@ def _need(cond: bool, message: str) -> None:
         raise Malformed(message)
 
 
-def matmul(a, b):
+def _no_tick() -> None:
+    pass
+
+
+def matmul(a, b, tick=_no_tick):
     """A·B for A of shape (r, n) and B of shape (n, c).  Cost r·n·c.
 
     Computed exactly, then rounded outward once: every endpoint is a dyadic
@@ -43,6 +47,7 @@ def matmul(a, b):
     b_lo_cols, b_hi_cols = list(zip(*b_lo)), list(zip(*b_hi))
     out = []
     for x_lo, x_hi in zip(a_lo, a_hi):
+        tick()
         row = []
         for y_lo, y_hi in zip(b_lo_cols, b_hi_cols):
             lo = hi = 0
@@ -96,44 +101,52 @@ def _broadcast(a, b, name):
     return b if rb == ra else b * ra
 
 
-def add(a, b):
+def add(a, b, tick=_no_tick):
     """A + B, where B may be a single row added to every row of A."""
     return [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(a, _broadcast(a, b, "add"))]
 
 
-def sub(a, b):
+def sub(a, b, tick=_no_tick):
     """A − B, where B may be a single row subtracted from every row of A."""
     return [[x - y for x, y in zip(ra, rb)] for ra, rb in zip(a, _broadcast(a, b, "sub"))]
 
 
-def mean_rows(a):
+def mean_rows(a, tick=_no_tick):
     """The 1×c matrix of column means of A (the average over positions)."""
     n = len(a)
     return [[iv.fsum(col) / n for col in zip(*a)]]
 
 
-def row(a, i: int):
+def row(a, i: int, tick=_no_tick):
     """Row i of A as a 1×c matrix."""
     _need(isinstance(i, int) and 0 <= i < len(a), f"row: index {i!r} out of range")
     return [list(a[i])]
 
 
-def transpose(a):
+def transpose(a, tick=_no_tick):
     return [list(col) for col in zip(*a)]
 
 
-def div_sqrt(a, n: int):
+def div_sqrt(a, n: int, tick=_no_tick):
     """A / sqrt(n) for a positive integer n (the attention scale)."""
     _need(isinstance(n, int) and n > 0, f"div_sqrt: {n!r} is not a positive integer")
     scale = inv_sqrt_interval(n)
     return [[x * scale for x in r] for r in a]
 
 
-def exp(a):
+def exp(a, tick=_no_tick):
     """Elementwise exp (the unnormalised attention weights), rigorously
     (numbers.exp_interval: mpmath's own iv.exp is not a guaranteed enclosure)."""
-    return [[exp_interval(x) for x in r] for r in a]
+    out = []
+    for r in a:
+        tick()
+        out.append([exp_interval(x) for x in r])
+    return out
 
+
+# Work charged per result element (times the inner dimension for matmul), in
+# units of one interval operation: an exp costs ~50 of them (numbers.py).
+COST = {"exp": 50}
 
 # name -> (function, number of matrix arguments, names of integer parameters)
 OPS = {
