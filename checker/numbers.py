@@ -5,6 +5,8 @@ as base64 of its little-endian bytes: decoding is exact, there is no decimal
 rounding anywhere.  Intervals are mpmath `iv.mpf` at the working precision;
 all arithmetic on them rounds outward, so each computed interval encloses the
 exact real result of the same operations on any reals inside the inputs.
+Also here: upper-bound arithmetic (for the cubic rule's hot loops) and the
+checker's own rigorous exp and 1/sqrt (mpmath's iv.exp is not rigorous).
 """
 
 from __future__ import annotations
@@ -126,9 +128,14 @@ def up_add(a, b):
     return mpf_add(a, b, WORKING_PRECISION, round_ceiling)
 
 
+def up_minus(a, y):
+    """An upper bound of X − Y given X <= a and Y in interval y."""
+    return mpf_sub(a, y._mpi_[0], WORKING_PRECISION, round_ceiling)
+
+
 def up_diff(x, y):
     """An upper bound of X − Y for X in interval x and Y in interval y."""
-    return mpf_sub(x._mpi_[1], y._mpi_[0], WORKING_PRECISION, round_ceiling)
+    return up_minus(x._mpi_[1], y)
 
 
 def up_mul(w, a):

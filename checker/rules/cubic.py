@@ -33,10 +33,9 @@ from __future__ import annotations
 from math import comb
 
 from mpmath import iv
-from mpmath.libmp import mpf_sub, round_ceiling
 
 from ..errors import Malformed, Rejected
-from ..numbers import WORKING_PRECISION, below_zero, greater, up_add, up_diff, up_mul, upper
+from ..numbers import below_zero, greater, up_add, up_diff, up_minus, up_mul, upper
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 
@@ -229,7 +228,7 @@ def _rest_of_row(top, m, t, evou_tm):
     top three upper endpoints; None if the row has no other entry."""
     for o, value in top:
         if o != m and o != t:
-            return mpf_sub(value, evou_tm._mpi_[0], WORKING_PRECISION, round_ceiling)
+            return up_minus(value, evou_tm)
     return None
 
 

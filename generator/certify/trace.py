@@ -17,6 +17,7 @@ import numpy as np
 from checker import certificate
 from checker.definitions import model_terms
 from checker.modelspec import PARAMETERS, Dims
+from checker.ops import OPS as CHECKER_OPS
 
 from . import intervals as ia
 
@@ -81,7 +82,7 @@ class Trace:
         op, rest = term[0], term[1:]
         args = [self.emit(t) for t in rest if isinstance(t, tuple)]
         ints = [t for t in rest if not isinstance(t, tuple)]
-        params = {"row": ("index",), "div_sqrt": ("n",)}.get(op, ())
+        params = CHECKER_OPS[op][2]  # the checker's own names for the op's parameters
         value = ia.OPS[op](*[self.values[a] for a in args], *ints)
         line = {"kind": "op", "op": op, "args": args, "shape": list(value.shape),
                 "lo": b64(value.lo, "<f8"), "hi": b64(value.hi, "<f8")}
