@@ -266,7 +266,7 @@ class CertificateChecker:
         count = shape[0] * shape[1]
         recorded = decode_intervals(obj["lo"], obj["hi"], count, f"line {lineno}")
         self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else 1))
-        # ops call tick() once per output row, so the time limit holds inside a line too
+        # ops call tick() once per result element: the time limit holds inside a line too
         computed = function(*[a.matrix for a in args], *[params[p] for p in param_names],
                             tick=lambda: self.charge(0))
         flat = [x for row in computed for x in row]

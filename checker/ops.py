@@ -47,9 +47,9 @@ def matmul(a, b, tick=_no_tick):
     b_lo_cols, b_hi_cols = list(zip(*b_lo)), list(zip(*b_hi))
     out = []
     for x_lo, x_hi in zip(a_lo, a_hi):
-        tick()
         row = []
         for y_lo, y_hi in zip(b_lo_cols, b_hi_cols):
+            tick()
             lo = hi = 0
             for x0, x1, y0, y1 in zip(x_lo, x_hi, y_lo, y_hi):
                 if x0 == x1 and y0 == y1:
@@ -139,8 +139,10 @@ def exp(a, tick=_no_tick):
     (numbers.exp_interval: mpmath's own iv.exp is not a guaranteed enclosure)."""
     out = []
     for r in a:
-        tick()
-        out.append([exp_interval(x) for x in r])
+        out.append([])
+        for x in r:
+            tick()
+            out[-1].append(exp_interval(x))
     return out
 
 

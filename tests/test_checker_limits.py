@@ -38,10 +38,10 @@ def _counting_tick(limit):
 
 
 @pytest.mark.parametrize("op", ["matmul", "exp"])
-def test_long_ops_consult_the_clock_every_row(op):
+def test_long_ops_consult_the_clock_every_element(op):
     a = [[point(0.5)] * 4 for _ in range(6)]
     tick, calls = _counting_tick(limit=2)
-    with pytest.raises(Stop):  # the limit fires inside the op, after 3 of 6 rows
+    with pytest.raises(Stop):  # the limit fires inside the op, at the 3rd element
         ops.matmul(a, [[point(1.0)] * 3] * 4, tick=tick) if op == "matmul" \
             else ops.exp(a, tick=tick)
     assert len(calls) == 3
