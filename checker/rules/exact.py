@@ -1,0 +1,305 @@
+"""Rule exact: the cubic cover in closed form plus the residue, sequence by
+sequence (spec/rules.md §exact, with the proof that the two partition all
+v^k sequences).
+
+Every sequence t has a class (q, m, c): its query token q = t[k−1], its max m
+and the number c of non-query positions holding a token < m.  The hints are
+those of rule cubic (good sets G_{q,m,c}); the cubic rule's own code confirms
+them, and its count is the *cover*: the sequences whose c non-max non-query
+tokens all lie in G_{q,m,c}.  Every other sequence is the *residue*: a class
+with a token outside G (a class without a claim has G = ∅).  The checker
+enumerates the residue itself and decides each sequence with the theorem of
+rule brute_force: t is correct iff Σ_i w_i x_i(o) < 0 for every o != m, with
+w_i = exp(EQKE[q, t_i])·exp(EQKP[q, i]) and
+x_i(o) = EU[q,o] − EU[q,m] + EVOU[t_i,o] − EVOU[t_i,m] + PVOU[i,o] − PVOU[i,m].
+
+Arithmetic: upper-bound arithmetic with no rounding at all.  The recorded
+endpoints are dyadic numbers, so at a common exponent they are integers, and
+  x̄_i(o) = EU⁺[q,o] − EU⁻[q,m] + EVOU⁺[t_i,o] − EVOU⁻[t_i,m] + PVOU⁺[i,o] − PVOU⁻[i,m] >= x_i(o),
+  term_i(o) = w⁺_i·x̄_i(o) if x̄_i(o) >= 0 else w⁻_i·x̄_i(o) >= w_i x_i(o)   (w⁻_i >= 0),
+with w^± = exp(EQKE)^±·exp(EQKP)^±, are exact integers, and t is certified
+when Σ_i term_i(o) < 0 for every o != m.
+
+Sharing: term_i depends only on (q, m, i, t_i), so for each (q, m) the rows
+term[i][t] (a vector over o != m) are computed once; a sequence then costs
+one vector addition and a maximum (its prefix sums are shared too).
+Cost: O(Σ_{(q,m) with residue} k·v²) for the rows plus O(v) per residue
+sequence; the cover costs what rule cubic costs.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from math import comb
+from operator import add
+
+from ..errors import Malformed, Rejected
+from . import cubic
+
+INPUTS = cubic.INPUTS
+# Work units charged per entry of a row term[i][t] (two additions, a product)
+ROW_COST = 3
+
+
+def check(dims, mats, hints, charge, jobs=1):
+    v, k = dims.d_vocab, dims.n_ctx
+    if v < 2:
+        raise Malformed("rule exact needs d_vocab >= 2")
+    good = cubic.parse_hints(hints, v, k)
+    spent = [0]
+
+    def cover_charge(work):
+        spent[0] += work
+        charge(work)
+
+    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs)  # Rejected unless confirmed
+    plan = Plan(good, v, k)
+    if cover != plan.cover or plan.cover + plan.residue != v ** k:
+        raise AssertionError("exact: the classes do not partition the sequences")  # exit 2
+    charge(plan.work)
+    tables = IntegerTables(mats, v, k)
+    order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
+    results = _map(jobs, (tables, plan, charge), order)
+    seen = sum(size for size, _ in results)
+    certified = sum(ok for _, ok in results)
+    if seen != plan.residue:
+        raise AssertionError("exact: enumerated residue differs from its closed form")
+    proven = cover + certified
+    note = (f"{proven} sequences certified: {cover} in closed form by the cubic good sets "
+            f"(work {spent[0]}), {certified} of the {plan.residue} residue sequences "
+            f"evaluated one by one (work {plan.work})")
+    return proven, note
+
+
+def residue_verdicts(dims, mats, hints):
+    """Every residue sequence with its verdict, [(tokens, certified)], in one
+    process, by the same code as check() (for tests: the cover is the
+    complement).  Confirms the good sets first, as check() does."""
+    v, k = dims.d_vocab, dims.n_ctx
+    cubic.check(dims, mats, hints, lambda work: None, 1)
+    plan = Plan(cubic.parse_hints(hints, v, k), v, k)
+    tables = IntegerTables(mats, v, k)
+    record = []
+    for q in range(v):
+        _residue_q(tables, plan, lambda work: None, q, record)
+    return record
+
+
+# --- the partition, in closed form ------------------------------------------
+
+class Plan:
+    """The classes (q, m, c) and their sizes, from the parsed cubic hints.
+
+    classes[q] = [(m, c, bad tokens)] for every class with a non-empty residue
+    (bad = the tokens < m outside G_{q,m,c}; for c = 0, [] and the single
+    sequence (m, …, m, q) is residue); tokens[(q, m)] the tokens whose rows
+    the residue of (q, m) reads.  Sizes: the class (q, m, c) has
+    C(k−1, c)·m^c sequences (c >= 1) or 1 (c = 0); its cover C(k−1, c)·g^c or
+    z_{q,m}; its residue the difference.  Work: what _residue_q does, per q."""
+
+    def __init__(self, good, v, k):
+        self.cover = self.residue = self.work = 0
+        self.classes = {q: [] for q in range(v)}
+        self.work_of_query = [0] * v
+        self.tokens = {}  # (q, m) -> the tokens whose rows the residue reads
+        for q in range(v):
+            for m in range(q, v):
+                max_c = k - 1 if q == m else k - 2
+                tokens = set()  # tokens whose rows term[i][t] the residue of (q, m) reads
+                for c in range(max_c + 1):
+                    mask = good.get((m, q, c), (0, 0))[0]
+                    if c == 0:
+                        size, covered, bad = 1, int(bool(mask)), []
+                    else:
+                        bad = [u for u in range(m) if not mask >> u & 1]
+                        size = comb(k - 1, c) * m ** c
+                        covered = comb(k - 1, c) * (m - len(bad)) ** c
+                    self.cover += covered
+                    if size == covered:
+                        continue
+                    self.residue += size - covered
+                    self.classes[q].append((m, c, bad))
+                    self.work_of_query[q] += _class_work(v, k, m, c, size - covered)
+                    # m fills the positions outside a placement; c = 1 reads only
+                    # the bad token, c >= 2 any token < m
+                    tokens |= {m} | set(bad if c == 1 else range(m) if c else ())
+                if tokens:
+                    self.tokens[(q, m)] = sorted(tokens)
+                    self.work_of_query[q] += ROW_COST * (v - 1) * ((k - 1) * len(tokens) + 1)
+            self.work += self.work_of_query[q]
+
+
+def _class_work(v, k, m, c, residue):
+    """Vector operations of _class_residue for one class, each v − 1 integer
+    operations: per placement a base sum (k−1−c additions), one partial sum
+    per prefix of length 1..c−1 (m^d of them), and per residue sequence an
+    addition and a maximum."""
+    placements = comb(k - 1, c)
+    per_placement = (k - 1 - c) + sum(m ** d for d in range(1, c))
+    return (v - 1) * (placements * per_placement + 2 * residue)
+
+
+# --- exact integer tables ------------------------------------------------------
+
+class IntegerTables:
+    """The recorded enclosures as exact integers: every endpoint is a dyadic
+    number n·2^e, so with a common exponent E per group it is an integer
+    times 2^E, exactly.  x-quantities (EU, EVOU, PVOU) share one exponent;
+    each row q of exp(EQKE) and of exp(EQKP) has its own (a sum of terms
+    only ever mixes weights of one query q).  O(v²)."""
+
+    def __init__(self, mats, v, k):
+        self.v, self.k = v, k
+        x_exp = _common_exponent(mats["EU"] + mats["EVOU"] + mats["PVOU"])
+        self.eu_lo, self.eu_hi = _integer_matrix(mats["EU"], [x_exp] * v)
+        self.evou_lo, self.evou_hi = _integer_matrix(mats["EVOU"], [x_exp] * v)
+        self.pvou_lo, self.pvou_hi = _integer_matrix(mats["PVOU"], [x_exp] * k)
+        e, beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
+        self.e_lo, self.e_hi = _integer_matrix(e, [_common_exponent([r]) for r in e])
+        self.b_lo, self.b_hi = _integer_matrix(beta, [_common_exponent([r]) for r in beta])
+        if any(x < 0 for row in self.e_lo + self.b_lo for x in row):
+            raise Rejected("exact: an attention weight exp(EQKE) or exp(EQKP) has a recorded "
+                           "enclosure reaching below 0")
+
+    def rows(self, q, m, tokens):
+        """term[i][t] for every position i < k−1 and t in tokens, and the query
+        row: vectors over the outputs o != m (in increasing order) of exact
+        upper bounds of w_i·x_i(o), all in one unit (2^(x + e_q + β_q exponents))."""
+        v, k = self.v, self.k
+        outputs = [o for o in range(v) if o != m]
+        eu_hi, eu_m = self.eu_hi[q], self.eu_lo[q][m]
+        # base[i][o] >= EU[q,o] − EU[q,m] + PVOU[i,o] − PVOU[i,m]
+        base = [[eu_hi[o] - eu_m + self.pvou_hi[i][o] - self.pvou_lo[i][m] for o in outputs]
+                for i in range(k)]
+
+        def row(i, t):
+            w_lo, w_hi = self.e_lo[q][t] * self.b_lo[q][i], self.e_hi[q][t] * self.b_hi[q][i]
+            evou_hi, evou_m = self.evou_hi[t], self.evou_lo[t][m]
+            return [w_hi * x if x >= 0 else w_lo * x
+                    for x in map(add, base[i], [evou_hi[o] - evou_m for o in outputs])]
+
+        table = [{t: row(i, t) for t in tokens} for i in range(k - 1)]
+        return table, row(k - 1, q)
+
+
+def _raw_endpoints(x):
+    """The endpoints of interval x as raw mpmath numbers (sign, man, exp, bc),
+    value (−1)^sign·man·2^exp."""
+    ends = x._mpi_
+    for _, man, exp, _ in ends:
+        if man == 0 and exp != 0:
+            raise Malformed("exact: a non-finite enclosure")
+    return ends
+
+
+def _common_exponent(rows):
+    """The least exponent of the non-zero endpoints in rows (0 if none): every
+    endpoint is an integer times 2^that."""
+    exps = [exp for row in rows for x in row for _, man, exp, _ in _raw_endpoints(x) if man]
+    return min(exps, default=0)
+
+
+def _integer(raw, exponent):
+    """The raw mpmath number divided by 2^exponent: an integer, exactly."""
+    sign, man, exp, _ = raw
+    return (-man if sign else man) << (exp - exponent)
+
+
+def _integer_matrix(matrix, exponents):
+    """(lower ends, upper ends) of each row r as integers times 2^exponents[r]."""
+    lo, hi = [], []
+    for row, exponent in zip(matrix, exponents):
+        ends = [_raw_endpoints(x) for x in row]
+        lo.append([_integer(a, exponent) for a, _ in ends])
+        hi.append([_integer(b, exponent) for _, b in ends])
+    return lo, hi
+
+
+# --- the residue, sequence by sequence --------------------------------------
+
+def _residue_q(t: IntegerTables, plan: Plan, charge, q, record=None):
+    """(residue sequences with query q, how many are certified).  record: a
+    list to append (tokens, certified) to, for every sequence."""
+    size = certified = 0
+    by_m = {}
+    for m, c, bad in plan.classes[q]:
+        by_m.setdefault(m, []).append((c, bad))
+    for m, classes in by_m.items():
+        charge(0)  # enforces the time limit
+        table, query_row = t.rows(q, m, plan.tokens[(q, m)])
+        for c, bad in classes:
+            n, ok = _class_residue(t.k, q, m, c, bad, table, query_row, record)
+            size, certified = size + n, certified + ok
+    return size, certified
+
+
+def _class_residue(k, q, m, c, bad, table, query_row, record):
+    """Enumerate the residue of class (q, m, c): every placement P of c
+    non-query positions and every filling of P with tokens < m, at least one
+    of them in `bad`; m on the other non-query positions, q at position k−1.
+    Returns (sequences, certified)."""
+    size = certified = 0
+    everything = list(range(m))
+    for placement in combinations(range(k - 1), c):
+        base = query_row
+        for i in range(k - 1):
+            if i not in placement:
+                base = list(map(add, base, table[i][m]))
+        if c == 0:
+            size += 1
+            ok = max(base) < 0
+            certified += ok
+            if record is not None:
+                record.append(((m,) * (k - 1) + (q,), ok))
+            continue
+        stack = [(0, base, False, ())]  # (depth, partial sum, a bad token so far, tokens)
+        bad_set = set(bad)
+        while stack:
+            depth, partial, has_bad, chosen = stack.pop()
+            rows = table[placement[depth]]
+            if depth == c - 1:  # the last position: leaves
+                for u in (everything if has_bad else bad):
+                    ok = max(map(add, partial, rows[u])) < 0
+                    size += 1
+                    certified += ok
+                    if record is not None:
+                        record.append((_sequence(k, q, m, placement, chosen + (u,)), ok))
+                continue
+            for u in everything:
+                stack.append((depth + 1, list(map(add, partial, rows[u])),
+                              has_bad or u in bad_set, chosen + (u,)))
+    return size, certified
+
+
+def _sequence(k, q, m, placement, tokens):
+    seq = [m] * (k - 1) + [q]
+    for i, u in zip(placement, tokens):
+        seq[i] = u
+    return tuple(seq)
+
+
+# --- parallel map (as rule cubic: forked workers inherit the tables) ----------
+
+_SHARED = {}
+
+
+def _map(jobs, args, queries):
+    """[_residue_q(*args, q) for q in queries], in `jobs` forked processes.  A
+    worker's exception propagates; a dead worker raises BrokenProcessPool
+    (exit 2): never a pass."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_residue_q(*args, q) for q in queries]
+    _SHARED["args"] = args
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            return list(pool.map(_residue_q_shared, queries))
+    finally:
+        _SHARED.clear()
+
+
+def _residue_q_shared(q):
+    return _residue_q(*_SHARED["args"], q)
