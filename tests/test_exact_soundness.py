@@ -175,3 +175,34 @@ def test_without_hints_the_residue_is_brute_force(tmp_path, capsys):
     lines = [json.dumps(o) for o in objs]
     cover, residue = audit(weights, lines, out["correct"])
     assert cover == 0 and residue == 5 ** 3
+
+
+@pytest.mark.parametrize("v,k", [(2, 2), (3, 3), (4, 4), (3, 5), (5, 3)])
+def test_plan_partitions_every_sequence(v, k):
+    """The closed form (Plan) against enumeration, for random hints without a
+    model: cover + residue = v^k, the cover is the enumerated cover, and each
+    class's residue has the closed-form size."""
+    from collections import Counter
+
+    from checker.rules.cubic import parse_hints
+
+    rng = np.random.default_rng(v * 10 + k)
+    entries = []
+    for m in range(v):
+        for q in range(m + 1):
+            for c in range(k if q == m else k - 1):
+                if rng.random() < 0.7:
+                    limit = 2 if c == 0 else 1 << m
+                    entries.append([m, q, c, int(rng.integers(0, limit)) if limit > 1 else 0])
+    hints = {"good": entries}
+    plan = exact.Plan(parse_hints(hints, v, k), v, k)
+    cover = covered(hints, v, k)
+    assert plan.cover == len(cover) and plan.cover + plan.residue == v ** k
+    sizes = Counter()
+    for seq in itertools.product(range(v), repeat=k):
+        if seq not in cover:
+            m = max(seq)
+            sizes[(seq[-1], m, sum(t < m for t in seq[:-1]))] += 1
+    planned = {(q, m, c): 1 if c == 0 else exact._class_residue_size(k, m, c, bad)
+               for q in range(v) for m, c, bad in plan.classes[q]}
+    assert planned == dict(sizes)

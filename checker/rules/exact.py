@@ -108,18 +108,15 @@ class Plan:
                 tokens = set()  # tokens whose rows term[i][t] the residue of (q, m) reads
                 for c in range(max_c + 1):
                     mask = good.get((m, q, c), (0, 0))[0]
-                    if c == 0:
-                        size, covered, bad = 1, int(bool(mask)), []
-                    else:
-                        bad = [u for u in range(m) if not mask >> u & 1]
-                        size = comb(k - 1, c) * m ** c
-                        covered = comb(k - 1, c) * (m - len(bad)) ** c
-                    self.cover += covered
-                    if size == covered:
+                    bad = [] if c == 0 else [u for u in range(m) if not mask >> u & 1]
+                    size = comb(k - 1, c) * m ** c  # 1 for c = 0
+                    residue = (1 - bool(mask)) if c == 0 else _class_residue_size(k, m, c, bad)
+                    self.cover += size - residue
+                    if not residue:
                         continue
-                    self.residue += size - covered
+                    self.residue += residue
                     self.classes[q].append((m, c, bad))
-                    self.work_of_query[q] += _class_work(v, k, m, c, size - covered)
+                    self.work_of_query[q] += _class_work(v, k, m, c, residue)
                     # m fills the positions outside a placement; c = 1 reads only
                     # the bad token, c >= 2 any token < m
                     tokens |= {m} | set(bad if c == 1 else range(m) if c else ())
@@ -127,6 +124,12 @@ class Plan:
                     self.tokens[(q, m)] = sorted(tokens)
                     self.work_of_query[q] += ROW_COST * (v - 1) * ((k - 1) * len(tokens) + 1)
             self.work += self.work_of_query[q]
+
+
+def _class_residue_size(k, m, c, bad):
+    """C(k−1, c)·(m^c − g^c), g = m − |bad|: placements times fillings of the
+    placement with tokens < m, not all good (c >= 1)."""
+    return comb(k - 1, c) * (m ** c - (m - len(bad)) ** c)
 
 
 def _class_work(v, k, m, c, residue):
