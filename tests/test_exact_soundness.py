@@ -206,3 +206,21 @@ def test_plan_partitions_every_sequence(v, k):
     planned = {(q, m, c): 1 if c == 0 else exact._class_residue_size(k, m, c, bad)
                for q in range(v) for m, c, bad in plan.classes[q]}
     assert planned == dict(sizes)
+
+
+def test_integer_endpoints_are_exact():
+    """Recorded endpoints become integers times 2^E without rounding, zeros and
+    exponents above 0 included."""
+    from fractions import Fraction
+
+    from mpmath import iv
+
+    rng = np.random.default_rng(0)
+    values = [0.0, 4.0, -2.0**60, 2.0**-1074, 1e300, -3.5] + list(rng.standard_normal(20) * 1e3)
+    for group in (values, [0.0, 4.0, 8.0, 2.0**70]):
+        row = [iv.mpf((min(a, b), max(a, b))) for a, b in zip(group, group[::-1])]
+        e = exact._common_exponent([row])
+        lo, hi = exact._integer_matrix([row], [e])
+        for x, a, b in zip(row, lo[0], hi[0]):
+            assert Fraction(a) * Fraction(2) ** e == Fraction(float(x.a))
+            assert Fraction(b) * Fraction(2) ** e == Fraction(float(x.b))

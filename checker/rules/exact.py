@@ -205,6 +205,8 @@ def _common_exponent(rows):
 def _integer(raw, exponent):
     """The raw mpmath number divided by 2^exponent: an integer, exactly."""
     sign, man, exp, _ = raw
+    if not man:  # zero (mpmath's zero has exponent 0, which may lie below `exponent`)
+        return 0
     return (-man if sign else man) << (exp - exponent)
 
 
@@ -231,12 +233,12 @@ def _residue_q(t: IntegerTables, plan: Plan, charge, q, record=None):
         charge(0)  # enforces the time limit
         table, query_row = t.rows(q, m, plan.tokens[(q, m)])
         for c, bad in classes:
-            n, ok = _class_residue(t.k, q, m, c, bad, table, query_row, record)
+            n, ok = _class_residue(t.k, q, m, c, bad, table, query_row, record, charge)
             size, certified = size + n, certified + ok
     return size, certified
 
 
-def _class_residue(k, q, m, c, bad, table, query_row, record):
+def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
     """Enumerate the residue of class (q, m, c): every placement P of c
     non-query positions and every filling of P with tokens < m, at least one
     of them in `bad`; m on the other non-query positions, q at position k−1.
@@ -244,6 +246,7 @@ def _class_residue(k, q, m, c, bad, table, query_row, record):
     size = certified = 0
     everything = list(range(m))
     for placement in combinations(range(k - 1), c):
+        charge(0)  # enforces the time limit
         base = query_row
         for i in range(k - 1):
             if i not in placement:
