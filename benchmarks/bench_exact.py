@@ -12,6 +12,7 @@ brute_force charges).  Not a test: it prints figures, and the machine's load.
     python benchmarks/bench_exact.py                       # 8 seeds, Max-of-4, d_vocab 64
     python benchmarks/bench_exact.py --scaling             # plus d_vocab 32/128, n_ctx 3/5
     python benchmarks/bench_exact.py --seeds 0 --scaling   # the scaling runs only
+    python benchmarks/bench_exact.py --seeds 0 --scaling --dims 32x3,32x5
 """
 
 from __future__ import annotations
@@ -107,7 +108,9 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--scaling", action="store_true",
-                   help=f"also one model each at (d_vocab, n_ctx) in {SCALING}")
+                   help="also one model each at the --dims (d_vocab, n_ctx)")
+    p.add_argument("--dims", default=",".join(f"{v}x{k}" for v, k in SCALING),
+                   help="the scaling runs, as d_vocab x n_ctx pairs (default: %(default)s)")
     p.add_argument("--cache", default=str(ROOT / "benchmarks" / ".cache"))
     args = p.parse_args(argv)
     cache = Path(args.cache)
@@ -133,7 +136,7 @@ def main(argv=None) -> int:
     if args.scaling:
         print("\nscaling (one seed each):")
         print(HEADER)
-        for v, k in SCALING:
+        for v, k in (map(int, pair.split("x")) for pair in args.dims.split(",")):
             cfg = TrainConfig(d_vocab=v, n_ctx=k, d_model=args.d_model, d_head=args.d_model,
                               seed=args.first_seed, steps=args.steps)
             show(bench_one(cfg, cache, args.jobs))
