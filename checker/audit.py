@@ -96,6 +96,16 @@ def unaudited(pol: policy_file.Policy) -> list[str]:
     return sorted(p.name for p in pol.base.glob("*.jsonl") if p.resolve() not in named)
 
 
+def _shown(path: Path) -> Path:
+    """The same file, named relative to the working directory without '..' detours
+    where possible (certs/../m.pt -> m.pt); symbolic links in directories are
+    resolved first, so the name still denotes the file the policy means."""
+    try:
+        return Path(os.path.relpath(path.parent.resolve())) / path.name
+    except (OSError, ValueError):  # e.g. another drive on Windows
+        return path
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -123,13 +133,13 @@ def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None) -> l
     entries = pol.entries
     workers = max(1, min(jobs, len(entries)))
     per_check = max(1, jobs // workers)
-    args = [(pol.resolve(e.certificate), pol.resolve(e.model), e.require, limits, per_check)
-            for e in entries]
+    args = [(_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require, limits,
+             per_check) for e in entries]
     results = []
 
     def collect(entry, result):
         result.update(certificate=entry.certificate, model=entry.model, require=entry.require,
-                      file=str(pol.resolve(entry.certificate)))
+                      file=str(_shown(pol.resolve(entry.certificate))))
         results.append(result)
         if on_result:
             on_result(result)

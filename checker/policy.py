@@ -117,8 +117,11 @@ def load(path: str | os.PathLike) -> Policy:
 
 
 def _relative(path: str | os.PathLike, base: Path) -> str:
-    """`path` as written in a policy whose directory is `base`."""
-    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(base))
+    """`path` as written in a policy whose directory is `base` (directories' symbolic
+    links resolved, so that the OS, walking from the real `base`, finds `path`)."""
+    path = Path(path)
+    rel = os.path.relpath(os.path.join(os.path.realpath(path.parent), path.name),
+                          os.path.realpath(base))
     if any(c.isspace() for c in rel) or not rel:
         raise Malformed(f"path {rel!r} cannot be written in a policy (it contains whitespace)")
     return rel.replace(os.sep, "/")
