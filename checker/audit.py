@@ -72,9 +72,9 @@ def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int
 
 def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int) -> dict:
     if not cert.is_file():
-        return _finding("missing", f"missing certificate: {cert} does not exist")
+        return _finding("missing", f"missing certificate: no file {cert}")
     if not model.is_file():
-        return _finding("missing", f"missing model file: {model} does not exist")
+        return _finding("missing", f"missing model file: no file {model}")
     atoms = statement.parse(require, "policy statement")
     pinned = next((a.value for a in atoms if a.field == "model_file"), None)
     if pinned is not None:
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         pol = policy_file.load(args.policy)
         if not pol.entries:
             raise Malformed(f"policy {args.policy} names no certificate")
-        show = None if args.json else (lambda r: print(verdict_line(r), flush=True))
+        show = None if args.json else (lambda r: _say(verdict_line(r)))
         results = run(pol, limits, max(1, args.jobs), show)
     except Malformed as err:
         return _report_error(args, str(err))
@@ -252,12 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.junit and not _write_junit(args.junit, junit(args.policy, results)):
         code = 2
     if args.json:
-        print(json.dumps({"policy": args.policy, "verdict": "passed" if code == 0 else "failed",
-                          "exit_code": code, "counts": counts(results), "results": results},
-                         indent=1))
+        _say(json.dumps({"policy": args.policy, "verdict": "passed" if code == 0 else "failed",
+                         "exit_code": code, "counts": counts(results), "results": results},
+                        indent=1))
     else:
-        print(summary_line(args.policy, results))
+        _say(summary_line(args.policy, results))
     return code
+
+
+def _say(text: str) -> None:
+    """Print a line; a reader that stopped early (`| head -1`) does not change the verdict."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _write_junit(path: str, tree: ET.ElementTree) -> bool:
