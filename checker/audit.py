@@ -216,7 +216,8 @@ def junit(path, results: list[dict], error: str | None = None) -> ET.ElementTree
 def _limit_options(p: argparse.ArgumentParser) -> None:
     """--max-* options for every field of Limits, named and defaulted as check-cert's."""
     for f in dataclasses.fields(Limits):
-        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
+                       help=f"per certificate, as in check-cert (default {f.default})")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -210,6 +210,11 @@ def test_unreadable_policies_exit_2(tmp_path, capsys):
     (tmp_path / "POLICY").write_bytes(b"\xff\xfe ok.jsonl m.pt accuracy >= 0.9\n")
     code, _, err = audit(capsys, tmp_path / "POLICY")
     assert code == 2 and "not UTF-8" in err
+    path = setup(tmp_path / "t", [("ok.jsonl", "m.pt", pinned())], {"ok.jsonl": OK},
+                 {"m.pt": MODEL})
+    code, _, err = audit(capsys, path, "--junit", tmp_path / "no-such-dir" / "j.xml")
+    assert code == 2 and "cannot write JUnit report" in err  # every certificate verified, but
+    # the report CI would read is missing: not a pass
 
 
 def test_audit_subcommand_only_as_first_word(tmp_path, capsys, monkeypatch):
