@@ -76,7 +76,7 @@ def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: in
     if not model.is_file():
         return _finding("missing", f"missing model file: no file {model}")
     atoms = statement.parse(require, "policy statement")
-    pinned = next((a.value for a in atoms if a.field == "model_file"), None)
+    pinned = policy_file.pinned_model_sha256(atoms)
     if pinned is not None:
         actual = file_sha256(model)
         if actual != pinned:
@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.junit and not _write_junit(args.junit, junit(args.policy, results)):
         code = 2
     if args.json:
-        _say(json.dumps({"policy": args.policy, "verdict": "passed" if code == 0 else "failed",
+        verdict = {0: "passed", 1: "failed"}.get(code, "malformed")
+        _say(json.dumps({"policy": args.policy, "verdict": verdict,
                          "exit_code": code, "counts": counts(results), "results": results},
                         indent=1))
     else:

@@ -36,12 +36,10 @@ class Entry:
     require: str
     lineno: int  # 1-based line of the policy file
 
-    def pinned_model_sha256(self) -> str | None:
-        """The `model_file == sha256:...` digest the statement pins, if any."""
-        for atom in statement.parse(self.require):
-            if atom.field == "model_file":
-                return atom.value
-        return None
+
+def pinned_model_sha256(atoms: list[statement.Atom]) -> str | None:
+    """The `model_file == sha256:...` digest a statement pins, if any."""
+    return next((a.value for a in atoms if a.field == "model_file"), None)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import pytest
 from checker import policy
 from checker.cli import main as check_cert
 from checker.errors import Malformed
+from checker.statement import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "generator" / "models" / "max3_v8_seed0.pt"  # 8 tokens, 3 positions: fast
@@ -240,7 +241,8 @@ def test_policy_parse_and_pin_keep_other_lines(tmp_path):
     assert [(e.certificate, e.model, e.lineno) for e in pol.entries] == [
         ("b.jsonl", "../m.pt", 4), ("a.jsonl", "../m.pt", 5)]
     assert pol.resolve("../m.pt") == tmp_path / "certs" / "../m.pt"
-    assert pol.entries[0].pinned_model_sha256() == MODEL_FILE
+    assert policy.pinned_model_sha256(parse(pol.entries[0].require)) == MODEL_FILE
+    assert policy.pinned_model_sha256(parse(pinned(model_file=False))) is None
     cert, model = path.parent / "a.jsonl", tmp_path / "m.pt"
     assert policy.pin(path, cert, model, pinned("0.95")) == "updated"
     after = path.read_text().splitlines()
