@@ -32,3 +32,13 @@ def test_certs_policy_audit_passes(capsys):
         assert r["verdict"] == "verified", r
         assert r["model_file_sha256"] is not None  # checked against the model file
         assert r["correct"] <= exact[Path(r["model"]).name], r
+
+
+def test_pre_commit_hook_runs_this_audit():
+    """.pre-commit-hooks.yaml runs `check-cert audit` on this repository's policy, once per
+    commit (not once per file), from the checker-only install."""
+    hook = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    for line in ("- id: check-cert-audit", "entry: check-cert audit", "args: [certs/POLICY]",
+                 "language: python", "pass_filenames: false"):
+        assert f"\n{line}\n" in hook or f"\n  {line}\n" in hook, line
+    assert (ROOT / "certs" / "POLICY").is_file()
