@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--pin needs -o/--output and --floor (and --floor needs --pin)")
     try:
         if args.pin:
-            statement.parse(f"accuracy >= {args.floor}", "--floor")
+            floor_atom(args.floor)
     except Malformed as err:
         p.error(str(err))
     try:
@@ -106,8 +106,7 @@ def pin(args, lines: list[str], summary: dict) -> int:
     must not exceed the accuracy the certificate claims (the audit would fail)."""
     header = json.loads(lines[0])
     weights = next(a for a in statement.parse(header["theorem"]) if a.field == "weights")
-    (floor,) = statement.parse(f"accuracy >= {args.floor}", "--floor")
-    if floor.value * summary["total"] > summary["claim"]:
+    if floor_atom(args.floor).value * summary["total"] > summary["claim"]:
         print(f"gen-cert: --floor {args.floor} is above the claimed accuracy "
               f"{summary['claim']}/{summary['total']}; {args.pin} not updated", file=sys.stderr)
         return 1
@@ -121,6 +120,14 @@ def pin(args, lines: list[str], summary: dict) -> int:
     if not args.quiet:
         print(f"gen-cert: {action} {args.output} in {args.pin}: {require}", file=sys.stderr)
     return 0
+
+
+def floor_atom(floor: str) -> statement.Atom:
+    """The policy atom `accuracy >= FLOOR`; Malformed unless FLOOR is one number."""
+    atoms = statement.parse(f"accuracy >= {floor}", "--floor")
+    if len(atoms) != 1:
+        raise Malformed(f"--floor: expected a decimal or a fraction, not {floor!r}")
+    return atoms[0]
 
 
 def default_strategy() -> str:

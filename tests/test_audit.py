@@ -282,5 +282,10 @@ def test_gen_cert_pin_round_trip(tmp_path, capsys, monkeypatch):
     assert Path("certs/POLICY").read_text() == before
     code, out, _ = audit(capsys, "certs/POLICY")
     assert code == 0 and out.startswith("VERIFIED  m.jsonl: correct >= 511 of 512")
-    with pytest.raises(SystemExit):
-        gen_cert(["m.pt", "-q", "--pin", "certs/POLICY", "--floor", "0.9"])  # no -o
+    for bad in (["--floor", "0.9"],  # no -o
+                ["-o", "x.jsonl", "--floor", "0.9 and correct >= 1"],
+                ["-o", "x.jsonl", "--floor", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            gen_cert(["m.pt", "-q", "--pin", "certs/POLICY", *bad])
+        assert exc.value.code == 2
+    assert Path("certs/POLICY").read_text() == before and not Path("x.jsonl").exists()
