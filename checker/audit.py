@@ -26,6 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from . import arith as arithmetic
 from . import policy as policy_file
 from . import statement
 from .certificate import Limits
@@ -50,7 +51,8 @@ def _finding(verdict: str, message: str) -> dict:
     return {"verdict": verdict, "message": message}
 
 
-def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int) -> dict:
+def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
+                arith: str = arithmetic.DEFAULT) -> dict:
     """The verdict for one policy entry, as a dict (JSON- and pickle-friendly).
 
     Order: missing files, then a changed model (stale: the check is not run),
@@ -59,7 +61,7 @@ def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int
     """
     started = time.monotonic()
     try:
-        result = _check_entry(cert, model, require, limits, jobs)
+        result = _check_entry(cert, model, require, limits, jobs, arith)
     except Rejected as err:
         result = _finding("rejected", str(err))
     except Malformed as err:
@@ -70,7 +72,8 @@ def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int
     return result
 
 
-def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int) -> dict:
+def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
+                 arith: str) -> dict:
     if not cert.is_file():
         return _finding("missing", f"missing certificate: no file {cert}")
     if not model.is_file():
@@ -83,7 +86,7 @@ def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: in
             return _finding("stale", f"stale certificate: model changed: {model} has sha256:"
                                      f"{actual[:12]}..., the policy pins sha256:{pinned[:12]}... "
                                      "(regenerate the certificate and re-pin it)")
-    report = check_file(str(cert), limits, str(model), jobs)
+    report = check_file(str(cert), limits, str(model), jobs, arithmetic.get(arith))
     enforce([atoms], report.facts)
     summary = _summary(report, str(model))
     return {**summary, "message": f"correct >= {summary['correct']} of {summary['total']}: "
@@ -122,7 +125,8 @@ def _pool(workers: int):
     return ProcessPoolExecutor(max_workers=workers, mp_context=context)
 
 
-def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None) -> list[dict]:
+def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
+        arith: str = arithmetic.DEFAULT) -> list[dict]:
     """Check every entry of `pol`, then list unaudited certificates.
 
     Parallelism: min(jobs, entries) worker processes each check whole
@@ -134,7 +138,7 @@ def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None) -> l
     workers = max(1, min(jobs, len(entries)))
     per_check = max(1, jobs // workers)
     args = [(_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require, limits,
-             per_check) for e in entries]
+             per_check, arith) for e in entries]
     results = []
 
     def collect(entry, result):
@@ -232,6 +236,8 @@ def parser() -> argparse.ArgumentParser:
                    help="processes in all (default: all cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
+                   help="arithmetic back-end, as in check-cert")
     _limit_options(p)
     return p
 
@@ -240,12 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
     try:
+        arithmetic.get(args.arith)  # an unavailable back-end stops the audit before it starts
         pol = policy_file.load(args.policy)
         if not pol.entries:
             raise Malformed(f"policy {args.policy} names no certificate")
         show = None if args.json else (lambda r: _say(verdict_line(r)))
-        results = run(pol, limits, max(1, args.jobs), show)
-    except Malformed as err:
+        results = run(pol, limits, max(1, args.jobs), show, args.arith)
+    except (Malformed, arithmetic.Unavailable) as err:
         return _report_error(args, str(err))
     except KeyboardInterrupt:
         return _report_error(args, "interrupted")

@@ -289,3 +289,15 @@ def test_gen_cert_pin_round_trip(tmp_path, capsys, monkeypatch):
             gen_cert(["m.pt", "-q", "--pin", "certs/POLICY", *bad])
         assert exc.value.code == 2
     assert Path("certs/POLICY").read_text() == before and not Path("x.jsonl").exists()
+
+
+def test_arith_backend_is_passed_to_each_check(tmp_path, capsys):
+    """--arith as in check-cert: every check runs on the chosen back-end (spec/arithmetic.md)."""
+    pytest.importorskip("flint")
+    path = setup(tmp_path, [("ok.jsonl", "m.pt", pinned()), ("bf.jsonl", "m.pt", pinned())],
+                 {"ok.jsonl": OK, "bf.jsonl": (ROOT / "certs" /
+                                               "max3_v8_seed0.brute-force.jsonl").read_text()},
+                 {"m.pt": MODEL})
+    code, out, _ = audit(capsys, path, "--json", "--arith", "arb", "--jobs", "2")
+    data = json.loads(out)
+    assert code == 0 and [r["arithmetic"] for r in data["results"]] == ["arb", "arb"], data
