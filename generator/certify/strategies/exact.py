@@ -68,28 +68,34 @@ def residue_sequences(plan, v, k):
     out, size = [], 0
     for q in range(v):
         for m, c, bad in plan.classes[q]:
-            fillings = _fillings(m, c, bad)
-            for placement in itertools.combinations(range(k - 1), c):
-                seqs = np.full((len(fillings), k), m, dtype=np.int64)
-                seqs[:, -1] = q
-                if c:
-                    seqs[:, list(placement)] = fillings
-                out.append(seqs)
-                size += len(seqs)
-                if size >= BATCH:
-                    yield np.concatenate(out)
-                    out, size = [], 0
+            for fillings in _fillings(m, c, bad):
+                for placement in itertools.combinations(range(k - 1), c):
+                    seqs = np.full((len(fillings), k), m, dtype=np.int64)
+                    seqs[:, -1] = q
+                    if c:
+                        seqs[:, list(placement)] = fillings
+                    out.append(seqs)
+                    size += len(seqs)
+                    if size >= BATCH:
+                        yield np.concatenate(out)
+                        out, size = [], 0
     if out:
         yield np.concatenate(out)
 
 
 def _fillings(m, c, bad):
     """All c-tuples of tokens < m with at least one token in `bad` (c = 0: one
-    empty tuple), as an array (n, c)."""
+    empty tuple), as arrays (n, c), one per leading token (bounded memory)."""
     if c == 0:
-        return np.zeros((1, 0), dtype=np.int64)
-    grid = np.indices((m,) * c).reshape(c, -1).T
-    return grid[np.isin(grid, bad).any(axis=1)]
+        yield np.zeros((1, 0), dtype=np.int64)
+        return
+    rest = (np.indices((m,) * (c - 1)).reshape(c - 1, -1).T if c > 1  # (m^(c−1), c−1)
+            else np.zeros((1, 0), dtype=np.int64))
+    rest_bad = np.isin(rest, bad).any(axis=1)
+    for first in range(m):
+        keep = rest if first in bad else rest[rest_bad]
+        if len(keep):
+            yield np.concatenate([np.full((len(keep), 1), first, dtype=np.int64), keep], axis=1)
 
 
 def predict_residue(plan, mats, v, k, progress=False):
