@@ -16,6 +16,7 @@ from pathlib import Path
 from checker.errors import Malformed
 
 try:
+    from . import overwhelm
     from .certify.strategies import STRATEGIES, NotApplicable
     from .certify.trace import Trace
     from .modelfile import load_model
@@ -54,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="omit the generator's float32 values (used only to report the "
                         "float-to-real gap)")
     p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
+                   help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
+    overwhelm.add_arguments(p)
     args = p.parse_args(argv)
+    if args.property == "overwhelm":
+        return overwhelm.run(args)
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
                                   progress=not args.quiet)
