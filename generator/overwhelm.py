@@ -105,10 +105,15 @@ def model_output(weights, sequence) -> tuple[int, bool]:
     return top, bool((np.delete(logits, top) < logits[top]).all())
 
 
-def certify(loaded, claim: Overwhelm, float_shadow: bool = True) -> Verdict:
-    """Decide one claim; on success the certificate's lines are in the verdict."""
+def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
+            force: bool = False) -> Verdict:
+    """Decide one claim; on success the certificate's lines are in the verdict.
+    `force` writes the lines even when the claim is not proved (tests use it to
+    forge certificates of false claims, which the checker must reject)."""
     started = time.monotonic()
     weights, v = loaded.weights, loaded.weights.dims.d_vocab
+    free_rule.parse_claim(claim_json(replace(claim, output=max(claim.output, 0))),
+                          weights.dims, "free" if claim.free_perm is None else "perm")
     if claim.output < 0:
         claim = replace(claim, output=model_output(
             weights, claim.prefix + witness(claim, v) + (claim.query,))[0])
@@ -118,7 +123,7 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True) -> Verdict:
     perm = claim.free_perm is not None
     margin = (strategy.perm_margins if perm else strategy.free_margins)(mats, claim, v)
     verdict = Verdict(claim, "not proved", margin)
-    if margin.proved:
+    if margin.proved or force:
         hints = None
         if perm:
             from .certify.trace import b64
@@ -137,8 +142,8 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True) -> Verdict:
         verdict.lines = trace.lines("overwhelm", by, 1, binding,
                                     {"program": "gen-cert", "worst_margin": margin.worst},
                                     theorem=theorem_text(facts))
-        verdict.verdict = "proved"
-    else:
+        verdict.verdict = "proved" if margin.proved else "forced"
+    if not margin.proved:
         sequence = claim.prefix + margin.completion + (claim.query,)
         top, strict = model_output(weights, sequence)
         if top != claim.output or not strict:
@@ -199,8 +204,6 @@ def run(args) -> int:
         for prefix in progress_bar(prefixes, "overwhelm candidates",
                                    enabled=not args.quiet and scanning):
             claim = claim_from_args(args, tuple(prefix))
-            free_rule.parse_claim(claim_json(replace(claim, output=max(claim.output, 0))),
-                                  loaded.weights.dims, "perm" if claim.free_perm else "free")
             verdict = certify(loaded, claim, not args.no_float_shadow)
             counts[verdict.verdict] += 1
             path = None
