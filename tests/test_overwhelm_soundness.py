@@ -1,9 +1,10 @@
 """Soundness of the overwhelm rules (spec/rules.md §overwhelm_free, §overwhelm_perm)
 by enumeration: for many candidate claims on small models (trained Max-of-prefix,
 trained flip-flop, untrained models with peaky attention), the generator decides;
-every certificate it writes is checked by the checker in-process, and every
-claim the checker accepts is confirmed on EVERY admissible free string by an
-independent float64 forward pass.  Every refutation's counterexample is
+every certificate it writes -- and, for claims it does not prove, a certificate
+written anyway -- goes to the checker in-process, and every claim the checker
+accepts is confirmed on EVERY admissible free string by an independent float64
+forward pass.  Every refutation's counterexample is
 confirmed too, and since the rules are exact for attention-only models, every
 claim that is true by a clear margin must be proved.
 """
@@ -24,6 +25,7 @@ from overwhelm_fixtures import (
     truth,
 )
 
+from checker.errors import Rejected
 from checker.statement import Overwhelm
 from generator.model import logits_float64
 from generator.overwhelm import certify
@@ -52,6 +54,8 @@ def _claims_flipflop():
         out.append(Overwhelm(prefix, R, b, free_cmp="<=", free=10, over=IGNORE_TOKENS))
         out.append(Overwhelm(prefix, R, b, free_perm=(2, 2, 2, 3, 3, 3)))
         out.append(Overwhelm(prefix, R, b, free_cmp="<=", free=3))  # writes allowed: false
+        for bit in (0, 1):  # both writes among the free tokens: the order decides, false
+            out.append(Overwhelm(prefix, R, bit, free_perm=(0, 1, 2, 3)))
     return out
 
 
@@ -84,7 +88,14 @@ def test_every_accepted_claim_holds_on_every_completion(name, model, claims):
             report = check_lines(verdict.lines)  # raises if the checker refuses
             assert report.facts.overwhelm == claim
             assert ok, f"{name}: ACCEPTED but false: {claim}, counterexample {counter}"
-        elif verdict.verdict == "refuted":
+        else:  # the checker is shown a certificate of the claim anyway: it must refuse
+            try:
+                check_lines(certify(loaded, claim, float_shadow=False, force=True).lines)
+            except Rejected:
+                pass
+            else:
+                assert ok, f"{name}: ACCEPTED but false: {claim}, counterexample {counter}"
+        if verdict.verdict == "refuted":
             seq = claim.prefix + verdict.counterexample + (claim.query,)
             logits = logits_at(loaded.weights, np.array([seq]))[0]
             assert np.delete(logits, claim.output).max() >= logits[claim.output] - UNDECIDED
