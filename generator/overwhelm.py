@@ -153,6 +153,33 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
     return verdict
 
 
+def completions(claim: Overwhelm, v: int):
+    """Every admissible free string of the claim (for brute force on small settings)."""
+    if claim.free_perm is not None:
+        yield from sorted(set(itertools.permutations(claim.free_perm)))
+        return
+    alphabet = claim.over if claim.over is not None else range(v)
+    for n in claim.lengths():
+        yield from itertools.product(alphabet, repeat=n)
+
+
+def brute_force(weights, claim: Overwhelm):
+    """(does every completion output claim.output strictly, a worst completion,
+    the smallest margin ℓ_o − max_{m≠o} ℓ_m) by enumeration with the independent
+    float64 forward pass (generator.tasks.causal.logits_at), batched per length."""
+    by_length: dict[int, list] = {}
+    for t in completions(claim, weights.dims.d_vocab):
+        by_length.setdefault(len(t), []).append(claim.prefix + tuple(t) + (claim.query,))
+    worst, counter = np.inf, None
+    for seqs in by_length.values():
+        logits = logits_at(weights, np.array(seqs))
+        margin = logits[:, claim.output] - np.delete(logits, claim.output, axis=1).max(axis=1)
+        i = int(np.argmin(margin))
+        if margin[i] < worst:
+            worst, counter = float(margin[i]), seqs[i][len(claim.prefix):-1]
+    return worst > 0, counter, worst
+
+
 def candidates(args, v: int):
     """The prefixes to try: --prefix, the lines of --scan FILE, or all of --scan-all L."""
     if args.scan:

@@ -4,7 +4,6 @@ independent float64 forward pass, and in-process checking of certificates."""
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,7 @@ from checker.modelspec import Dims
 from checker.statement import Overwhelm
 from generator.model import MaxOfKTransformer, ModelWeights
 from generator.modelfile import load_model
-from generator.overwhelm import certify
-from generator.tasks.causal import logits_at
+from generator.overwhelm import brute_force, certify
 
 MODELS = Path(__file__).resolve().parent.parent / "generator" / "models"
 SMALL_MAXANY = MODELS / "maxany_v8_k6_seed0.pt"
@@ -49,34 +47,13 @@ def sharp_random(seed: int = 0, v: int = 5, k: int = 6, d: int = 8, sharpness: f
     return Loaded(w.replace(W_Q=w.W_Q * np.float32(sharpness)))
 
 
-def completions(claim: Overwhelm, v: int):
-    """Every admissible free string of the claim."""
-    if claim.free_perm is not None:
-        yield from sorted(set(itertools.permutations(claim.free_perm)))
-        return
-    alphabet = claim.over if claim.over is not None else range(v)
-    for n in claim.lengths():
-        yield from itertools.product(alphabet, repeat=n)
-
-
 def truth(weights: ModelWeights, claim: Overwhelm):
     """(is every completion's output the claimed one, strictly; a counterexample or
-    None; the smallest margin).  Float64, straight from spec/theorem.md §2 at the
-    query position (generator.tasks.causal.logits_at), batched per length."""
-    v = weights.dims.d_vocab
-    by_length: dict[int, list] = {}
-    for t in completions(claim, v):
-        by_length.setdefault(len(t), []).append(claim.prefix + tuple(t) + (claim.query,))
-    worst, counter = np.inf, None
-    for seqs in by_length.values():
-        logits = logits_at(weights, np.array(seqs))
-        others = np.delete(logits, claim.output, axis=1).max(axis=1)
-        margin = logits[:, claim.output] - others
-        i = int(np.argmin(margin))
-        if margin[i] < worst:
-            worst = float(margin[i])
-            counter = seqs[i][len(claim.prefix):-1]
-    return worst > 0, (None if worst > 0 else counter), worst
+    None; the smallest margin): enumeration with the float64 forward pass straight
+    from spec/theorem.md §2 at the query position (generator.tasks.causal.logits_at),
+    which shares no code with the rules or their generator strategy."""
+    ok, counter, worst = brute_force(weights, claim)
+    return ok, (None if ok else counter), worst
 
 
 def check_lines(lines, jobs: int = 1):

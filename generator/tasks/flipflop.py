@@ -71,7 +71,8 @@ def main(argv=None) -> int:
                           batch=DEFAULT.batch)
     model, stats = train_task(cfg, flipflop_batch)
     sha = save_model(args.out, model.weights(), {"task": "flipflop", "train_config":
-                                                   cfg.to_json(), **stats})
+                                                   cfg.to_json(),
+                                                   "final_loss": stats["final_loss"]})
     print(f"saved {args.out} (sha256 {sha}); {stats}")
     return 0
 

@@ -41,7 +41,8 @@ def main(argv=None) -> int:
                           d_head=args.d_model, seed=args.seed, steps=args.steps)
     model, stats = train_task(cfg, prefix_max_batch)
     sha = save_model(args.out, model.weights(), {"task": "max_of_prefix", "train_config":
-                                                   cfg.to_json(), **stats})
+                                                   cfg.to_json(),
+                                                   "final_loss": stats["final_loss"]})
     print(f"saved {args.out} (sha256 {sha}); {stats}")
     return 0
 
