@@ -56,9 +56,11 @@ def truth(weights: ModelWeights, claim: Overwhelm):
     return ok, (None if ok else counter), worst
 
 
-def check_lines(lines, jobs: int = 1):
+def check_lines(lines, jobs: int = 1, arith: str = "mpmath"):
     """Run the checker in-process; returns the report (raises Rejected/Malformed)."""
-    checker = CertificateChecker(jobs=jobs)
+    from checker import arith as backends
+
+    checker = CertificateChecker(jobs=jobs, arith=backends.get(arith))
     for line in lines:
         checker.feed(line if isinstance(line, str) else json.dumps(line))
     return checker.finish()

@@ -198,3 +198,15 @@ def test_facts_imply_exactly_the_weaker_statements():
     assert statement.parse(statement.theorem_text(facts))  # canonical text parses
     assert np.all([statement.holds(a, facts)
                    for a in statement.parse(statement.theorem_text(facts))])
+
+
+def test_arb_back_end_gives_the_same_verdicts(loaded):
+    """Both rules are written against checker/arith: Arb accepts the genuine
+    certificates and refuses the false claims, like mpmath."""
+    pytest.importorskip("flint")
+    for claim in (FREE, PERM):
+        report = check_lines([json.dumps(x) for x in _lines(loaded, claim)], arith="arb")
+        assert report.facts.overwhelm == claim
+    for claim in (FALSE_FREE, FALSE_PERM):
+        with pytest.raises(Rejected, match="not negative"):
+            check_lines(forged(loaded, claim).lines, arith="arb")

@@ -18,16 +18,20 @@ exactly.  The rule confirms, for every length in L and every m ≠ o, that an
 upper bound of the right side is < 0 (upper-bound arithmetic, numbers.py).
 No hints.  Cost O(|L|·v·(|s| + 1 + n·|A|)) upper-bound operations, i.e.
 O(n²·v·|A|) for free <= n.
+
+Written against the arithmetic back-end interface (checker/arith): `ar` is
+mpmath or Arb; every check is an exact comparison of an upper bound with 0.
 """
 
 from __future__ import annotations
 
+from ..arith import MPMATH
 from ..definitions import query_terms
 from ..errors import Malformed, Rejected
-from ..numbers import below_zero, up_add, up_diff, up_mul
 from ..statement import Overwhelm
 
 PROPERTY = "overwhelm"
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
 FORM = "free"  # the claim form this rule proves (parse_claim)
 SHARED_INPUTS = ("EVOU", "PVOU")  # position-independent: the canonical full matrices
 QUERY_INPUTS = ("EXP_EQKE_Q", "EXP_EQKP_Q", "EU_Q")  # one set per query position, "NAME@p"
@@ -109,11 +113,11 @@ class Bounds:
     """Upper bounds of the output differences for output o, shared by all query
     positions:  dv[u][m] >= EVOU[u, m] − EVOU[u, o],  dp[i][m] >= PVOU[i, m] − PVOU[i, o]."""
 
-    def __init__(self, mats, o):
+    def __init__(self, mats, o, ar):
         evou, pvou = mats["EVOU"], mats["PVOU"]
-        self.o = o
-        self.dv = [[up_diff(row[m], row[o]) for m in range(len(row))] for row in evou]
-        self.dp = [[up_diff(row[m], row[o]) for m in range(len(row))] for row in pvou]
+        self.o, self.ar = o, ar
+        self.dv = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in evou]
+        self.dp = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in pvou]
 
 
 class AtPosition:
@@ -124,42 +128,42 @@ class AtPosition:
         self.e = mats[f"EXP_EQKE_Q@{p}"][0]  # (v,): exp(EQKE_Q@p[u])
         self.beta = mats[f"EXP_EQKP_Q@{p}"][0]  # (k,): exp(EQKP_Q@p[i])
         eu = mats[f"EU_Q@{p}"][0]
-        self.de = [up_diff(eu[m], eu[bounds.o]) for m in range(len(eu))]  # >= EU[m] − EU[o]
-        self.bounds = bounds
+        self.de = [bounds.ar.up_diff(eu[m], eu[bounds.o]) for m in range(len(eu))]
+        self.bounds = bounds  # de[m] >= EU_Q@p[m] − EU_Q@p[o]
 
     def term(self, i: int, u: int, m: int):
         """Upper bound of w_i(u)·y_i(u, m): token u at position i, competitor m."""
-        b = self.bounds
-        y = up_add(up_add(self.de[m], b.dv[u][m]), b.dp[i][m])
-        return up_mul(self.e[u] * self.beta[i], y)
+        b, ar = self.bounds, self.bounds.ar
+        y = ar.up_add(ar.up_add(self.de[m], b.dv[u][m]), b.dp[i][m])
+        return ar.up_mul(self.e[u] * self.beta[i], y)
 
     def fixed_part(self, prefix, query: int, m: int):
         """Upper bound of Σ over the prefix positions and the query position."""
         total = self.term(self.p, query, m)
         for i, u in enumerate(prefix):
-            total = up_add(total, self.term(i, u, m))
+            total = self.bounds.ar.up_add(total, self.term(i, u, m))
         return total
 
 
-def _max_raw(xs):
-    from ..numbers import greater
-
+def max_bound(ar, xs):
+    """The largest of upper bounds (exact comparisons): an upper bound of the max."""
     best = xs[0]
     for x in xs[1:]:
-        if greater(x, best):
+        if ar.greater(x, best):
             best = x
     return best
 
 
 # -- the rule -------------------------------------------------------------------
 
-def check(dims, mats, claim: Overwhelm, hints, charge) -> str:
+def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     """Confirm the claim (form "free"); raise Rejected if a bound is not < 0."""
+    ar = arith
     if hints is not None:
         raise Malformed("rule overwhelm_free takes no hints")
     v = dims.d_vocab
     alphabet = claim.over if claim.over is not None else tuple(range(v))
-    bounds = Bounds(mats, claim.output)
+    bounds = Bounds(mats, claim.output, ar)
     s = len(claim.prefix)
     charge(sum(v * (s + 2 + (p - s) * len(alphabet)) * 6 for p in positions(claim)))
     for p in positions(claim):
@@ -170,8 +174,8 @@ def check(dims, mats, claim: Overwhelm, hints, charge) -> str:
                 continue
             total = at.fixed_part(claim.prefix, claim.query, m)
             for j in range(s, p):  # the free positions
-                total = up_add(total, _max_raw([at.term(j, u, m) for u in alphabet]))
-            if not below_zero(total):
+                total = ar.up_add(total, max_bound(ar, [at.term(j, u, m) for u in alphabet]))
+            if not ar.below_zero(total):
                 raise Rejected(f"overwhelm_free: with {p - s} free tokens (query at position "
                                f"{p}), the bound on logit {m} − logit {claim.output} is not "
                                "negative")
