@@ -15,7 +15,7 @@ at position p).  Each free position's term depends on its own token only, so
     max_t Σ_i w_i y_i(m) = Σ_{fixed i} w_i y_i(m) + Σ_{free j} max_{u∈A} w_j(u) y_j(u, m)
 
 exactly.  The rule confirms, for every length in L and every m ≠ o, that an
-upper bound of the right side is < 0 (upper-bound arithmetic, numbers.py).
+upper bound of the right side is < 0 (upper-bound arithmetic, checker/arith).
 No hints.  Cost O(|L|·v·(|s| + 1 + n·|A|)) upper-bound operations, i.e.
 O(n²·v·|A|) for free <= n.
 
