@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -210,3 +211,15 @@ def test_arb_back_end_gives_the_same_verdicts(loaded):
     for claim in (FALSE_FREE, FALSE_PERM):
         with pytest.raises(Rejected, match="not negative"):
             check_lines(forged(loaded, claim).lines, arith="arb")
+
+
+def test_accuracy_certificates_may_state_their_property():
+    """`property == accuracy` is optional in an accuracy header; `property == overwhelm`
+    on an accuracy proof is refused."""
+    cert = Path(__file__).resolve().parent.parent / "certs" / "max3_v8_seed0.brute-force.jsonl"
+    lines = [json.loads(s) for s in cert.read_text().splitlines() if s.strip()]
+    lines[0]["theorem"] = "property == accuracy and " + lines[0]["theorem"]
+    report = check_lines([json.dumps(x) for x in lines])
+    assert report.facts.correct > 0 and report.facts.overwhelm is None
+    lines[0]["theorem"] = lines[0]["theorem"].replace("== accuracy", "== overwhelm")
+    _reject(lines, Malformed, match="exactly one")
