@@ -76,3 +76,23 @@ def test_task_models_match_their_records():
         loaded = load_model(MODELS / entry["file"])
         assert loaded.file_sha256 == entry["sha256"]
         assert loaded.weights.dims.n_ctx == entry["dims"]["n_ctx"]
+
+
+def test_audit_policy_on_an_overwhelm_certificate(tmp_path, capsys):
+    """check-cert audit: an overwhelm certificate passes a policy its claim implies,
+    and fails one it does not (free strings over all tokens)."""
+    import shutil
+
+    from checker.cli import main as check_main
+
+    cert = tmp_path / "ff.jsonl"
+    shutil.copy(SMALL_FLIPFLOP, tmp_path / SMALL_FLIPFLOP.name)
+    assert gen_cert([str(SMALL_FLIPFLOP), "--property", "overwhelm", "--prefix", "1,2,0",
+                     "--query", "4", "--free", "8", "--over", "2,3", "-o", str(cert)]) == 0
+    policy = tmp_path / "POLICY"
+    entry = f"ff.jsonl {SMALL_FLIPFLOP.name} property == overwhelm and "
+    policy.write_text(entry + "free <= 5 over [3] and output == 0\n")
+    assert check_main(["audit", str(policy)]) == 0
+    policy.write_text(entry + "free <= 5 and output == 0\n")
+    assert check_main(["audit", str(policy)]) == 1
+    capsys.readouterr()
