@@ -223,3 +223,18 @@ def test_accuracy_certificates_may_state_their_property():
     assert report.facts.correct > 0 and report.facts.overwhelm is None
     lines[0]["theorem"] = lines[0]["theorem"].replace("== accuracy", "== overwhelm")
     _reject(lines, Malformed, match="exactly one")
+
+
+def test_rule_work_is_charged_before_it_is_done(loaded):
+    """A work limit below the rule's stated cost is exit 2 (Malformed), never a pass."""
+    from checker.certificate import CertificateChecker, Limits
+
+    lines = [json.dumps(x) for x in _lines(loaded, FREE)]
+    ops_only = CertificateChecker(Limits(max_work=10 ** 9))
+    for line in lines:
+        ops_only.feed(line)
+    needed = ops_only.work
+    tight = CertificateChecker(Limits(max_work=needed - 1))
+    with pytest.raises(Malformed, match="interval operations"):
+        for line in lines:
+            tight.feed(line)
