@@ -195,3 +195,19 @@ def test_closed_stdout_on_failure_is_one_line_not_a_traceback(tmp_path, damage, 
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "stdout is closed" in proc.stderr
+
+
+def test_reading_the_model_file_counts_against_the_time_limit(tmp_path, monkeypatch):
+    import time
+
+    from checker import cli
+
+    def slow_read(path, **_):
+        time.sleep(1.0)
+        return read_model_tensors(path)
+
+    monkeypatch.setattr(modelfile, "read_model_tensors", slow_read)
+    short = tmp_path / "short.jsonl"
+    short.write_text("\n".join(CERT.read_text().splitlines()[:2]) + "\n")
+    with pytest.raises(Malformed, match="longer than"):
+        cli.check_file(str(short), Limits(max_seconds=0.9), str(MODEL))
