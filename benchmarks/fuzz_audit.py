@@ -101,9 +101,9 @@ def make_model(rng, family: str) -> ModelWeights:
     if family == "biased" or rng.random() < 0.2:
         for n in BIASES:
             arrays[n] = rng.standard_normal(canonical_shape(n, dims)) * 10 ** rng.uniform(-2, 1)
-    if family == "positional":
-        arrays["W_pos"] = arrays["W_pos"] + rng.standard_normal(arrays["W_pos"].shape) \
-            * rng.uniform(5, 200)
+    if family == "positional":  # W_pos up to 200× (placements matter; exp may overflow)
+        arrays["W_pos"] = arrays["W_pos"] * 10 ** rng.uniform(0, 2.3)
+        arrays["W_E"] = arrays["W_E"] * rng.uniform(0.5, 3)
     if family == "near_tie":
         arrays = _near_tie(rng, arrays, dims)
     weights = ModelWeights.zeros(dims)
@@ -205,7 +205,8 @@ class Tally:
                 "generator_errors": len(self.generator_errors)}
 
 
-def audit_model(weights: ModelWeights, tag: str, workdir: Path, tally: Tally, rng) -> None:
+def audit_model(weights: ModelWeights, tag: str, workdir: Path, tally: Tally, rng,
+                mutants_per_cert: int = 2) -> None:
     tally.models += 1
     model_path = workdir / f"{tag}.pt"
     save_model(model_path, weights, None)
@@ -241,7 +242,7 @@ def audit_model(weights: ModelWeights, tag: str, workdir: Path, tally: Tally, rn
             verdicts = {s: oracle.verdict(s)
                         for s in itertools.product(range(d.d_vocab), repeat=d.n_ctx)}
         _verify(f"{tag} {name}", lines, claim, verdicts, weights.dims, tally)
-        for kind, mutated in mutants(lines, rng, weights.dims):
+        for kind, mutated in mutants(lines, rng, weights.dims, mutants_per_cert, verdicts):
             cert.write_text("\n".join(mutated) + "\n")
             tally.mutants[kind] += 1
             try:
@@ -267,10 +268,11 @@ def _verify(what: str, lines, claim: int, verdicts: dict, dims: Dims, tally: Tal
             tally.false_theorems.append(f"{what}: covers {seq}, which is {verdicts[seq]}")
 
 
-def mutants(lines, rng, dims: Dims):
+def mutants(lines, rng, dims: Dims, per_cert: int = 2, verdicts: dict | None = None):
     """Adversarial edits of an accepted certificate: the rule line claims one more sequence;
-    for rule cubic, one more token claimed good for a random (m, q, c) (its check (II) split or
-    joint at random).  The checker must refuse each unless it is still true."""
+    for rule cubic, up to `per_cert` edits that each claim one more token good for some
+    (m, q, c) (its check (II) split or joint at random), false claims first.  The checker
+    must refuse each unless it is still true."""
     objs = [json.loads(text) for text in lines]
     i = next(n for n, o in enumerate(objs) if o.get("kind") == "rule")
     rule = objs[i]
@@ -285,12 +287,30 @@ def mutants(lines, rng, dims: Dims):
                if not good.get((m, q, c), [0])[0] >> u & 1]
     if not options:
         return
-    m, q, c, u = options[int(rng.integers(len(options)))]
-    mask, *joint = good.get((m, q, c), [0])
-    joint = (joint[0] if joint else 0) | ((1 << u) if rng.random() < 0.5 else 0)
-    good[(m, q, c)] = [mask | 1 << u] + ([joint] if joint else [])
-    hints = {"good": [[*key, *val] for key, val in sorted(good.items())]}
-    yield "cubic token+1", _dump(objs, i, dict(rule, hints=hints))
+    # options that would cover a sequence the forward pass finds not correct come first: a
+    # sound checker must refuse them, and a checker with a broken proof step may not
+    false = [o for o in options if verdicts is not None and _covers_a_bad_one(o, good, verdicts)]
+    true = [o for o in options if o not in false]
+    ranked = [false[j] for j in rng.permutation(len(false))] + \
+        [true[j] for j in rng.permutation(len(true))]
+    for m, q, c, u in ranked[:per_cert]:
+        mask, *joint = good.get((m, q, c), [0])
+        joint = (joint[0] if joint else 0) | ((1 << u) if rng.random() < 0.5 else 0)
+        edited = good | {(m, q, c): [mask | 1 << u] + ([joint] if joint else [])}
+        hints = {"good": [[*key, *val] for key, val in sorted(edited.items())]}
+        yield "cubic token+1", _dump(objs, i, dict(rule, hints=hints))
+
+
+def _covers_a_bad_one(option, good, verdicts) -> bool:
+    """Whether claiming token u good for (m, q, c) covers a sequence that is not correct."""
+    m, q, c, u = option
+    mask = good.get((m, q, c), [0])[0] | 1 << u
+    for seq, verdict in verdicts.items():
+        lower = [t for t in seq[:-1] if t < m]
+        if verdict != "correct" and seq[-1] == q and max(seq) == m and len(lower) == c \
+                and u in lower and all(mask >> t & 1 for t in lower):
+            return True
+    return False
 
 
 def _dump(objs, i, line):
@@ -312,7 +332,8 @@ def covered_sequences(lines, dims: Dims):
                     yield seq
 
 
-def run(models: int, seed: int, workdir: Path | None = None, progress: bool = False) -> Tally:
+def run(models: int, seed: int, workdir: Path | None = None, progress: bool = False,
+        mutants_per_cert: int = 2) -> Tally:
     """Audit `models` models, families in turn, deterministically from `seed`."""
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="maxk-fuzz-") as tmp:
@@ -321,7 +342,7 @@ def run(models: int, seed: int, workdir: Path | None = None, progress: bool = Fa
             rng = np.random.default_rng([seed, n])
             family = FAMILIES[n % len(FAMILIES)]
             weights = make_model(rng, family)
-            audit_model(weights, f"s{seed}_{n}_{family}", work, tally, rng)
+            audit_model(weights, f"s{seed}_{n}_{family}", work, tally, rng, mutants_per_cert)
             if progress and (n + 1) % 10 == 0:
                 print(f"  {n + 1}/{models} models, {len(tally.false_theorems)} false theorems",
                       file=sys.stderr)
@@ -332,9 +353,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", type=int, default=350)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--mutants", type=int, default=10, help="cubic token mutants per certificate")
     args = p.parse_args(argv)
     started = time.monotonic()
-    tally = run(args.models, args.seed, progress=True)
+    tally = run(args.models, args.seed, progress=True, mutants_per_cert=args.mutants)
     print(json.dumps(tally.summary(), indent=1))
     for line in tally.false_theorems + tally.generator_errors:
         print(line)
