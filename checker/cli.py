@@ -16,6 +16,7 @@ import sys
 import time
 from fractions import Fraction
 
+from . import arith as arithmetic
 from . import statement
 from .certificate import CertificateChecker, Limits, Report
 from .errors import Malformed, Rejected
@@ -37,14 +38,15 @@ def _lines(stream, limit: int):
             yield text
 
 
-def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1) -> Report:
+def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
+               arith: arithmetic.Arithmetic = arithmetic.MPMATH) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
     model_file, started = None, time.monotonic()
     if model_path is not None:
         from .modelfile import read_model_tensors
 
         model_file = read_model_tensors(model_path)
-    checker = CertificateChecker(limits, model_file, jobs)
+    checker = CertificateChecker(limits, model_file, jobs, arith)
     checker.started = started  # reading the model file counts against --max-seconds
     try:
         stream = sys.stdin.buffer if path == "-" else open(path, "rb")
@@ -54,6 +56,15 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1)
         for text in _lines(stream, limits.max_line_bytes):
             checker.feed(text)
     return checker.finish()
+
+
+def enforce(policies: list[list[statement.Atom]], facts: statement.Facts) -> None:
+    """Every atom of every required statement must follow from the verified facts."""
+    for atoms in policies:
+        for atom in atoms:
+            if not statement.holds(atom, facts):
+                raise Rejected(f"required '{atom}' does not follow from the verified "
+                               f"theorem ({statement.theorem_text(facts)})")
 
 
 def floor_decimal(x: Fraction, digits: int = 6) -> str:
@@ -77,6 +88,7 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "model_file_sha256": facts.model_file_sha256,
         "strategy": report.strategy,
         "lines": report.lines,
+        "arithmetic": report.arithmetic,
         "seconds": round(report.seconds, 3),
         "rules": report.rule_notes,
         "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
@@ -93,7 +105,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
               f"(file sha256:{s['model_file_sha256']})")
     for r in requires:
         print(f"  required and holds: {r}")
-    print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s")
+    print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s "
+          f"(arithmetic: {s['arithmetic']})")
     for note in s["rules"]:
         print(f"  {note}")
     if s["float_gap"]:
@@ -103,8 +116,15 @@ def _print_human(s: dict, requires: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["audit"]:  # the subcommand only as the first word; a file named audit: ./audit
+        from .audit import main as audit_main
+
+        return audit_main(argv[1:])
     p = argparse.ArgumentParser(
-        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.")
+        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.",
+        epilog="check-cert audit POLICY [...]: audit every certificate a policy names "
+               "(spec/policy.md; check-cert audit --help).")
     p.add_argument("certificate", help="certificate file (JSON lines), or - for stdin")
     p.add_argument("--model", help="model file (.pt or .safetensors) the weights must equal; "
                    "read without torch and without unpickling code")
@@ -114,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes for rules that split their work (default: all cores)")
+    p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
+                   help="arithmetic back-end: mpmath (reference) or arb (python-flint, "
+                        "faster; pip install 'maxk-certify[fast]')")
     d = Limits()
     p.add_argument("--max-seconds", type=float, default=d.max_seconds)
     p.add_argument("--max-work", type=int, default=d.max_work,
@@ -131,13 +154,13 @@ def main(argv: list[str] | None = None) -> int:
                     max_seconds=args.max_seconds,
                     max_stored_elements=args.max_stored_elements)
     try:
+        backend = arithmetic.get(args.arith)
+    except arithmetic.Unavailable as err:
+        return _fail(args.json, "malformed", str(err), 2)
+    try:
         policies = [statement.parse(r, "--require") for r in args.require]
-        report = check_file(args.certificate, limits, args.model, max(1, args.jobs))
-        for atoms in policies:
-            for atom in atoms:
-                if not statement.holds(atom, report.facts):
-                    raise Rejected(f"required '{atom}' does not follow from the verified "
-                                   f"theorem ({statement.theorem_text(report.facts)})")
+        report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend)
+        enforce(policies, report.facts)
         summary = _summary(report, args.model)
     except (Malformed, Rejected) as err:
         verdict = "rejected" if isinstance(err, Rejected) else "malformed"
