@@ -36,33 +36,36 @@ SHIPPED = ROOT / "generator" / "models" / "max3_v8_seed0.pt"
 
 
 def worst_certificate(path: Path, extra: int = 0) -> int:
-    """Weights (2.5M elements), a 2^20-element add, adds and rows up to the stored-element
-    budget, then a 32 MiB line of tiny JSON arrays.  Returns the stored elements."""
+    """Weights (2.5M elements); every weight used as an argument of an arithmetic op (so its
+    back-end elements are built, ~420 bytes each); a 2^20-element add; chains of adds, each
+    used by the next, up to the stored-element budget; then a 32 MiB line of tiny JSON arrays.
+    Returns the stored elements."""
     rng = np.random.default_rng(0)
     w = ModelWeights.zeros(CERT_DIMS)
     w = w.replace(**{n: rng.standard_normal(getattr(w, n).shape).astype(np.float32)
                      for n in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U")})
     t = Trace(w, float_shadow=False)
     limits = Limits()
-    e, q, k = ("param", "W_E"), ("param", "W_Q"), ("param", "W_K")
     stored = sum(int(np.prod(line["shape"])) for line in t.body)
-    big = ("add", e, e)
-    t.emit(big)
-    stored += 1 << 20
-    prev, block = q, int(np.prod(CERT_DIMS.shape_of("blocks.0.attn.W_Q")))
+
+    def emit(term):
+        nonlocal stored
+        stored += int(np.prod(t.values[t.emit(term)].shape))
+        return term
+
+    for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U"):
+        emit(("mean_rows", ("param", name)))
+    e, k = ("param", "W_E"), ("param", "W_K")
+    big = emit(("add", e, e))
+    prev, block = emit(("add", ("param", "W_Q"), k)), CERT_DIMS.d_model * CERT_DIMS.d_head
     while stored + block <= limits.max_stored_elements:
-        prev = ("add", prev, k)
-        t.emit(prev)
-        stored += block
-    i = 0
+        prev = emit(("add", prev, k))
+    prev = emit(("add", ("mean_rows", e), ("mean_rows", e)))
     while stored + CERT_DIMS.d_model <= limits.max_stored_elements:
-        t.emit(("row", big, i))
-        i, stored = i + 1, stored + CERT_DIMS.d_model
+        prev = emit(("add", prev, ("mean_rows", e)))
     prev = big
     for _ in range(extra):
-        prev = ("sub", prev, e)
-        t.emit(prev)
-        stored += 1 << 20
+        prev = emit(("sub", prev, e))
     lines = t.lines("worst-case", 0, 0, {}, {})[:-1]  # no rule, no qed
     n = limits.max_line_bytes // 4 - 100
     junk = f'{{"id":{len(lines)},"kind":"op","x":[' + ",".join(["[0]"] * n) + "]}"

@@ -94,3 +94,19 @@ def test_generator_claims_nothing_where_b_minus_s_is_not_positive(tmp_path, caps
     _, cert, _ = _certify(tmp_path, weights, shadow=False)
     code, err = _check(cert, capsys)
     assert code == 1 and "cannot be shown positive" in err
+
+
+def test_cancelling_output_differences_are_not_overclaimed(tmp_path, capsys):
+    """Found by benchmarks/fuzz_audit.py (seed 2026, model 88): two unembedding columns 1e-7
+    apart; the generator claimed a sequence whose bound the checker's enclosures could not
+    show negative, and the checker rejected the whole certificate."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import fuzz_audit
+
+    weights = fuzz_audit.make_model(np.random.default_rng([2026, 88]), "near_tie")
+    _, cert, _ = _certify(tmp_path, weights)
+    code, err = _check(cert, capsys)
+    assert code == 0, err
