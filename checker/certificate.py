@@ -45,7 +45,8 @@ class Limits:
     max_elements: int = 1 << 20  # per matrix
     max_work: int = 50_000_000  # scalar interval operations, over all lines
     max_seconds: float = 3600.0
-    # recorded intervals kept in memory (weights and op results, ~420 bytes each), over all lines
+    # recorded elements kept in memory (weights and op results; ~64 bytes each, plus ~420 per
+    # back-end that computes with them), over all lines
     max_stored_elements: int = 1 << 22
 
 

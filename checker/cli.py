@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-elements", type=int, default=d.max_elements,
                    help="maximum elements of one matrix")
     p.add_argument("--max-stored-elements", type=int, default=d.max_stored_elements,
-                   help="maximum elements of all recorded matrices together (memory: ~420 "
-                        "bytes each; spec/format.md §resource model)")
+                   help="maximum elements of all recorded matrices together (memory: up to "
+                        "~500 bytes each; spec/format.md §resource model)")
     args = p.parse_args(argv)
     limits = Limits(max_line_bytes=args.max_line_bytes, max_lines=args.max_lines,
                     max_elements=args.max_elements, max_work=args.max_work,
