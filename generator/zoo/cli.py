@@ -94,6 +94,11 @@ def options(args, p):
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        import dask.distributed  # noqa: F401  (the zoo extra)
+        import matplotlib  # noqa: F401
+        import numpy  # noqa: F401  (the generator extra)
+        import torch  # noqa: F401
+
         from .report import write_report
         from .run import run_zoo
     except ImportError as missing:

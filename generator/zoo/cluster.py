@@ -43,8 +43,8 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
     """A dask.distributed Client.
 
     scheduler None: start a LocalCluster of `workers` (default: all cores)
-    single-threaded worker processes listening on 127.0.0.1 only, no
-    dashboard, stopped on exit.  Otherwise connect to `tcp://HOST:PORT`.
+    single-threaded worker processes listening on 127.0.0.1 only (the
+    scheduler's HTTP endpoint too, on a free port), stopped on exit.  Otherwise connect to `tcp://HOST:PORT`.
     """
     import dask
     from dask.distributed import Client, LocalCluster
@@ -58,7 +58,8 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
     n = workers or os.cpu_count() or 1
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host=LOOPBACK,
-                          dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+                          dashboard_address=f"{LOOPBACK}:0",
+                          silence_logs=logging.ERROR) as cluster:
             with Client(cluster) as client:
                 yield client
 
