@@ -170,3 +170,34 @@ def test_killed_worker_loses_no_result_and_job_is_retried(tmp_path, client):
     assert [j.name for j in failed] == ["broken"]  # tried twice, then reported
     assert len(failed[0].failures) == 2 and "always fails" in failed[0].failures[-1]
     assert cache.get("model", "broken") is None
+
+
+def test_catalog_runs_every_registered_strategy_and_variant():
+    from types import SimpleNamespace
+
+    from generator.zoo.catalog import paper_row, strategy_names
+
+    registry = {"brute-force": SimpleNamespace(), "cubic": SimpleNamespace(),
+                "subcubic": SimpleNamespace(VARIANTS=["subcubic:a", "subcubic:b"],
+                                            PAPER_ROWS={"subcubic:a": "Sub-cubic"}),
+                "exact": SimpleNamespace()}
+    assert strategy_names(registry) == ["brute-force", "cubic", "subcubic:a", "subcubic:b",
+                                        "exact"]
+    assert [paper_row(n, registry) for n in strategy_names(registry)] == [
+        "Brute force", "Cubic", "Sub-cubic", None, None]
+    with pytest.raises(ValueError):
+        paper_row("x", {"x": SimpleNamespace(PAPER_ROW="No such row")})
+
+
+def test_pareto_frontier():
+    from generator.zoo.plots import pareto
+
+    assert pareto([(10, 0.9), (1, 0.5), (5, 0.4), (20, 0.8), (2, 0.5)]) == [(1, 0.5), (10, 0.9)]
+
+
+def test_cli_needs_models(capsys):
+    from generator.zoo.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", "/nonexistent-zoo"])
+    assert exc.value.code == 2 and "--seeds" in capsys.readouterr().err

@@ -147,12 +147,11 @@ class Zoo:
     def _record_failures(self, failed: list[Job], retried: list[Job]) -> None:
         for job in failed:
             self.summary.failed.append({"job": job.name, "failures": job.failures})
-            path = job.args[0]
-            if job.stage == "train":
-                self.lost[(path, "*")] = f"training failed: {job.failures[-1]}"
-            else:
+            if job.stage == "train":  # args: (config, model path)
+                self.lost[(job.args[1], "*")] = f"training failed: {job.failures[-1]}"
+            else:  # args: (model path, strategy, ...) or (model path,)
                 name = job.args[1] if job.stage == "certify" else FACTS
-                self.lost[(self.sha[path], name)] = "; ".join(job.failures)
+                self.lost[(self.sha[job.args[0]], name)] = "; ".join(job.failures)
         self.summary.retried = [{"job": j.name, "failures": j.failures,
                                  "recovered": j not in failed} for j in retried]
 
