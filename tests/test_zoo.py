@@ -119,9 +119,13 @@ def test_rejected_certificate_has_no_bound(zoo, tmp_path):
     assert result.get("bound") is None and result["reason"]
 
 
-def slow_job(seconds: float, value: int) -> dict:
-    time.sleep(seconds)
-    return {"value": value, "pid": os.getpid()}
+def wait_for(flag: str, value: int) -> dict:
+    """Return once `flag` exists (at once if it does): a job that is certainly
+    still running when the test kills its worker, and finishes on the retry."""
+    deadline = time.monotonic() + 120
+    while not os.path.exists(flag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"value": value, "pid": os.getpid(), "flag_seen": os.path.exists(flag)}
 
 
 def failing_job() -> dict:
@@ -139,13 +143,15 @@ def test_killed_worker_loses_no_result_and_job_is_retried(tmp_path, client):
             cache.put("model", name, {**result, "attempts": job.attempts})
         return done
 
-    planned = [Job("quick", "certify", slow_job, (0.0, 1), store("quick")),
-               Job("slow", "certify", slow_job, (2.5, 2), store("slow")),
+    flag = tmp_path / "killed"
+    (tmp_path / "now").touch()
+    planned = [Job("quick", "certify", wait_for, (str(tmp_path / "now"), 1), store("quick")),
+               Job("slow", "certify", wait_for, (str(flag), 2), store("slow")),
                Job("broken", "certify", failing_job, (), store("broken"))]
     killed = []
 
     def kill_the_slow_one():
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
             for worker, keys in client.processing().items():
                 if any(str(k).startswith("certify-slow-1-") for k in keys) and \
@@ -153,6 +159,7 @@ def test_killed_worker_loses_no_result_and_job_is_retried(tmp_path, client):
                     pid = client.run(os.getpid, workers=[worker])[worker]
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
+                    flag.touch()  # lets the retry finish at once
                     return
             time.sleep(0.05)
 
@@ -165,6 +172,7 @@ def test_killed_worker_loses_no_result_and_job_is_retried(tmp_path, client):
     assert cache.get("model", "quick")["value"] == 1  # finished before the kill: kept
     slow = cache.get("model", "slow")
     assert slow["value"] == 2 and slow["attempts"] == 2 and slow["pid"] != killed[0]
+    assert slow["flag_seen"]
     retried = {j.name: j.failures for j in loop.retried}
     assert "KilledWorker" in retried["slow"][0]
     assert [j.name for j in failed] == ["broken"]  # tried twice, then reported
