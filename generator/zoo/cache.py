@@ -3,8 +3,9 @@
 A result is cached under (model file sha256, job name, project version) as one
 JSON file -- the version being the package version plus a digest of the
 checker's and generator's source (the zoo's own reporting code excluded), so
-a result is never reused by a different checker or strategy -- written atomically (temporary file + rename) the moment the job's
-result reaches the client, so an interrupted run loses at most the jobs in
+a result is never reused by a different checker or strategy -- written
+atomically (temporary file + rename) the moment the job's result reaches the
+client, so an interrupted run loses at most the jobs in
 flight, and a rerun does only what has no file.  Only results are cached,
 never failures (a job that failed is tried again next run).
 

@@ -54,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
                    help="check-cert --jobs within one job (default 1: the jobs are the "
                         "parallelism)")
     p.add_argument("--check-timeout", type=float, help="seconds before a check is a failure")
+    p.add_argument("--check-arith", help="check-cert --arith back-end (default: check-cert's); "
+                                         "cached results are reused whichever checked them")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -89,6 +91,7 @@ def options(args, p):
                       models_dir=args.models, train=train, strategies=strategies,
                       scheduler=args.scheduler, workers=args.workers,
                       check_jobs=max(1, args.check_jobs), check_timeout=args.check_timeout,
+                      check_arith=args.check_arith,
                       progress=not args.no_progress)
 
 

@@ -25,8 +25,8 @@ MODEL_FIELDS = ("model", "model_sha256", "seed", "d_vocab", "n_ctx", "d_model", 
                 "exact", "total", "ties", "eqke_sigma1", "eqke_sigma2", "eqke_sigma_ratio")
 STRATEGY_FIELDS = ("strategy", "paper_row", "status", "reason", "bound", "accuracy_bound",
                    "normalized_bound", "checker_work", "unexplained_dims", "gen_seconds",
-                   "check_seconds", "cert_bytes", "cert_lines", "cert_sha256", "cert_path",
-                   "project_version", "attempts", "failures")
+                   "check_seconds", "check_arithmetic", "cert_bytes", "cert_lines",
+                   "cert_sha256", "cert_path", "project_version", "attempts", "failures")
 RESULT_FIELDS = MODEL_FIELDS + STRATEGY_FIELDS
 
 # Statuses of a strategy job.  Only VERIFIED rows carry a bound.
@@ -108,7 +108,7 @@ def _seed_of(path: str) -> int | None:
 
 
 def certify_check(model_path: str, strategy: str, cert_path: str, check_jobs: int = 1,
-                  check_timeout: float | None = None) -> dict:
+                  check_timeout: float | None = None, check_arith: str | None = None) -> dict:
     """Run `strategy` on the model, write the certificate, check it with
     check-cert in a separate process, and return the strategy columns.
 
@@ -130,14 +130,16 @@ def certify_check(model_path: str, strategy: str, cert_path: str, check_jobs: in
     _write_atomic(cert_path, text.encode())
     row.update(cert_path=cert_path, cert_bytes=len(text.encode()), cert_lines=len(lines),
                cert_sha256=_sha256(text.encode()))
-    return {**row, **check_certificate(cert_path, model_path, check_jobs, check_timeout)}
+    return {**row, **check_certificate(cert_path, model_path, check_jobs, check_timeout,
+                                       check_arith)}
 
 
 def check_certificate(cert_path: str, model_path: str, jobs: int = 1,
-                      timeout: float | None = None) -> dict:
-    """`python -m checker CERT --json --model MODEL` as a separate process."""
+                      timeout: float | None = None, arith: str | None = None) -> dict:
+    """`python -m checker CERT --json --model MODEL [--arith A]` as a separate
+    process (arith None: check-cert's default back-end)."""
     cmd = [sys.executable, "-m", "checker", cert_path, "--json", "--model", model_path,
-           "--jobs", str(jobs)]
+           "--jobs", str(jobs)] + (["--arith", arith] if arith else [])
     started = time.monotonic()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -152,6 +154,7 @@ def check_certificate(cert_path: str, model_path: str, jobs: int = 1,
         out = {}
     status = CHECK_VERDICTS.get(done.returncode, FAILED)
     row = {"status": status, "check_seconds": seconds,
+           "check_arithmetic": out.get("arithmetic"),
            "checker_work": _first(out, WORK_KEYS),
            "unexplained_dims": _first(out, UNEXPLAINED_KEYS)}
     if status == VERIFIED and out.get("verdict") == VERIFIED:

@@ -35,6 +35,7 @@ class ZooOptions:
     workers: int | None = None  # LocalCluster size (default: all cores)
     check_jobs: int = 1  # check-cert --jobs inside one job
     check_timeout: float | None = None
+    check_arith: str | None = None  # check-cert --arith (None: its default)
     progress: bool = True
     cache_dir: Path | None = None  # default: OUT/cache
 
@@ -116,7 +117,8 @@ class Zoo:
                     f"{path.stem}.{urllib.parse.quote(name, safe='')}.jsonl")
                 planned.append(Job(f"{name} on {path.name}", "certify", jobs.certify_check,
                                    (str(path), name, str(cert), self.opts.check_jobs,
-                                    self.opts.check_timeout), self._store(sha, name)))
+                                    self.opts.check_timeout, self.opts.check_arith),
+                                   self._store(sha, name)))
         return planned
 
     def _store(self, sha: str, name: str):
