@@ -39,26 +39,30 @@ def _colors(rows: list[dict]) -> dict:
     return {n: cmap(i % 10) for i, n in enumerate(names)}
 
 
-def _note(ax, text: str) -> None:
+def _note(ax, text: str, where: tuple[float, float] = (0.5, 0.5)) -> None:
     import textwrap
 
-    ax.text(0.5, 0.5, textwrap.fill(text, 60), transform=ax.transAxes, fontsize=8, color="0.3",
+    ax.text(*where, textwrap.fill(text, 50), transform=ax.transAxes, fontsize=8, color="0.3",
             ha="center", va="center", bbox={"fc": "white", "ec": "0.8"})
 
 
-def _spread(ys: list[float], gap: float) -> list[float]:
+def _spread(ys: list[float], gap: float, xs: list[float] | None = None) -> list[float]:
     """Label heights for points at heights ys (any order): each at least `gap`
-    above the previous, as close to its point as that allows."""
-    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    above the previous, as close to its point as that allows (of points at
+    one height, the rightmost keeps it: the others' labels then pass above it)."""
+    xs = xs or [0.0] * len(ys)
+    order = sorted(range(len(ys)), key=lambda i: (ys[i], -xs[i]))
     out, last = [0.0] * len(ys), float("-inf")
     for i in order:
         out[i] = last = max(ys[i], last + gap)
     return out
 
 
-def _label_points(ax, points: list[tuple[float, float, str]], gap: float, log_y: bool) -> None:
+def _label_points(ax, points: list[tuple[float, float, str]], gap: float, log_y: bool,
+                  at_right_edge: bool = False) -> None:
     """One label per distinct point (labels of coinciding points joined),
-    moved apart vertically so that none overlap; a thin line to the point."""
+    moved apart vertically so that none overlap, a thin line to the point;
+    just right of the point (log x axes) or right of the axes."""
     import math
 
     merged: dict[tuple[float, float], list[str]] = {}
@@ -66,9 +70,12 @@ def _label_points(ax, points: list[tuple[float, float, str]], gap: float, log_y:
         merged.setdefault((x, y), []).append(label)
     keys = list(merged)
     ys = [math.log2(y) if log_y else y for _, y in keys]
-    for (x, y), ly in zip(keys, _spread(ys, gap)):
-        ax.annotate("; ".join(merged[(x, y)]), (x, y), xytext=(x * 1.6, 2 ** ly if log_y else ly),
-                    textcoords="data", fontsize=6, color="0.35", va="center",
+    for (x, y), ly in zip(keys, _spread(ys, gap, [k[0] for k in keys])):
+        text_y = 2 ** ly if log_y else ly
+        where, coords = (((1.03, text_y), ax.get_yaxis_transform()) if at_right_edge
+                         else ((x * 1.6, text_y), "data"))
+        ax.annotate("; ".join(merged[(x, y)]), (x, y), xytext=where, textcoords=coords,
+                    fontsize=6, color="0.35", va="center", annotation_clip=False,
                     arrowprops={"arrowstyle": "-", "color": "0.7", "lw": 0.5})
 
 
@@ -114,7 +121,8 @@ def figure3(rows: list[dict], path: Path) -> None:
         if key == "checker_work":
             _paper_length_bound(ax)
             if not have:
-                _note(ax, "this check-cert reports no checker work: only the paper's points")
+                _note(ax, "this check-cert reports no checker work: only the paper's points",
+                      (0.6, 0.3))
         xs = [float(r[key]) for r in have] or [1.0]
         if key == "checker_work" or max(xs) > 10 * min(xs):
             ax.set_xscale("log")
@@ -122,7 +130,7 @@ def figure3(rows: list[dict], path: Path) -> None:
         ax.set_ylabel("normalized accuracy bound b / s̄")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="center left")
+        ax.legend(fontsize=7, loc="lower left" if key == "cert_bytes" else "center left")
     fig.suptitle(f"Fig. 3: proof length vs. bound ({len({r['model'] for r in rows})} models; "
                  "ours: every point a check-cert-verified certificate)", fontsize=10)
     _save(fig, path)
@@ -144,7 +152,7 @@ def figure4(rows: list[dict], path: Path) -> None:
                                    label="paper: σ1/σ2 620 ± 130 × sub-cubic row's bound"
                                    if i == 0 else None))
     _label_points(ax, [(hi, p.bound_mean, p.label) for p in TABLE1 if p.subcubic], gap=0.045,
-                  log_y=False)
+                  log_y=False, at_right_edge=True)
     for name in colors:
         pts = [(float(r["eqke_sigma_ratio"]), r["normalized_bound"]) for r in ok
                if r["strategy"] == name]
