@@ -48,7 +48,7 @@ def _run(out: Path, scheduler: str):
     opts = ZooOptions(out=out, seeds=[0, 1], train=TINY, strategies=STRATEGIES,
                       scheduler=scheduler, progress=False)
     summary = run_zoo(opts)
-    run = {"seconds": summary.seconds, "peak_mb": summary.peak_bytes / 2 ** 20,
+    run = {"seconds": summary.seconds, "peak_mib": summary.peak_bytes / 2 ** 20,
            "project_version": "test", "strategies": summary.strategies,
            "computed": summary.computed, "cached": summary.cached, "failed": summary.failed,
            "retried": summary.retried}

@@ -111,16 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     opts = options(args, p)
     from .cache import project_version
+    from .run import _relative
 
     started = time.time()
     summary = run_zoo(opts)
     run = {"command": "certify-zoo " + " ".join(argv if argv is not None else sys.argv[1:]),
            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-           "seconds": summary.seconds, "peak_mb": summary.peak_bytes / 2 ** 20,
+           "seconds": summary.seconds, "peak_mib": summary.peak_bytes / 2 ** 20,
            "load_average_at_end": list(os.getloadavg()), "cores": os.cpu_count(),
            "scheduler": opts.scheduler or "LocalCluster on 127.0.0.1",
            "started_cluster": summary.started_cluster, "project_version": project_version(),
-           "models": summary.models, "strategies": summary.strategies,
+           "models": [_relative(m, opts.out) for m in summary.models],
+           "strategies": summary.strategies,
            "computed": summary.computed, "cached": summary.cached,
            "failed": summary.failed, "retried": summary.retried}
     write_report(opts.out, summary.rows, run)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"certify-zoo: {len(summary.models)} models × {len(summary.strategies)} strategies: "
           f"{verified} verified; {summary.computed} jobs computed, {summary.cached} cached, "
           f"{len(summary.failed)} failed; {summary.seconds:.0f} s, peak memory "
-          f"{summary.peak_bytes / 2 ** 20:.0f} MB; report: {opts.out / 'index.html'}")
+          f"{summary.peak_bytes / 2 ** 20:.0f} MiB; report: {opts.out / 'index.html'}")
     return 1 if summary.failed else 0
 
 

@@ -29,6 +29,8 @@ STRATEGY_FIELDS = ("strategy", "paper_row", "status", "reason", "bound", "accura
                    "cert_sha256", "cert_path", "project_version", "attempts", "failures")
 RESULT_FIELDS = MODEL_FIELDS + STRATEGY_FIELDS
 
+REPORT_FILE_MODE = 0o644
+
 # Statuses of a strategy job.  Only VERIFIED rows carry a bound.
 VERIFIED, REJECTED, MALFORMED = "verified", "rejected", "malformed"
 NOT_APPLICABLE, FAILED = "not-applicable", "failed"
@@ -201,6 +203,7 @@ def _write_atomic(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, REPORT_FILE_MODE)  # mkstemp creates 0600; reports are not secrets
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -175,7 +175,7 @@ figure{{display:inline-block;margin:8px}}img{{max-width:640px}}.alert{{color:#b0
 </head><body>
 <h1>certify-zoo report</h1>
 <p>{esc(describe_zoo(rows, run).replace('`', ''))} Run: {run['seconds']:.0f} s wall,
-peak memory {run['peak_mb']:.0f} MB (all processes), {run['computed']} jobs computed,
+peak memory {run['peak_mib']:.0f} MiB (all processes), {run['computed']} jobs computed,
 {run['cached']} taken from the cache. Data: <a href="results.csv">results.csv</a>,
 <a href="table1.md">table1.md</a>, <a href="run.json">run.json</a>.</p>
 {'<h2 class="alert">ALERT: verified bound above exact count</h2><ul>' + alerts + '</ul>'
