@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
+
 
 def _seed_list(text: str) -> list[int]:
     try:
@@ -114,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     from .run import _relative
 
     started = time.time()
-    summary = run_zoo(opts)
+    try:
+        summary = run_zoo(opts)
+    except KeyboardInterrupt:  # finished results are already cached, one file each
+        print("certify-zoo: interrupted; every finished result is cached in "
+              f"{opts.out / 'cache'}: rerun the same command to do only what is missing",
+              file=sys.stderr)
+        return INTERRUPTED
     run = {"command": "certify-zoo " + " ".join(argv if argv is not None else sys.argv[1:]),
            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
            "seconds": summary.seconds, "peak_mib": summary.peak_bytes / 2 ** 20,
