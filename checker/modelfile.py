@@ -70,6 +70,7 @@ class Tensor:
 class ModelFile:
     sha256: str  # hex SHA-256 of the file's bytes
     tensors: dict[str, Tensor]
+    config: dict | None = None  # the model's TransformerLens config, if the file has one
 
 
 def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
@@ -86,10 +87,11 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
             raise ModelFileError(f"file is larger than the limit of {max_bytes} bytes")
         budget = _Budget(max_elements)
         if data[:4] == b"PK\x03\x04":  # zip local file header
-            tensors = _read_torch_zip(data, budget)
+            tensors, config = _read_torch_zip(data, budget)
         else:
-            tensors = _read_safetensors(data, budget)
-        return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors)
+            tensors, config = _read_safetensors(data, budget)
+        return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors,
+                         config=config)
     except ModelFileError as exc:
         raise ModelFileError(f"model file {path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- fail closed on anything the bytes provoke
@@ -285,7 +287,7 @@ def _materialize(ref: _TensorRef) -> Tensor:
     return Tensor(shape=shape, values=tuple(out), dtype=ref.storage.dtype)
 
 
-def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+def _read_torch_zip(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], dict | None]:
     zf = zipfile.ZipFile(io.BytesIO(data))
     names = zf.namelist()
     if len(set(names)) != len(names):
@@ -307,7 +309,17 @@ def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
             and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in state.items())):
         raise ModelFileError("data.pkl holds neither a state dict nor a dict whose 'model' "
                              "entry is a state dict (name -> tensor)")
-    return {name: _materialize(ref) for name, ref in state.items()}
+    return ({name: _materialize(ref) for name, ref in state.items()},
+            _config(top.get("config") if isinstance(top, dict) else None))
+
+
+def _config(config) -> dict | None:
+    """The model config stored beside the state dict: plain values only."""
+    if config is None:
+        return None
+    if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
+        raise ModelFileError("the file's 'config' is not a dictionary with string keys")
+    return dict(config)
 
 
 # ---- safetensors: u64 header length, JSON header, raw bytes ----------------------------------
@@ -319,7 +331,7 @@ def _unique_keys(pairs):
     return dict(pairs)
 
 
-def _read_safetensors(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+def _read_safetensors(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], dict | None]:
     n = int.from_bytes(data[:8], "little")
     if len(data) < 8 or n > min(len(data) - 8, MAX_HEADER_BYTES) or data[8:9] != b"{":
         raise ModelFileError("is neither a torch .pt zip archive nor a safetensors file")
@@ -342,7 +354,8 @@ def _read_safetensors(data: bytes, budget: _Budget) -> dict[str, Tensor]:
         tensors[name], pos = Tensor(shape, _decode(dtype, buffer[begin:end]), dtype), end
     if pos != len(buffer):
         raise ModelFileError("safetensors data has bytes that belong to no tensor")
-    return tensors
+    config = metadata.get("config")  # a JSON string, as safetensors metadata holds only str
+    return tensors, _config(None if config is None else json.loads(config))
 
 
 def _safetensors_entry(name: str, spec) -> tuple:

@@ -1,0 +1,191 @@
+"""Rigorous square root, cosine, sine and RoPE frequencies, from integer bounds.
+
+Like numbers.exp_interval, every bound here is a floor or a ceiling of an
+exact integer (or rational) computation, so it holds by construction; only the
+final rounding of an exact dyadic n·2^e to the working precision uses mpmath
+(from_man_exp with directed rounding).  mpmath's own iv.sqrt/cos/sin are not
+trusted.  Interval + − × ÷ are mpmath's correctly rounded directed operations,
+as everywhere in the checker.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from mpmath import iv
+from mpmath.libmp import from_man_exp, round_ceiling, round_floor
+
+from .errors import Malformed
+from .numbers import WORKING_PRECISION
+
+_GUARD_BITS = 64
+_BITS = WORKING_PRECISION + _GUARD_BITS  # fixed-point resolution 2^-_BITS
+# cos/sin are summed as Taylor series at the point itself; angles are bounded so
+# that the number of terms (about e·|x|) stays small (RoPE angles are <= n_ctx).
+ANGLE_LIMIT = 1 << 10
+
+
+def _rational(mpf_value) -> Fraction:
+    """The exact rational value of a finite raw mpf."""
+    sign, man, exp, _ = mpf_value
+    if man == 0 and exp != 0:
+        raise Malformed("a non-finite value reached an elementary function")
+    value = Fraction(man) * (Fraction(2) ** exp)
+    return -value if sign else value
+
+
+def _interval_from_rationals(lo: Fraction, hi: Fraction):
+    """[lo, hi] rounded outward to the working precision."""
+    lo_n = (lo.numerator << _BITS) // lo.denominator  # floor(lo·2^B)
+    hi_n = -((-hi.numerator << _BITS) // hi.denominator)  # ceil(hi·2^B)
+    return iv.make_mpf((from_man_exp(lo_n, -_BITS, WORKING_PRECISION, round_floor),
+                        from_man_exp(hi_n, -_BITS, WORKING_PRECISION, round_ceiling)))
+
+
+def endpoints(x) -> tuple[Fraction, Fraction]:
+    """Interval x's endpoints as exact rationals."""
+    return _rational(x._mpi_[0]), _rational(x._mpi_[1])
+
+
+# --- square root ------------------------------------------------------------
+
+def _sqrt_floor(y: Fraction, bits: int) -> int:
+    """floor(sqrt(y)·2^bits) for y >= 0: isqrt(floor(y·4^bits)) (floor∘sqrt∘floor =
+    floor∘sqrt on non-negative reals)."""
+    return math.isqrt((y.numerator << (2 * bits)) // y.denominator)
+
+
+def _sqrt_ceil(y: Fraction, bits: int) -> int:
+    """ceil(sqrt(y)·2^bits) for y >= 0: Y = ceil(y·4^bits) >= y·4^bits, then ceil sqrt(Y)."""
+    big = -((-y.numerator << (2 * bits)) // y.denominator)
+    r = math.isqrt(big)
+    return r if r * r == big else r + 1
+
+
+def _sqrt_bits(y: Fraction) -> int:
+    """Fixed-point resolution giving at least _BITS significant bits of sqrt(y)."""
+    if y == 0:
+        return _BITS
+    magnitude = y.numerator.bit_length() - y.denominator.bit_length()  # ~log2 y
+    return max(_BITS, _BITS - magnitude // 2)
+
+
+def sqrt_interval(x):
+    """A rigorous enclosure of sqrt over the interval x, which must be >= 0
+    (sqrt is increasing: [floor sqrt(lo), ceil sqrt(hi)])."""
+    lo, hi = endpoints(x)
+    if lo < 0:
+        raise Malformed("sqrt of an interval reaching below 0")
+    b_lo, b_hi = _sqrt_bits(lo), _sqrt_bits(hi)
+    return iv.make_mpf((from_man_exp(_sqrt_floor(lo, b_lo), -b_lo, WORKING_PRECISION,
+                                     round_floor),
+                        from_man_exp(_sqrt_ceil(hi, b_hi), -b_hi, WORKING_PRECISION,
+                                     round_ceiling)))
+
+
+def square_interval(x):
+    """The exact range of t² over t in x, rounded outward (not x·x, which is
+    negative at the lower end when x straddles 0)."""
+    lo, hi = endpoints(x)
+    if lo >= 0:
+        return _interval_from_rationals(lo * lo, hi * hi)
+    if hi <= 0:
+        return _interval_from_rationals(hi * hi, lo * lo)
+    return _interval_from_rationals(Fraction(0), max(lo * lo, hi * hi))
+
+
+# --- cosine and sine ----------------------------------------------------------
+
+def _taylor_bounds(x: Fraction, odd: bool) -> tuple[Fraction, Fraction]:
+    """Bounds of sin(x) (odd) or cos(x) (even) at a rational point |x| <= ANGLE_LIMIT.
+
+    Sum of the terms (−1)^j x^n / n! (n = 2j+1 or 2j) for n < N, each floored
+    and ceiled exactly at 2^-B, plus the Lagrange remainder |x|^N / N! (every
+    derivative of sin and cos is bounded by 1).  N grows until that remainder
+    is below 2^-B."""
+    if abs(x) > ANGLE_LIMIT:
+        raise Malformed(f"cos/sin of an angle beyond {ANGLE_LIMIT}")
+    scale = 1 << _BITS
+    num, den = x.numerator, x.denominator
+    lo = hi = 0
+    n, sign, fact = (1 if odd else 0), 1, 1
+    while True:
+        if n > 1:  # fact = n! (n grows by 2 per step)
+            fact *= n * (n - 1)
+        t_num, t_den = (num ** n) * scale, (den ** n) * fact  # x^n/n! · 2^B, exactly
+        floor_t = t_num // t_den
+        ceil_t = -((-t_num) // t_den)
+        if sign > 0:
+            lo, hi = lo + floor_t, hi + ceil_t
+        else:
+            lo, hi = lo - ceil_t, hi - floor_t
+        n_next = n + 2
+        rem_num = abs(num) ** n_next * scale
+        rem_den = den ** n_next * fact * (n_next - 1) * n_next  # |x|^N/N! · 2^B
+        if rem_num < rem_den:  # remainder < 1 unit of 2^-B: stop
+            return Fraction(lo - 1, scale), Fraction(hi + 1, scale)
+        n, sign = n_next, -sign
+
+
+def _trig_interval(x, odd: bool):
+    """Enclosure of sin/cos over interval x: the bounds at the lower end, widened
+    by the width w of x (|f(t) − f(lo)| <= |t − lo| <= w, f is 1-Lipschitz),
+    clipped to [−1, 1]."""
+    lo, hi = endpoints(x)
+    f_lo, f_hi = _taylor_bounds(lo, odd)
+    w = hi - lo
+    return _interval_from_rationals(max(f_lo - w, Fraction(-1)), min(f_hi + w, Fraction(1)))
+
+
+def cos_interval(x):
+    """A rigorous enclosure of cos over the interval x (|x| <= ANGLE_LIMIT)."""
+    return _trig_interval(x, odd=False)
+
+
+def sin_interval(x):
+    """A rigorous enclosure of sin over the interval x (|x| <= ANGLE_LIMIT)."""
+    return _trig_interval(x, odd=True)
+
+
+# --- RoPE angles ----------------------------------------------------------------
+
+def _root_floor(a: int, q: int) -> int:
+    """floor(a^(1/q)) for integers a >= 0, q >= 1 (bisection on exact powers)."""
+    if a < 2 or q == 1:
+        return a
+    lo, hi = 0, 1 << (a.bit_length() // q + 1)  # hi^q > a
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid ** q <= a:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def rope_theta(j: int, rotary_dim: int, base: int) -> tuple[Fraction, Fraction]:
+    """Rational bounds of θ_j = base^(−2j / rotary_dim), the angle per position of
+    frequency j (TransformerLens: freq = base^(j / (rotary_dim/2)), angle = i / freq).
+
+    With 2j/rotary_dim = p/q in lowest terms, R = floor((base^p · 2^(Bq))^(1/q)) =
+    floor(base^(p/q) · 2^B), so base^(p/q) ∈ [R, R+1]·2^-B and θ_j ∈ [2^B/(R+1), 2^B/R]."""
+    if not (0 <= 2 * j < rotary_dim and base >= 2):
+        raise Malformed(f"rope: frequency {j} out of range for rotary_dim {rotary_dim}")
+    e = Fraction(2 * j, rotary_dim)
+    p, q = e.numerator, e.denominator
+    r = _root_floor(base ** p << (_BITS * q), q)
+    return Fraction(1 << _BITS, r + 1), Fraction(1 << _BITS, r)
+
+
+def rope_table(n_ctx: int, rotary_dim: int, base: int, odd: bool) -> list[list]:
+    """The (n_ctx × rotary_dim/2) table of sin (odd) or cos of i·θ_j, rigorously."""
+    out = []
+    thetas = [rope_theta(j, rotary_dim, base) for j in range(rotary_dim // 2)]
+    for i in range(n_ctx):
+        row = []
+        for th_lo, th_hi in thetas:
+            angle = _interval_from_rationals(i * th_lo, i * th_hi)
+            row.append(_trig_interval(angle, odd))
+        out.append(row)
+    return out
