@@ -180,6 +180,46 @@ class _StateDict(dict):
         pass
 
 
+# --- inert stand-ins for what a TransformerLens config (cfg.to_dict()) pickles -------------
+# numpy float64 scalars are pickled as scalar(dtype('f8'), raw bytes) with the bytes built by
+# _codecs.encode(text, 'latin1'); cfg.dtype is a torch dtype, pickled by name.  Each stand-in
+# only decodes values; nothing is imported or called.
+_CONFIG_DTYPES = {"torch.float32", "torch.float64", "torch.float16", "torch.bfloat16"}
+_SCALAR_CODES = {"f8": "<d", "f4": "<f", "i8": "<q", "i4": "<i"}
+
+
+class _NumpyDtype(_Sealed):
+    """numpy.dtype(name, align, copy): just its name.  Its pickled state is accepted only
+    when it describes a little-endian (or byte-order-free) plain dtype."""
+    __slots__ = ("name",)
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", "|")):
+            raise ModelFileError("pickle describes an unsupported numpy dtype")
+
+
+def _numpy_dtype(name, align=False, copy=True):
+    if name not in _SCALAR_CODES or align not in (0, False) or copy not in (1, True):
+        raise ModelFileError(f"numpy dtype {name!r:.20} is not supported in a config")
+    return _NumpyDtype(name)
+
+
+def _numpy_scalar(dtype, data=None):
+    """numpy.core.multiarray.scalar(dtype, bytes) -> the Python number it holds."""
+    code = _SCALAR_CODES.get(getattr(dtype, "name", None)) if isinstance(dtype, _NumpyDtype) \
+        else None
+    if code is None or not isinstance(data, bytes) or len(data) != struct.calcsize(code):
+        raise ModelFileError("unsupported numpy scalar in the pickle")
+    return struct.unpack(code, data)[0]
+
+
+def _codecs_encode(text, encoding="utf-8"):
+    """_codecs.encode(str, 'latin1'): how pickle protocol 2 writes bytes."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise ModelFileError("unsupported _codecs.encode call in the pickle")
+    return text.encode("latin-1")
+
+
 def _rebuild_parameter(data, requires_grad=False, backward_hooks=None):
     """torch._utils._rebuild_parameter: a Parameter is its tensor."""
     if not isinstance(data, _TensorRef):
@@ -201,9 +241,15 @@ class _RestrictedUnpickler(pickle.Unpickler):
         rebuild functions (-> our checked versions).  None of the stand-ins touches
         anything outside the objects the pickle itself built."""
         full = f"{module}.{name}"
+        if full in _CONFIG_DTYPES:
+            return full  # a dtype in a config: its name is all we keep
         if full in _TORCH_STORAGES:
             return _StorageType(_TORCH_STORAGES[full])
         stand_ins = {"collections.OrderedDict": _StateDict,
+                     "numpy.dtype": _numpy_dtype,
+                     "numpy.core.multiarray.scalar": _numpy_scalar,
+                     "numpy._core.multiarray.scalar": _numpy_scalar,
+                     "_codecs.encode": _codecs_encode,
                      "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
                      "torch._utils._rebuild_parameter": _rebuild_parameter}
         if full not in stand_ins:
@@ -319,7 +365,21 @@ def _config(config) -> dict | None:
         return None
     if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
         raise ModelFileError("the file's 'config' is not a dictionary with string keys")
+    for key, value in config.items():
+        if not _plain_value(value):
+            raise ModelFileError(f"the file's config entry {key!r:.80} is not a plain value")
     return dict(config)
+
+
+def _plain_value(value, depth: int = 0) -> bool:
+    """None, bool, int, float, str, or (nested, shallowly) lists and dicts of them."""
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if depth < 4 and type(value) in (list, tuple):
+        return all(_plain_value(v, depth + 1) for v in value)
+    if depth < 4 and type(value) in (dict, _StateDict):
+        return all(type(k) is str and _plain_value(v, depth + 1) for k, v in value.items())
+    return False
 
 
 # ---- safetensors: u64 header length, JSON header, raw bytes ----------------------------------

@@ -110,10 +110,24 @@ def _file_kind(path: str | os.PathLike, data: bytes) -> str:
                                "expected .pt, .pth or .safetensors)")
 
 
+def _numpy_scalar_globals() -> list:
+    import numpy as np
+
+    multiarray = getattr(np, "_core", None) or np.core
+    return [multiarray.multiarray.scalar, np.dtype, type(np.dtype("f8")),
+            type(np.dtype("f4")), type(np.dtype("i8"))]
+
+
+_NUMPY_SCALAR_GLOBALS = _numpy_scalar_globals()
+
+
 def _parse_torch(path: str | os.PathLike, data: bytes) -> dict:
     try:
         # weights_only=True: the restricted unpickler; never pass False here.
-        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        # A TransformerLens config (cfg.to_dict()) holds numpy float64 scalars: allow
+        # exactly the numpy scalar/dtype reconstructors, which run no code of the file.
+        with torch.serialization.safe_globals(_NUMPY_SCALAR_GLOBALS):
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # any failure of an untrusted file is "malformed"
         raise ModelFileError(path, _describe_torch_error(exc)) from None
     config = None

@@ -383,3 +383,15 @@ def test_attn_only_file_refuses_family_tensors_without_config(tmp_path, rope_cer
     torch.save(fw.to_state_dict(), path)
     with pytest.raises(Malformed, match="LayerNorm weights"):
         load_model(path)
+
+
+def test_ties_are_never_certified():
+    """The all-zero model ties on every sequence: nothing may be certified."""
+    fw = random_family_weights("ln_mlp_rope_2heads")
+    zero = FamilyWeights(dims=fw.dims, params={k: np.zeros_like(a) for k, a in
+                                               fw.params.items()})
+    lines = certificate(zero)
+    _, report = replay(lines)
+    assert report.facts.correct == 0
+    bad = _edit(lines, lambda o: o.get("kind") == "rule", lambda o: o.update(claim=1))
+    assert isinstance(_rejected(bad), Rejected)
