@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import pickle
 import pickletools
 import struct
@@ -81,6 +82,12 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
     malformed: it is reported as ModelFileError naming the file (fail closed).
     """
     try:
+        if os.path.isdir(path):  # a Hugging Face save_pretrained directory
+            from . import hf
+
+            sha, tensors, config = hf.read_directory(path, _read_safetensors,
+                                                     _Budget(max_elements))
+            return ModelFile(sha256=sha, tensors=tensors, config=config)
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
         if len(data) > max_bytes:

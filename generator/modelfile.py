@@ -58,6 +58,8 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
     checker.modelspec.infer_dims, all float32 and finite; otherwise raises
     ModelFileError.  Never unpickles anything but tensors and plain containers.
     """
+    if os.path.isdir(path):
+        return _load_hf_directory(path)
     data = _read_bytes(path)
     sha = hashlib.sha256(data).hexdigest()
     kind = _file_kind(path, data)
@@ -79,6 +81,25 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
     except Malformed as exc:
         raise ModelFileError(path, str(exc)) from None
     return LoadedModel(weights=weights, file_sha256=sha, path=str(path))
+
+
+def _load_hf_directory(path) -> LoadedModel:
+    """A Hugging Face save_pretrained directory (GPT-NeoX, GPT-2), converted to
+    TransformerLens layout by the checker's own reader (checker/hf.py), so that the
+    certified weights are exactly what `check-cert --model DIR` reads."""
+    from checker.modelfile import read_model_tensors
+
+    try:
+        mf = read_model_tensors(path)
+        tensors = {k: _to_float32(path, k, torch.tensor(t.values, dtype=torch.float64)
+                                  .reshape(t.shape)) for k, t in mf.tensors.items()
+                   if t.dtype in ("float32", "float16", "bfloat16")}
+        family = family_from_tl_config(mf.config)
+        weights = (ModelWeights.from_state_dict(tensors) if family.is_attn_only
+                   else FamilyWeights.from_state_dict(tensors, family))
+    except Malformed as exc:
+        raise ModelFileError(path, str(exc)) from None
+    return LoadedModel(weights=weights, file_sha256=mf.sha256, path=str(path))
 
 
 def _read_bytes(path: str | os.PathLike) -> bytes:
