@@ -128,12 +128,58 @@ def _taylor_bounds(x: Fraction, odd: bool) -> tuple[Fraction, Fraction]:
         n, sign = n_next, -sign
 
 
+def _round_out(lo: Fraction, hi: Fraction, bits: int) -> tuple[Fraction, Fraction]:
+    """[lo, hi] widened to the grid 2^-bits (keeps the rationals small)."""
+    scale = 1 << bits
+    return (Fraction((lo.numerator * scale) // lo.denominator, scale),
+            Fraction(-((-hi.numerator * scale) // hi.denominator), scale))
+
+
+def _square_range(lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
+    if lo >= 0:
+        return lo * lo, hi * hi
+    if hi <= 0:
+        return hi * hi, lo * lo
+    return Fraction(0), max(lo * lo, hi * hi)
+
+
+def _product_range(a: tuple, b: tuple) -> tuple[Fraction, Fraction]:
+    products = [x * y for x in a for y in b]
+    return min(products), max(products)
+
+
+def _cos_sin_bounds(x: Fraction) -> tuple[tuple, tuple]:
+    """Bounds of (cos x, sin x) at a rational point, |x| <= ANGLE_LIMIT.
+
+    Argument halving: y = x / 2^h with |y| <= 1 is summed by _taylor_bounds, then
+    h doublings cos 2y = 2cos²y − 1, sin 2y = 2 sin y cos y on the bounds (exact
+    ranges of the square and of the product, rounded outward to 2^-(B+2h+8) each
+    step and clipped to [−1, 1]).  Each doubling at most quadruples the error, which
+    the 2h + 8 extra bits absorb."""
+    if abs(x) > ANGLE_LIMIT:
+        raise Malformed(f"cos/sin of an angle beyond {ANGLE_LIMIT}")
+    halvings = 0
+    while abs(x) > (1 << halvings):
+        halvings += 1
+    y = x / (1 << halvings)
+    bits = _BITS + 2 * halvings + 8
+    c, s = _taylor_bounds(y, odd=False), _taylor_bounds(y, odd=True)
+    one = Fraction(1)
+    for _ in range(halvings):
+        sq_lo, sq_hi = _square_range(*c)
+        p_lo, p_hi = _product_range(s, c)
+        c = _round_out(max(2 * sq_lo - 1, -one), min(2 * sq_hi - 1, one), bits)
+        s = _round_out(max(2 * p_lo, -one), min(2 * p_hi, one), bits)
+    return c, s
+
+
 def _trig_interval(x, odd: bool):
     """Enclosure of sin/cos over interval x: the bounds at the lower end, widened
     by the width w of x (|f(t) − f(lo)| <= |t − lo| <= w, f is 1-Lipschitz),
     clipped to [−1, 1]."""
     lo, hi = endpoints(x)
-    f_lo, f_hi = _taylor_bounds(lo, odd)
+    cos_b, sin_b = _cos_sin_bounds(lo)
+    f_lo, f_hi = sin_b if odd else cos_b
     w = hi - lo
     return _interval_from_rationals(max(f_lo - w, Fraction(-1)), min(f_hi + w, Fraction(1)))
 
@@ -178,13 +224,15 @@ def rope_theta(j: int, rotary_dim: int, base: int) -> tuple[Fraction, Fraction]:
     return Fraction(1 << _BITS, r + 1), Fraction(1 << _BITS, r)
 
 
-def rope_table(n_ctx: int, rotary_dim: int, base: int, odd: bool) -> list[list]:
-    """The (n_ctx × rotary_dim/2) table of sin (odd) or cos of i·θ_j, rigorously."""
+def rope_table(n_ctx: int, rotary_dim: int, base: int, odd: bool, tick=lambda: None) -> list:
+    """The (n_ctx × rotary_dim/2) table of sin (odd) or cos of i·θ_j, rigorously.
+    tick() is called once per entry (the caller's time limit)."""
     out = []
     thetas = [rope_theta(j, rotary_dim, base) for j in range(rotary_dim // 2)]
     for i in range(n_ctx):
         row = []
         for th_lo, th_hi in thetas:
+            tick()
             angle = _interval_from_rationals(i * th_lo, i * th_hi)
             row.append(_trig_interval(angle, odd))
         out.append(row)

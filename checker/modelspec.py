@@ -69,8 +69,9 @@ class Family:
             raise Malformed("parallel must be true or false")
         if self.parallel and self.d_mlp == 0:
             raise Malformed("a parallel residual needs an MLP")
+        _need(type(self.ln_eps) is float, f"ln_eps must be a float, got {self.ln_eps!r}")
         if self.normalization is None:
-            _need(self.ln_eps == 0.0, "ln_eps must be 0 without LayerNorm")
+            _need(self.ln_eps == 0.0, "ln_eps must be 0.0 without LayerNorm")
         else:
             _need(type(self.ln_eps) is float and math.isfinite(self.ln_eps)
                   and self.ln_eps > 0, f"ln_eps must be a positive float, got {self.ln_eps!r}")

@@ -151,12 +151,12 @@ def exp(a, tick=_no_tick):
 def rope_cos(n_ctx: int, rotary_dim: int, base: int, tick=_no_tick):
     """The (n_ctx × rotary_dim/2) table cos(i·base^(−2j/rotary_dim)), rigorously
     (elementary.rope_table: integer roots and Taylor bounds, not mpmath's trig)."""
-    return elementary.rope_table(n_ctx, rotary_dim, base, odd=False)
+    return elementary.rope_table(n_ctx, rotary_dim, base, odd=False, tick=tick)
 
 
 def rope_sin(n_ctx: int, rotary_dim: int, base: int, tick=_no_tick):
     """The (n_ctx × rotary_dim/2) table sin(i·base^(−2j/rotary_dim)), rigorously."""
-    return elementary.rope_table(n_ctx, rotary_dim, base, odd=True)
+    return elementary.rope_table(n_ctx, rotary_dim, base, odd=True, tick=tick)
 
 
 # Work charged per result element (times the inner dimension for matmul), in
