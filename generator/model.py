@@ -25,24 +25,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from checker.modelspec import PARAMETERS, Dims, Family, infer_dims, parameter_table
+from checker.modelspec import ATTN_ONLY, Dims, Family, infer_dims, parameter_table
 
-# Canonical name -> (TransformerLens key, whether TL stores it with a leading head axis).
+# Canonical name -> (TransformerLens key, whether TL stores it with a leading head axis),
+# derived from the one parameter table (checker.modelspec.parameter_table).
 TL_KEYS: dict[str, tuple[str, bool]] = {
-    "W_E": ("embed.W_E", False),
-    "W_pos": ("pos_embed.W_pos", False),
-    "W_Q": ("blocks.0.attn.W_Q", True),
-    "W_K": ("blocks.0.attn.W_K", True),
-    "W_V": ("blocks.0.attn.W_V", True),
-    "W_O": ("blocks.0.attn.W_O", True),
-    "b_Q": ("blocks.0.attn.b_Q", True),
-    "b_K": ("blocks.0.attn.b_K", True),
-    "b_V": ("blocks.0.attn.b_V", True),
-    "b_O": ("blocks.0.attn.b_O", False),
-    "W_U": ("unembed.W_U", False),
-    "b_U": ("unembed.b_U", False),
-}
-assert sorted(key for key, _ in TL_KEYS.values()) == sorted(n for n, _, _ in PARAMETERS)
+    p.short: (p.key, p.pattern.split()[0] == "n") for p in parameter_table(ATTN_ONLY)}
 
 BIASES = ("b_Q", "b_K", "b_V", "b_O", "b_U")
 MASK_KEY = "blocks.0.attn.mask"
