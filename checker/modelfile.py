@@ -97,6 +97,8 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
             tensors, config = _read_torch_zip(data, budget)
         else:
             tensors, config = _read_safetensors(data, budget)
+        if config is None:
+            config = sidecar_config(path)
         return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors,
                          config=config)
     except ModelFileError as exc:
@@ -364,6 +366,24 @@ def _read_torch_zip(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], di
                              "entry is a state dict (name -> tensor)")
     return ({name: _materialize(ref) for name, ref in state.items()},
             _config(top.get("config") if isinstance(top, dict) else None))
+
+
+def sidecar_config(path) -> dict | None:
+    """A TransformerLens config saved as JSON beside a bare state dict: `<stem>.config.json`,
+    or `config.json` if it uses TransformerLens names (has d_model and n_heads; a Hugging
+    Face config.json does not).  None if there is neither."""
+    base = os.path.splitext(os.fspath(path))[0]
+    for candidate, needs_tl_names in ((base + ".config.json", False),
+                                      (os.path.join(os.path.dirname(os.fspath(path)),
+                                                    "config.json"), True)):
+        if os.path.isfile(candidate):
+            with open(candidate, "rb") as f:
+                config = json.loads(f.read(1 << 20).decode("utf-8"))
+            if needs_tl_names and not (isinstance(config, dict) and "d_model" in config
+                                       and "n_heads" in config):
+                continue
+            return _config(config)
+    return None
 
 
 def _config(config) -> dict | None:

@@ -65,6 +65,13 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
     kind = _file_kind(path, data)
     raw, config = (_parse_torch(path, data) if kind == "torch"
                    else _parse_safetensors(path, data))
+    if config is None:  # a config JSON beside a bare state dict (checker's own convention)
+        from checker.modelfile import sidecar_config
+
+        try:
+            config = sidecar_config(path)
+        except (Malformed, ValueError, OSError) as exc:
+            raise ModelFileError(path, f"cannot read the config beside it: {exc}") from None
     tensors = {}
     for key, value in raw.items():
         if not isinstance(key, str):

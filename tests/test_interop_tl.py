@@ -95,3 +95,19 @@ def test_unsupported_tl_models_are_named(tmp_path):
     save_tl(model, path)
     with pytest.raises(Malformed, match="act_fn = 'gelu'"):
         load_model(path)
+
+
+@pytest.mark.parametrize("config_name", ["m.config.json", "config.json"])
+def test_state_dict_with_config_json_beside_it(tmp_path, config_name):
+    import json
+
+    model = hooked("ln_parallel_partial_rope")
+    path = tmp_path / "m.pt"
+    torch.save(model.state_dict(), path)
+    (tmp_path / config_name).write_text(json.dumps(model.cfg.to_dict(), default=str))
+    weights = family_weights(load_model(path).weights)
+    assert weights.dims.family.parallel and weights.dims.family.rotary_base == 500
+    lines, _ = generate(str(path), "forward-brute-force")
+    cert = tmp_path / "c.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    assert check_cert([str(cert), "--model", str(path)]) == 0
