@@ -10,6 +10,8 @@ forward-brute-force certificate, checks it with --model, and prints per family: 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import tempfile
 import time
 from pathlib import Path
@@ -50,7 +52,8 @@ def main() -> None:
             t1 = time.perf_counter()
             cert = Path(tmp) / "c.jsonl"
             cert.write_text("\n".join(lines) + "\n")
-            code = check_cert([str(cert), "--model", str(path), "--json"])
+            with contextlib.redirect_stdout(io.StringIO()):  # the verdict JSON
+                code = check_cert([str(cert), "--model", str(path), "--json"])
             t2 = time.perf_counter()
             status = summary["claim"] if code == 0 else f"exit {code}"
             print(f"{name:36} {gt.correct:>7} {summary['near_ties']:>5} {status:>9} "

@@ -88,6 +88,7 @@ class Report:
     arithmetic: str = MPMATH.name
     float_gap: dict = field(default_factory=dict)  # quantity -> (abs gap, max |value|)
     rule_notes: list = field(default_factory=list)
+    family: dict | None = None  # the model family, unless attention-only
 
 
 def _json_object(text: str, lineno: int) -> dict:
@@ -378,6 +379,7 @@ class CertificateChecker:
             if not statement.holds(atom, facts):
                 raise Rejected(f"the certificate claims '{atom}', which was not verified "
                                f"(verified: {statement.theorem_text(facts)})")
+        self.report.family = None if self.family.is_attn_only else self.family.to_json()
         self.report.theorem = self.header["theorem"]
         self.report.facts = facts
         self.done = True
