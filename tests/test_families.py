@@ -395,3 +395,23 @@ def test_ties_are_never_certified():
     assert report.facts.correct == 0
     bad = _edit(lines, lambda o: o.get("kind") == "rule", lambda o: o.update(claim=1))
     assert isinstance(_rejected(bad), Rejected)
+
+
+def test_checker_config_stand_ins_refuse_what_they_do_not_know(tmp_path, rope_cert):
+    """The whitelist for TransformerLens configs decodes numpy float scalars and torch
+    dtypes only; other numpy scalars, tensors inside the config and other dtypes are
+    refused (fail closed, exit 2)."""
+    from checker.modelfile import ModelFileError, read_model_tensors
+
+    fw, _ = rope_cert
+    sd = fw.to_state_dict()
+    ok = tmp_path / "ok.pt"
+    torch.save({"config": {"a": np.float64(0.5), "b": np.float32(2.0), "c": np.int64(3),
+                           "dtype": torch.float32}, "model": sd}, ok)
+    assert read_model_tensors(ok).config == {"a": 0.5, "b": 2.0, "c": 3,
+                                             "dtype": "torch.float32"}
+    for bad in ({"x": np.complex128(1)}, {"x": torch.zeros(2)}, {"x": torch.int8}):
+        path = tmp_path / "bad.pt"
+        torch.save({"config": bad, "model": sd}, path)
+        with pytest.raises(ModelFileError):
+            read_model_tensors(path)
