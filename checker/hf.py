@@ -65,7 +65,8 @@ def read_directory(path, read_safetensors, budget):
 
 def _read(path) -> bytes:
     if not os.path.isfile(path):
-        raise Malformed(f"a Hugging Face model directory needs {os.path.basename(path)}")
+        raise Malformed(f"is a directory without {os.path.basename(path)}: not a Hugging Face "
+                        "save_pretrained directory")
     with open(path, "rb") as f:
         return f.read(1 << 31)
 
