@@ -82,7 +82,7 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
     malformed: it is reported as ModelFileError naming the file (fail closed).
     """
     try:
-        if os.path.isdir(path):  # a Hugging Face save_pretrained directory
+        if os.path.isfile(os.path.join(path, "config.json")):  # a save_pretrained directory
             from . import hf
 
             sha, tensors, config = hf.read_directory(path, _read_safetensors,

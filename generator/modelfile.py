@@ -58,7 +58,7 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
     checker.modelspec.infer_dims, all float32 and finite; otherwise raises
     ModelFileError.  Never unpickles anything but tensors and plain containers.
     """
-    if os.path.isdir(path):
+    if os.path.isfile(os.path.join(path, "config.json")):  # a save_pretrained directory
         return _load_hf_directory(path)
     data = _read_bytes(path)
     sha = hashlib.sha256(data).hexdigest()

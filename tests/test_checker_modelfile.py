@@ -343,7 +343,7 @@ def test_not_model_files(tmp_path):
     (tmp_path / "short").write_bytes(b"PK")
     refused(tmp_path / "short")
     refused(tmp_path / "missing.pt", "FileNotFoundError")
-    refused(tmp_path, "directory", "config.json")  # not a Hugging Face save_pretrained dir
+    refused(tmp_path, "IsADirectoryError")
     torch.save(state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     refused(tmp_path / "legacy.pt", "neither")
 
