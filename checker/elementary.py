@@ -50,49 +50,53 @@ def endpoints(x) -> tuple[Fraction, Fraction]:
 
 # --- square root ------------------------------------------------------------
 
-def _sqrt_floor(y: Fraction, bits: int) -> int:
-    """floor(sqrt(y)·2^bits) for y >= 0: isqrt(floor(y·4^bits)) (floor∘sqrt∘floor =
-    floor∘sqrt on non-negative reals)."""
-    return math.isqrt((y.numerator << (2 * bits)) // y.denominator)
+def _dyadic(mpf_value) -> tuple[int, int]:
+    """A finite raw mpf >= 0 as exact integers (m, e) with value m·2^e."""
+    sign, man, exp, _ = mpf_value
+    if man == 0 and exp != 0:
+        raise Malformed("a non-finite value reached sqrt")
+    if sign and man:
+        raise Malformed("sqrt of an interval reaching below 0")
+    return man, exp
 
 
-def _sqrt_ceil(y: Fraction, bits: int) -> int:
-    """ceil(sqrt(y)·2^bits) for y >= 0: Y = ceil(y·4^bits) >= y·4^bits, then ceil sqrt(Y)."""
-    big = -((-y.numerator << (2 * bits)) // y.denominator)
-    r = math.isqrt(big)
-    return r if r * r == big else r + 1
+def _scaled(m: int, e: int, shift: int, up: bool) -> int:
+    """floor (or ceil, if up) of m·2^(e + shift), exactly."""
+    k = e + shift
+    if k >= 0:
+        return m << k
+    return -((-m) >> -k) if up else m >> -k
 
 
-def _sqrt_bits(y: Fraction) -> int:
-    """Fixed-point resolution giving at least _BITS significant bits of sqrt(y)."""
-    if y == 0:
-        return _BITS
-    magnitude = y.numerator.bit_length() - y.denominator.bit_length()  # ~log2 y
+def _sqrt_bits(m: int, e: int) -> int:
+    """Fixed-point resolution giving at least _BITS significant bits of sqrt(m·2^e)."""
+    magnitude = m.bit_length() + e if m else 0  # ~log2 of the value
     return max(_BITS, _BITS - magnitude // 2)
 
 
 def sqrt_interval(x):
-    """A rigorous enclosure of sqrt over the interval x, which must be >= 0
-    (sqrt is increasing: [floor sqrt(lo), ceil sqrt(hi)])."""
-    lo, hi = endpoints(x)
-    if lo < 0:
-        raise Malformed("sqrt of an interval reaching below 0")
-    b_lo, b_hi = _sqrt_bits(lo), _sqrt_bits(hi)
-    return iv.make_mpf((from_man_exp(_sqrt_floor(lo, b_lo), -b_lo, WORKING_PRECISION,
-                                     round_floor),
-                        from_man_exp(_sqrt_ceil(hi, b_hi), -b_hi, WORKING_PRECISION,
-                                     round_ceiling)))
+    """A rigorous enclosure of sqrt over the interval x, which must be >= 0.
+
+    sqrt is increasing, so [sqrt(lo), sqrt(hi)] is the range.  Lower end:
+    isqrt(floor(lo·4^B)) = floor(sqrt(lo)·2^B) (floor∘sqrt∘floor = floor∘sqrt on
+    reals >= 0).  Upper end: Y = ceil(hi·4^B) >= hi·4^B, then ceil(sqrt(Y))."""
+    (m_lo, e_lo), (m_hi, e_hi) = _dyadic(x._mpi_[0]), _dyadic(x._mpi_[1])
+    b_lo, b_hi = _sqrt_bits(m_lo, e_lo), _sqrt_bits(m_hi, e_hi)
+    root_lo = math.isqrt(_scaled(m_lo, e_lo, 2 * b_lo, up=False))
+    big = _scaled(m_hi, e_hi, 2 * b_hi, up=True)
+    root_hi = math.isqrt(big)
+    if root_hi * root_hi < big:
+        root_hi += 1
+    return iv.make_mpf((from_man_exp(root_lo, -b_lo, WORKING_PRECISION, round_floor),
+                        from_man_exp(root_hi, -b_hi, WORKING_PRECISION, round_ceiling)))
 
 
 def square_interval(x):
-    """The exact range of t² over t in x, rounded outward (not x·x, which is
-    negative at the lower end when x straddles 0)."""
-    lo, hi = endpoints(x)
-    if lo >= 0:
-        return _interval_from_rationals(lo * lo, hi * hi)
-    if hi <= 0:
-        return _interval_from_rationals(hi * hi, lo * lo)
-    return _interval_from_rationals(Fraction(0), max(lo * lo, hi * hi))
+    """The range of t² over t in x, rounded outward: |x|·|x| (mpmath's interval abs
+    is exact and >= 0, so the product of two copies is [min², max²]; not x·x, which
+    is negative at the lower end when x straddles 0)."""
+    a = abs(x)
+    return a * a
 
 
 # --- cosine and sine ----------------------------------------------------------

@@ -415,3 +415,13 @@ def test_checker_config_stand_ins_refuse_what_they_do_not_know(tmp_path, rope_ce
         torch.save({"config": bad, "model": sd}, path)
         with pytest.raises(ModelFileError):
             read_model_tensors(path)
+
+
+@pytest.mark.parametrize("change", [
+    {"n_heads": 0}, {"n_heads": True}, {"normalization": "RMS"}, {"act_fn": "gelu"},
+    {"ln_eps": 0.0}, {"ln_eps": 1}, {"rotary_dim": 3}, {"rotary_base": 1.5},
+    {"positional": "alibi"}, {"n_ctx": 1000}, {"extra": 1}, {"parallel": 1}])
+def test_malformed_family_headers_exit_2(rope_cert, change):
+    _, lines = rope_cert
+    bad = _edit(lines, lambda o: o.get("kind") == "header", lambda o: o["family"].update(change))
+    assert isinstance(_rejected(bad), Malformed)
