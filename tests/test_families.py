@@ -425,3 +425,16 @@ def test_malformed_family_headers_exit_2(rope_cert, change):
     _, lines = rope_cert
     bad = _edit(lines, lambda o: o.get("kind") == "header", lambda o: o["family"].update(change))
     assert isinstance(_rejected(bad), Malformed)
+
+
+def test_gen_cert_picks_the_family_strategy_and_refuses_decomposition(tmp_path, rope_cert):
+    from generator.cli import main as gen_cert
+
+    fw, _ = rope_cert
+    path = tmp_path / "m.pt"
+    save_model(path, fw)
+    out = tmp_path / "c.jsonl"
+    assert gen_cert([str(path), "-o", str(out), "-q"]) == 0  # default: forward-brute-force
+    assert check_cert([str(out), "--model", str(path)]) == 0
+    for strategy in ("cubic", "brute-force"):
+        assert gen_cert([str(path), "--strategy", strategy, "-o", str(out), "-q"]) == 2

@@ -93,6 +93,12 @@ class Trace:
 
     def quantity(self, name: str) -> int:
         """The line id of a model quantity, emitting its derivation if needed."""
+        if name not in self.definitions:
+            from .strategies import NotApplicable
+
+            raise NotApplicable(f"{name} is not defined for this model family (the "
+                                "decomposition rules need the attention-only model; use "
+                                "--strategy forward-brute-force)")
         return self.emit(self.definitions[name])
 
     def rule(self, rule: str, inputs: list[str], claim: int, hints=None) -> int:
