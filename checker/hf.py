@@ -119,16 +119,18 @@ def _neox(config, t):
     out["embed.W_E"] = get("gpt_neox.embed_in.weight")
     qkv = get(prefix + "attention.query_key_value.weight")  # (n·3·h, d)
     shape, vals = _permute(qkv, (n, 3, h, d), (1, 0, 3, 2))  # (3, n, d, h)
-    bias = get(prefix + "attention.query_key_value.bias")
-    b_shape, b_vals = _permute(bias, (n, 3, h), (1, 0, 2))  # (3, n, h)
+    bias = t.get(prefix + "attention.query_key_value.bias")  # absent: attention_bias=False
     for i, x in enumerate("QKV"):
         out[f"blocks.0.attn.W_{x}"] = _tensor(T, shape[1:], _slice0(shape, vals, i, i + 1)[1],
                                               qkv.dtype)
-        out[f"blocks.0.attn.b_{x}"] = _tensor(T, b_shape[1:], _slice0(b_shape, b_vals, i,
-                                                                      i + 1)[1], bias.dtype)
+        if bias is not None:
+            b_shape, b_vals = _permute(bias, (n, 3, h), (1, 0, 2))  # (3, n, h)
+            out[f"blocks.0.attn.b_{x}"] = _tensor(T, b_shape[1:], _slice0(b_shape, b_vals, i,
+                                                                          i + 1)[1], bias.dtype)
     dense = get(prefix + "attention.dense.weight")  # (d, n·h): out, in
     out["blocks.0.attn.W_O"] = _tensor(T, *_permute(dense, (d, n, h), (1, 2, 0)), dense.dtype)
-    out["blocks.0.attn.b_O"] = get(prefix + "attention.dense.bias")
+    if prefix + "attention.dense.bias" in t:  # absent: attention_bias=False (zero)
+        out["blocks.0.attn.b_O"] = t[prefix + "attention.dense.bias"]
     for ours, theirs in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
         out[f"blocks.0.{ours}.w"] = get(prefix + theirs + ".weight")
         out[f"blocks.0.{ours}.b"] = get(prefix + theirs + ".bias")

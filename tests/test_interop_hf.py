@@ -22,11 +22,11 @@ from generator.modelfile import load_model  # noqa: E402
 V, K = 5, 3
 
 
-def neox(parallel: bool, pct: float):
+def neox(parallel: bool, pct: float, bias: bool = True):
     cfg = transformers.GPTNeoXConfig(
         vocab_size=V, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=16, hidden_act="relu", max_position_embeddings=K, rotary_pct=pct,
-        use_parallel_residual=parallel)
+        use_parallel_residual=parallel, attention_bias=bias)
     return transformers.GPTNeoXForCausalLM(cfg)
 
 
@@ -39,6 +39,7 @@ def gpt2(tied: bool = True):
 MODELS = {
     "neox_parallel": lambda: neox(True, 0.5),
     "neox_sequential_full_rotary": lambda: neox(False, 1.0),
+    "neox_no_attention_bias": lambda: neox(True, 0.5, bias=False),
     "gpt2": gpt2,
 }
 
