@@ -244,6 +244,14 @@ def _progress_bar(total: int, progress: bool | None):
                 disable=None if progress is None else False, desc="sequences")
 
 
+def _dims_json(dims) -> dict:
+    """The dimensions, with the family only when it is not the attention-only one."""
+    out = asdict(dims)
+    if dims.family.is_attn_only:
+        del out["family"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """exact-accuracy MODEL [--json]: exit 0, or 2 if the model file is refused."""
     from .modelfile import ModelFileError, load_model
@@ -267,11 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     dims = loaded.weights.dims
     if args.json:
         print(json.dumps({"model": loaded.path, "sha256": loaded.file_sha256,
-                          "dims": asdict(dims), **gt.to_json()}))
+                          "dims": _dims_json(dims), **gt.to_json()}))
     else:
         print(f"model:    {loaded.path} (sha256 {loaded.file_sha256})")
         print(f"dims:     d_vocab={dims.d_vocab} n_ctx={dims.n_ctx} "
               f"d_model={dims.d_model} d_head={dims.d_head}")
+        if not dims.family.is_attn_only:
+            print("family:   " + ", ".join(f"{k}={v}" for k, v in dims.family.to_json().items()))
         print(f"correct:  {gt.correct} / {gt.total}  (accuracy {gt.accuracy:.8f})")
         print(f"ties:     {gt.ties} (counted wrong); near-ties: {gt.near_ties}")
         print(f"time:     {gt.seconds:.2f} s")
