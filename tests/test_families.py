@@ -438,3 +438,19 @@ def test_gen_cert_picks_the_family_strategy_and_refuses_decomposition(tmp_path, 
     assert check_cert([str(out), "--model", str(path)]) == 0
     for strategy in ("cubic", "brute-force"):
         assert gen_cert([str(path), "--strategy", strategy, "-o", str(out), "-q"]) == 2
+
+
+def test_forward_rule_agrees_with_brute_force_on_the_shipped_attention_only_model():
+    """Two different rules, same model: the full forward pass certifies the 511 / 512
+    sequences the decomposition-based brute_force certifies (exact count 511)."""
+    from pathlib import Path
+
+    from generator.cli import generate
+
+    model = Path(__file__).resolve().parent.parent / "generator/models/max3_v8_seed0.pt"
+    counts = {}
+    for strategy in ("brute-force", "forward-brute-force"):
+        lines, summary = generate(str(model), strategy)
+        _, report = replay(lines)
+        counts[strategy] = report.facts.correct
+    assert counts == {"brute-force": 511, "forward-brute-force": 511}
