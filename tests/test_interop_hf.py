@@ -68,13 +68,22 @@ def test_forward_equals_transformers(tmp_path, name):
     assert np.allclose(ours, theirs, rtol=1e-5, atol=1e-5), np.abs(ours - theirs).max()
 
 
-def test_certificate_binds_to_hf_directory(tmp_path):
-    model = randomized(MODELS["neox_parallel"])
+@pytest.mark.parametrize("name", ["neox_parallel", "gpt2"])
+def test_certificate_binds_to_hf_directory(tmp_path, name):
+    model = randomized(MODELS[name])
     model.save_pretrained(tmp_path / "m")
     lines, _ = generate(str(tmp_path / "m"), "forward-brute-force")
     cert = tmp_path / "c.jsonl"
     cert.write_text("\n".join(lines) + "\n")
     assert check_cert([str(cert), "--model", str(tmp_path / "m")]) == 0
+    import json
+
+    config_path = tmp_path / "m" / "config.json"
+    config = json.loads(config_path.read_text())
+    key = "layer_norm_eps" if "layer_norm_eps" in config else "layer_norm_epsilon"
+    config[key] = 1e-3  # another model: the certificate's family no longer matches
+    config_path.write_text(json.dumps(config))
+    assert check_cert([str(cert), "--model", str(tmp_path / "m")]) == 1
 
 
 def test_unsupported_hf_models_are_named(tmp_path):
