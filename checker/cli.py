@@ -76,6 +76,9 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "strategy": report.strategy,
         "lines": report.lines,
         "seconds": round(report.seconds, 3),
+        "work": report.work,
+        "bytes": report.bytes,
+        "unexplained_dimensionality": report.dimensionality,
         "rules": report.rule_notes,
         "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
     }
@@ -92,6 +95,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
     for r in requires:
         print(f"  required and holds: {r}")
     print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s")
+    print(f"  proof length: {s['work']} scalar operations, {s['bytes']} bytes, "
+          f"unexplained dimensionality {s['unexplained_dimensionality']}")
     for note in s["rules"]:
         print(f"  {note}")
     if s["float_gap"]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from checker.errors import Malformed
 
 try:
-    from .certify.strategies import STRATEGIES, NotApplicable
+    from .certify.strategies import STRATEGIES, NotApplicable, listing, resolve
     from .certify.trace import Trace
     from .modelfile import load_model
 except ImportError as missing:  # installed without the generator extra
@@ -32,7 +32,9 @@ def generate(model_path: str, strategy: str, float_shadow: bool = True,
     started = time.monotonic()
     loaded = load_model(model_path)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
-    by, claim, notes = STRATEGIES[strategy].certify(trace, progress=progress)
+    module, options = resolve(strategy)
+    by, claim, notes = module.certify(trace, progress=progress, **options)
+    strategy = options["options"].name() if options else strategy
     binding = {"file_sha256": loaded.file_sha256, "file_name": Path(model_path).name}
     info = {"program": "gen-cert", "strategy_notes": notes}
     lines = trace.lines(strategy, by, claim, binding, info)
@@ -48,13 +50,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model", nargs="?", default=str(SHIPPED / "max4_v64_seed0.pt"),
                    help="model file (.pt / .safetensors, TransformerLens state dict); "
                         "default: the shipped Max-of-4 model")
-    p.add_argument("--strategy", choices=sorted(STRATEGIES), default=default_strategy())
+    p.add_argument("--strategy", default=default_strategy(),
+                   help=f"one of {', '.join(sorted(STRATEGIES))}, optionally with options, "
+                        "e.g. subcubic:direct=mean+diff,near=4 (see --list)")
+    p.add_argument("--list", action="store_true",
+                   help="print the strategy's named option combinations and exit")
     p.add_argument("-o", "--output", help="write here instead of stdout")
     p.add_argument("--no-float-shadow", action="store_true",
                    help="omit the generator's float32 values (used only to report the "
                         "float-to-real gap)")
     p.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
+    try:
+        if args.list:
+            print("\n".join(listing(args.strategy)))
+            return 0
+        resolve(args.strategy)
+    except ValueError as err:
+        print(f"gen-cert: {err}", file=sys.stderr)
+        return 2
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
                                   progress=not args.quiet)
