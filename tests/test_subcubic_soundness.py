@@ -48,6 +48,13 @@ def _perturbed(weights, seed, bias_scale=0.0, pos_scale=1.0):
     return w
 
 
+def _query_heavy(weights, scale=5.0):
+    """Scale the last position's embedding (the query position's key and query)."""
+    pos = weights.W_pos.copy()
+    pos[-1] *= scale
+    return weights.replace(W_pos=pos)
+
+
 CASES = {
     "v8k3-good": lambda: _trained(8, 3, 8, 1500, 1),
     "v12k4-trained": lambda: _trained(12, 4, 12, 1500, 6),
@@ -57,6 +64,11 @@ CASES = {
     "v8k3-trained-biases": lambda: _perturbed(_trained(8, 3, 8, 1500, 1), 6, bias_scale=0.5),
     "v8k4-strong-positions": lambda: _perturbed(_trained(8, 4, 8, 800, 7), 7, pos_scale=5.0),
     "v6k3-random": lambda: _perturbed(_random(6, 3, 4, 8), 8, bias_scale=0.3),
+    # the query position attends to itself: the query's own term decides
+    "v8k4-query-attends-itself": lambda: _query_heavy(_trained(8, 4, 8, 800, 7)),
+    # weak attention: the non-max tokens' values decide
+    "v8k4-flat-attention": lambda: (lambda w: w.replace(W_Q=w.W_Q * 0.3))(
+        _trained(8, 4, 8, 800, 7)),
 }
 OPTIONS = ["subcubic:direct=max_diff,near=0", "subcubic:direct=mean+diff,near=0",
            "subcubic:direct=mean+diff,near=2"]
