@@ -33,7 +33,7 @@ from ..ops import COST
 
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
-DIRECT = ("max_diff", "mean+diff")  # how the direct path EU is bounded
+DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
 
 
 class _Arith:
@@ -76,6 +76,10 @@ class _Arith:
         self.count += 1
         return a if greater(a, b) else b
 
+    def min(self, a, b):  # the smaller of two upper bounds of the same quantity
+        self.count += 1
+        return b if greater(a, b) else a
+
 
 def table_work(dims, direct: str) -> int:
     """The exact number of scalar operations (units of spec/rules.md §proof
@@ -84,7 +88,10 @@ def table_work(dims, direct: str) -> int:
     n = k - 1  # non-query positions
     total = 3 * v * v + 3 * k * v + v * (k - 2)  # ρ, PVOU gaps, Pn
     total += v * (v - 1) + 2 * v * (v - 1)  # prefix max of ρ, prefix arg-extremes of EQKE
-    total += 3 * v * v if direct == "max_diff" else v * v + v * v + 3 * v * v + 3 * v + 4 * v * v
+    if direct in ("max_diff", "min"):
+        total += 3 * v * v  # U
+    if direct in ("mean+diff", "min"):
+        total += v * v + v * v + 3 * v * v + 3 * v + 4 * v * v  # ĒU, R, N, Ē, C
     return total + v * (n + 2 * n * n + 2 * n + 2 * (n - 1))  # per query: B, sorts, S, B − S
 
 
@@ -94,7 +101,9 @@ def entry_work(dims, gaps: dict, direct: str, extremes) -> int:
     check() counts the operations it performs and fails closed on a mismatch."""
     k = dims.n_ctx
     pairs = {(m, q) for (m, q, _) in gaps}
-    total = sum(2 + (5 if direct == "max_diff" else 6 + (q != m)) for m, q in pairs)
+    cost = {"max_diff": lambda q, m: 5, "mean+diff": lambda q, m: 6 + (q != m),
+            "min": lambda q, m: 5 + 6 + (q != m) + 3}[direct]  # α_M, α_Q, α_P
+    total = sum(2 + cost(q, m) for m, q in pairs)
     total += len({q for _, q in pairs})  # β_{k−1}·e_q
     exps = {(q, u) for m, q in pairs for u in (q, m)}
     total += sum(2 if c in (0, k - 1) else 8 for (_, _, c) in gaps)
@@ -173,9 +182,9 @@ class _Tables:
         # pre[q][j] = (argmin lower, argmax upper endpoint) of EQKE[q][0..j]   (2v(v−1))
         self.pre = [_prefix([(t, t) for t in range(v)], self._extend(row)) for row in self.eqke]
         self._exps = {}
-        if direct == "max_diff":
+        if direct in ("max_diff", "min"):
             self.u = [_row_gaps(ar, row) for row in eu]  # U[q][m]               (3v²)
-        else:
+        if direct in ("mean+diff", "min"):
             self._mean_diff(ar, eu, evou, v)
         self.queries = [_Query(ar, self.beta[q], k) for q in range(v)]
 
@@ -224,13 +233,22 @@ class _Tables:
     def alphas(self, q, m):
         """(α_M, α_Q, α_P): upper bounds of the per-position coefficients of
         the max's copies, the query, and a non-max token (before its ρ)."""
-        ar = self.ar
         if self.direct == "max_diff":
-            u = self.u[q][m]
-            a_m = ar.add(ar.add(u, self.rho[m][m]), self.p_rest[m])
-            a_q = ar.add(ar.add(u, self.rho[q][m]), self.p_query[m])
-            return a_m, a_q, ar.add(u, self.p_rest[m])
-        n = self.n[q][m]
+            return self._alphas_max_diff(q, m)
+        if self.direct == "mean+diff":
+            return self._alphas_mean_diff(q, m)
+        # "min": both bound the same per-position coefficients (Lemma 5); keep the smaller
+        return tuple(self.ar.min(a, b) for a, b in zip(self._alphas_max_diff(q, m),
+                                                       self._alphas_mean_diff(q, m)))
+
+    def _alphas_max_diff(self, q, m):
+        ar, u = self.ar, self.u[q][m]
+        a_m = ar.add(ar.add(u, self.rho[m][m]), self.p_rest[m])
+        a_q = ar.add(ar.add(u, self.rho[q][m]), self.p_query[m])
+        return a_m, a_q, ar.add(u, self.p_rest[m])
+
+    def _alphas_mean_diff(self, q, m):
+        ar, n = self.ar, self.n[q][m]
         a_m = ar.add(ar.add(self.c[m], n), self.p_rest[m])
         own_q = self.c[m] if q == m else ar.add(self.e_bar[m], self.rho[q][m])
         a_q = ar.add(ar.add(own_q, n), self.p_query[m])
@@ -332,13 +350,13 @@ def _prefix(items, combine):
 
 
 def parse_hints(hints, v, k):
-    """{"direct": "max_diff" | "mean+diff", "gaps": [[m, q, c, g, h], ...]} ->
+    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]} ->
     (direct, {(m, q, c): (g, h)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤ m + 1 and
     g ≤ m (every covered token is < m); for c = 0, g = h = 0."""
     if not (isinstance(hints, dict) and set(hints) == {"direct", "gaps"}
             and hints["direct"] in DIRECT and isinstance(hints["gaps"], list)):
-        raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff" or '
-                        '"mean+diff", "gaps": [[m, q, c, g, h], ...]}')
+        raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff", "mean+diff" '
+                        'or "min", "gaps": [[m, q, c, g, h], ...]}')
     gaps = {}
     for entry in hints["gaps"]:
         if not (isinstance(entry, list) and len(entry) == 5 and all(type(x) is int for x in entry)):

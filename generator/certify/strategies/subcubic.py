@@ -12,6 +12,7 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
   direct  how the direct path EU is bounded: "max_diff" (the exact row
           maximum of EU[q, o] − EU[q, m]) or "mean+diff" (the mean row of EU
           joined with the max token's EVOU row, plus the residual's row maximum)
+          or "min" (both, the smaller coefficient; the default)
   near    the near band: tokens m−g−near < t ≤ m−g are bounded one by one
           (attention × value jointly), smaller tokens through prefix maxima;
           near = 0 is the paper's Alg. 5 pessimisation.
@@ -33,7 +34,7 @@ NAME = "subcubic"
 RULE = "subcubic_gap"
 TOL = 1e-7
 INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
-Direct = Literal["max_diff", "mean+diff"]
+Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
 
 
@@ -41,7 +42,7 @@ NEAR_CHOICES = (0, 1, 2, 4, 8)
 class Options:
     """One point of the option grid; `name()` and `parse()` round-trip."""
 
-    direct: Direct = "mean+diff"
+    direct: Direct = "min"
     near: int = 4
 
     def name(self) -> str:
@@ -104,16 +105,22 @@ class Tables:
         self.rho_pre = np.maximum.accumulate(self.rho, axis=0)  # (j, m)
         self.e_hi = np.maximum.accumulate(e, axis=1)  # (q, j)
         self.e_lo = np.minimum.accumulate(e, axis=1)
-        if direct == "max_diff":
+        if direct in ("max_diff", "min"):
             self.u = row_gaps(eu)
-        else:
+        if direct in ("mean+diff", "min"):
             mean = eu.mean(axis=0)
             self.n = row_gaps(eu - mean[None, :])
             self.e_bar = row_gaps(mean[None, :])[0]
             self.c = np.diag(row_gaps(mean[None, :] + evou))
 
     def alphas(self, q, m):
-        if self.direct == "max_diff":
+        if self.direct == "min":
+            return tuple(min(a, b) for a, b in zip(self._alphas("max_diff", q, m),
+                                                   self._alphas("mean+diff", q, m)))
+        return self._alphas(self.direct, q, m)
+
+    def _alphas(self, direct, q, m):
+        if direct == "max_diff":
             u = self.u[q, m]
             return (u + self.rho[m, m] + self.p_rest[m], u + self.rho[q, m] + self.p_query[m],
                     u + self.p_rest[m])
