@@ -25,9 +25,10 @@ import time
 from dataclasses import dataclass, field
 
 from . import definitions, ops, rules, statement
+from .arith import MPMATH, Arithmetic
 from .errors import Malformed, Rejected
 from .modelspec import PARAMETERS, Dims, infer_dims
-from .numbers import contains, decode_floats, decode_intervals, point
+from .numbers import decode_bounds, decode_floats
 
 FORMAT = "maxk-cert"
 VERSION = 1
@@ -45,11 +46,26 @@ class Limits:
     max_seconds: float = 3600.0
 
 
-@dataclass
 class Value:
-    term: tuple
-    matrix: list  # rows of iv.mpf
-    shape: tuple[int, int]
+    """A line's matrix: its term, shape and recorded bounds (row-major floats),
+    with its elements in each arithmetic back-end built when first asked for."""
+
+    def __init__(self, term: tuple, lo: tuple, hi: tuple, shape: tuple[int, int]):
+        self.term, self.lo, self.hi, self.shape = term, lo, hi, shape
+        self._rows: dict[str, list] = {}
+
+    def rows(self, ar: Arithmetic) -> list:
+        """The recorded interval matrix as rows of `ar`'s elements (an enclosure)."""
+        if ar.name not in self._rows:
+            items = [ar.point(a) if a == b else ar.interval(a, b)
+                     for a, b in zip(self.lo, self.hi)]
+            self._rows[ar.name] = _as_matrix(items, self.shape)
+        return self._rows[ar.name]
+
+    @property
+    def matrix(self) -> list:
+        """Rows of mpmath intervals (the reference back-end)."""
+        return self.rows(MPMATH)
 
 
 @dataclass
@@ -61,6 +77,7 @@ class Report:
     strategy: str = ""
     lines: int = 0
     seconds: float = 0.0
+    arithmetic: str = MPMATH.name
     float_gap: dict = field(default_factory=dict)  # quantity -> (abs gap, max |value|)
     rule_notes: list = field(default_factory=list)
     # proof length (spec/rules.md §proof length): scalar operations, bytes read,
@@ -139,8 +156,10 @@ class CertificateChecker:
     """Replays a certificate line by line.  Use: feed(line) for each line, then
     finish() -> Report.  Raises Malformed or Rejected on the first problem."""
 
-    def __init__(self, limits: Limits = Limits(), model_file=None, jobs: int = 1):
+    def __init__(self, limits: Limits = Limits(), model_file=None, jobs: int = 1,
+                 arith: Arithmetic = MPMATH):
         self.limits = limits
+        self.arith = arith  # the arithmetic back-end (checker/arith)
         self.jobs = jobs  # processes a rule may use
         self.model_file = model_file  # checker.modelfile.ModelFile or None
         self.values: dict[int, Value] = {}
@@ -154,7 +173,7 @@ class CertificateChecker:
         self.next_id = 0
         self.done = False
         self.started = time.monotonic()
-        self.report = Report()
+        self.report = Report(arithmetic=arith.name)
 
     # -- driving ---------------------------------------------------------
     def feed(self, text: str) -> None:
@@ -240,8 +259,8 @@ class CertificateChecker:
         values = decode_floats(obj["data"], count, "f32", f"line {lineno} ({name})")
         self.weights[name] = (tl_shape, values)
         mshape = _weight_matrix_shape(name, tl_shape)
-        self.values[lineno] = Value(definitions.W(name.rsplit(".", 1)[1]),
-                                    _as_matrix([point(x) for x in values], mshape), mshape)
+        self.values[lineno] = Value(definitions.W(name.rsplit(".", 1)[1]), values, values,
+                                    mshape)
         if lineno == len(PARAMETERS):
             self._bind_weights()
 
@@ -271,27 +290,36 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: recorded shape {obj['shape']} but {op} gives "
                             f"{list(shape)}")
         count = shape[0] * shape[1]
-        recorded = decode_intervals(obj["lo"], obj["hi"], count, f"line {lineno}")
+        lo, hi = decode_bounds(obj["lo"], obj["hi"], count, f"line {lineno}")
         self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else
                                                    args[0].shape[0] if op == "mean_rows" else 1))
-        # ops call tick() once per result element: the time limit holds inside a line too
-        computed = function(*[a.matrix for a in args], *[params[p] for p in param_names],
-                            tick=lambda: self.charge(0))
+        # ops call tick() at least once per result row: the time limit holds inside a line too
+        tick = lambda: self.charge(0)  # noqa: E731
+        values = [params[p] for p in param_names]
+        if op in ops.EXACT:  # entries only move: compare the recorded floats themselves
+            ar = _RECORDED
+            computed = function(*[_as_matrix(list(zip(a.lo, a.hi)), a.shape) for a in args],
+                                *values, tick=tick)
+        else:
+            ar = self.arith if op in ops.PORTABLE else MPMATH
+            kwargs = {"ar": ar} if op in ops.PORTABLE else {}
+            computed = function(*[a.rows(ar) for a in args], *values, tick=tick, **kwargs)
         flat = [x for row in computed for x in row]
-        for i, (have, want) in enumerate(zip(recorded, flat)):
-            if not contains(have, want):
+        for i, (a, b, want) in enumerate(zip(lo, hi, flat)):
+            if not ar.contained(want, a, b):
                 r, c = divmod(i, shape[1])
                 raise Rejected(f"line {lineno} ({op}): recorded interval at [{r}, {c}] "
-                               f"{have} does not enclose the checker's {want}")
+                               f"[{a!r}, {b!r}] does not enclose the checker's "
+                               f"{_show(ar, want)}")
         term = (op, *[a.term for a in args], *[params[p] for p in param_names])
-        self.values[lineno] = Value(term, _as_matrix(recorded, shape), shape)
+        self.values[lineno] = Value(term, lo, hi, shape)
         if "float" in obj and term in self.canonical.values():
-            self._measure_gap(obj["float"], recorded, term, lineno)
+            self._measure_gap(obj["float"], lo, hi, term, lineno)
 
-    def _measure_gap(self, data, recorded, term, lineno) -> None:
+    def _measure_gap(self, data, lo, hi, term, lineno) -> None:
         """The generator's plain float32 result vs the enclosure (report only)."""
-        floats = decode_floats(data, len(recorded), "f32", f"line {lineno} (float)")
-        gap = max(max(abs(f - float(x.a)), abs(f - float(x.b))) for f, x in zip(floats, recorded))
+        floats = decode_floats(data, len(lo), "f32", f"line {lineno} (float)")
+        gap = max(max(abs(f - a), abs(f - b)) for f, a, b in zip(floats, lo, hi))
         scale = max(abs(f) for f in floats)
         for name, t in self.canonical.items():
             if t == term:
@@ -318,16 +346,21 @@ class CertificateChecker:
         if not isinstance(inputs, dict) or set(inputs) != set(rule.INPUTS):
             raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs "
                             f"{list(rule.INPUTS)}")
+        # a rule written against checker/arith lists the back-ends it supports
+        # (ARITHMETICS); any other rule runs in mpmath whatever is selected
+        portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
+        ar = self.arith if portable else MPMATH
         matrices = {}
         for name in rule.INPUTS:
             (value,) = self._refs([inputs[name]], lineno, 1)
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
-            matrices[name] = value.matrix
+            matrices[name] = value.rows(ar)
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
         started = time.monotonic()
-        proven, note = rule.check(self.dims, matrices, obj.get("hints"), self.charge, self.jobs)
+        proven, note = rule.check(self.dims, matrices, obj.get("hints"), self.charge, self.jobs,
+                                  **({"arith": ar} if portable else {}))
         note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
@@ -355,6 +388,27 @@ class CertificateChecker:
         self.report.theorem = self.header["theorem"]
         self.report.facts = facts
         self.done = True
+
+
+class _RecordedPairs:
+    """Containment for ops that only move entries: an entry is its recorded
+    (lo, hi) pair of floats, compared exactly."""
+
+    @staticmethod
+    def contained(x, lo, hi):
+        return lo <= x[0] and x[1] <= hi
+
+    @staticmethod
+    def float_bounds(x):
+        return x
+
+
+_RECORDED = _RecordedPairs()
+
+
+def _show(ar, x) -> str:
+    lo, hi = ar.float_bounds(x)
+    return f"[{lo!r}, {hi!r}] (approximately)"
 
 
 def weights_digest(dims: Dims, weights: dict) -> str:

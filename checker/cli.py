@@ -15,6 +15,7 @@ import os
 import sys
 from fractions import Fraction
 
+from . import arith as arithmetic
 from . import statement
 from .certificate import CertificateChecker, Limits, Report
 from .errors import Malformed, Rejected
@@ -36,14 +37,15 @@ def _lines(stream, limit: int):
             yield text
 
 
-def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1) -> Report:
+def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
+               arith: arithmetic.Arithmetic = arithmetic.MPMATH) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
     model_file = None
     if model_path is not None:
         from .modelfile import read_model_tensors
 
         model_file = read_model_tensors(model_path)
-    checker = CertificateChecker(limits, model_file, jobs)
+    checker = CertificateChecker(limits, model_file, jobs, arith)
     try:
         stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     except OSError as err:
@@ -75,6 +77,7 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "model_file_sha256": facts.model_file_sha256,
         "strategy": report.strategy,
         "lines": report.lines,
+        "arithmetic": report.arithmetic,
         "seconds": round(report.seconds, 3),
         "work": report.work,
         "bytes": report.bytes,
@@ -94,7 +97,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
               f"(file sha256:{s['model_file_sha256']})")
     for r in requires:
         print(f"  required and holds: {r}")
-    print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s")
+    print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s "
+          f"(arithmetic: {s['arithmetic']})")
     print(f"  proof length: {s['work']} scalar operations, {s['bytes']} bytes, "
           f"unexplained dimensionality {s['unexplained_dimensionality']}")
     for note in s["rules"]:
@@ -117,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes for rules that split their work (default: all cores)")
+    p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
+                   help="arithmetic back-end: mpmath (reference) or arb (python-flint, "
+                        "faster; pip install 'maxk-certify[fast]')")
     d = Limits()
     p.add_argument("--max-seconds", type=float, default=d.max_seconds)
     p.add_argument("--max-work", type=int, default=d.max_work,
@@ -130,8 +137,12 @@ def main(argv: list[str] | None = None) -> int:
                     max_elements=args.max_elements, max_work=args.max_work,
                     max_seconds=args.max_seconds)
     try:
+        backend = arithmetic.get(args.arith)
+    except arithmetic.Unavailable as err:
+        return _fail(args.json, "malformed", str(err), 2)
+    try:
         policies = [statement.parse(r, "--require") for r in args.require]
-        report = check_file(args.certificate, limits, args.model, max(1, args.jobs))
+        report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend)
         for atoms in policies:
             for atom in atoms:
                 if not statement.holds(atom, report.facts):

@@ -1,4 +1,4 @@
-"""Exact decoding of recorded numbers, and the interval type the checker uses.
+"""Exact decoding of recorded numbers, and the mpmath arithmetic of the checker.
 
 Every number in a certificate is an IEEE-754 binary32 or binary64 value stored
 as base64 of its little-endian bytes: decoding is exact, there is no decimal
@@ -7,6 +7,8 @@ all arithmetic on them rounds outward, so each computed interval encloses the
 exact real result of the same operations on any reals inside the inputs.
 Also here: upper-bound arithmetic (for the cubic rule's hot loops) and the
 checker's own rigorous exp and 1/sqrt (mpmath's iv.exp is not rigorous).
+These are the kernels of the reference back-end (arith/mp.py); rules reach
+them through the back-end interface (checker/arith).
 """
 
 from __future__ import annotations
@@ -72,20 +74,23 @@ def encode_floats(values, dtype: str) -> str:
     return base64.b64encode(struct.pack(f"<{len(values)}{code}", *values)).decode("ascii")
 
 
-def decode_intervals(lo_text: object, hi_text: object, count: int, what: str) -> list:
-    """Decode recorded intervals [lo_i, hi_i] (binary64 endpoints) into iv.mpf.
-
-    Validates lo <= hi explicitly: mpmath checks this only with `assert`,
-    which `python -O` removes.
-    """
+def decode_bounds(lo_text: object, hi_text: object, count: int,
+                  what: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Decode recorded intervals [lo_i, hi_i] (binary64 endpoints) as two
+    tuples of floats, validating lo <= hi explicitly (mpmath checks this only
+    with `assert`, which `python -O` removes)."""
     lo = decode_floats(lo_text, count, "f64", f"{what} (lo)")
     hi = decode_floats(hi_text, count, "f64", f"{what} (hi)")
-    out = []
     for a, b in zip(lo, hi):
         if not a <= b:
             raise Malformed(f"{what}: reversed interval [{a!r}, {b!r}]")
-        out.append(iv.mpf((a, b)))
-    return out
+    return lo, hi
+
+
+def decode_intervals(lo_text: object, hi_text: object, count: int, what: str) -> list:
+    """Decode recorded intervals [lo_i, hi_i] (binary64 endpoints) into iv.mpf."""
+    lo, hi = decode_bounds(lo_text, hi_text, count, what)
+    return [iv.mpf((a, b)) for a, b in zip(lo, hi)]
 
 
 def point(x: float):

@@ -1,21 +1,20 @@
 """The matrix operations a certificate may record, over intervals.
 
-A matrix is a list of rows of `iv.mpf`.  Each operation returns an enclosure
+A matrix is a list of rows of the arithmetic back-end's elements (checker/arith:
+mpmath `iv.mpf` by default, or Arb balls).  Each operation returns an enclosure
 of the exact real result for all real matrices inside its interval inputs:
-add/sub/mean use mpmath's outward-rounded interval arithmetic, matmul is exact
-integer arithmetic rounded outward once, exp and 1/sqrt are the checker's own
-rigorous bounds (numbers.py).  Each op also has a *term*: the symbolic
-expression it denotes, so that rules can demand that an input is exactly,
-say, EQKE as defined in spec/ (see definitions.py).
+add/sub/mean use the back-end's outward-rounded arithmetic, matmul, exp and
+1/sqrt its rigorous kernels (arith/mp.py: exact integers rounded once, and the
+checker's own exp in numbers.py; arith/arb.py: FLINT's arb_mat_mul, arb_exp).
+Each op also has a *term*: the symbolic expression it denotes, so that rules
+can demand that an input is exactly, say, EQKE as defined in spec/ (see
+definitions.py).
 """
 
 from __future__ import annotations
 
-from mpmath import iv
-from mpmath.libmp import from_man_exp, round_ceiling, round_floor
-
+from .arith import MPMATH
 from .errors import Malformed
-from .numbers import WORKING_PRECISION, exp_interval, inv_sqrt_interval
 
 
 def shape(m) -> tuple[int, int]:
@@ -31,67 +30,14 @@ def _no_tick() -> None:
     pass
 
 
-def matmul(a, b, tick=_no_tick):
+def matmul(a, b, tick=_no_tick, ar=MPMATH):
     """A·B for A of shape (r, n) and B of shape (n, c).  Cost r·n·c.
 
-    Computed exactly, then rounded outward once: every endpoint is a dyadic
-    rational n·2^e (mpmath's own representation), so with all endpoints of a
-    matrix scaled to a common exponent, each entry's interval-arithmetic
-    bounds  Σ_j min(products of endpoints), Σ_j max(...)  are exact Python
-    integers.  This is the exact real result of interval arithmetic (tighter
-    than per-operation rounding) and ~20× faster than mpmath's iv.fdot.
+    The back-end's enclosure: mpmath computes exact interval arithmetic in
+    integers and rounds outward once (arith/mp.py); Arb uses arb_mat_mul.
     """
     _need(shape(a)[1] == shape(b)[0], f"matmul: shapes {shape(a)} and {shape(b)} do not chain")
-    a_lo, a_hi, a_exp = _to_integers(a)
-    b_lo, b_hi, b_exp = _to_integers(b)
-    b_lo_cols, b_hi_cols = list(zip(*b_lo)), list(zip(*b_hi))
-    out = []
-    for x_lo, x_hi in zip(a_lo, a_hi):
-        row = []
-        for y_lo, y_hi in zip(b_lo_cols, b_hi_cols):
-            tick()
-            lo = hi = 0
-            for x0, x1, y0, y1 in zip(x_lo, x_hi, y_lo, y_hi):
-                if x0 == x1 and y0 == y1:
-                    p = x0 * y0
-                    lo += p
-                    hi += p
-                else:
-                    p = (x0 * y0, x0 * y1, x1 * y0, x1 * y1)
-                    lo += min(p)
-                    hi += max(p)
-            row.append(_from_integers(lo, hi, a_exp + b_exp))
-        out.append(row)
-    return out
-
-
-def _to_integers(m):
-    """Matrices of integer endpoints (lo, hi) and an exponent E such that
-    entry [i][j] is the interval [lo[i][j]·2^E, hi[i][j]·2^E], exactly."""
-    pairs = [[_dyadic(x) for x in r] for r in m]
-    exponent = min((e for r in pairs for (_, e_lo), (_, e_hi) in r for e in (e_lo, e_hi)),
-                   default=0)
-    lo = [[n << (e - exponent) for (n, e), _ in r] for r in pairs]
-    hi = [[n << (e - exponent) for _, (n, e) in r] for r in pairs]
-    return lo, hi, exponent
-
-
-def _dyadic(x):
-    """Interval x's endpoints as exact ((n_lo, e_lo), (n_hi, e_hi)), value n·2^e.
-    mpmath stores a finite number as (sign, mantissa, exponent, bitcount);
-    infinities and NaN have mantissa 0 and a non-zero exponent code."""
-    out = []
-    for sign, man, exp, _ in x._mpi_:
-        _need(man != 0 or exp == 0, "matmul: an operand is not finite")
-        out.append((-man if sign else man, exp))
-    return tuple(out)
-
-
-def _from_integers(lo: int, hi: int, exponent: int):
-    """The interval [lo·2^E, hi·2^E] rounded outward to the working precision."""
-    prec = WORKING_PRECISION
-    return iv.make_mpf((from_man_exp(lo, exponent, prec, round_floor),
-                        from_man_exp(hi, exponent, prec, round_ceiling)))
+    return ar.matmul(a, b, tick)
 
 
 def _broadcast(a, b, name):
@@ -101,54 +47,64 @@ def _broadcast(a, b, name):
     return b if rb == ra else b * ra
 
 
-def add(a, b, tick=_no_tick):
+def add(a, b, tick=_no_tick, ar=MPMATH):
     """A + B, where B may be a single row added to every row of A."""
     return [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(a, _broadcast(a, b, "add"))]
 
 
-def sub(a, b, tick=_no_tick):
+def sub(a, b, tick=_no_tick, ar=MPMATH):
     """A − B, where B may be a single row subtracted from every row of A."""
     return [[x - y for x, y in zip(ra, rb)] for ra, rb in zip(a, _broadcast(a, b, "sub"))]
 
 
-def mean_rows(a, tick=_no_tick):
+def mean_rows(a, tick=_no_tick, ar=MPMATH):
     """The 1×c matrix of column means of A (the average over positions)."""
     n = len(a)
-    return [[iv.fsum(col) / n for col in zip(*a)]]
+    return [[ar.fsum(col) / n for col in zip(*a)]]
 
 
-def row(a, i: int, tick=_no_tick):
+def row(a, i: int, tick=_no_tick, ar=MPMATH):
     """Row i of A as a 1×c matrix."""
     _need(isinstance(i, int) and 0 <= i < len(a), f"row: index {i!r} out of range")
     return [list(a[i])]
 
 
-def transpose(a, tick=_no_tick):
+def transpose(a, tick=_no_tick, ar=MPMATH):
     return [list(col) for col in zip(*a)]
 
 
-def div_sqrt(a, n: int, tick=_no_tick):
+def div_sqrt(a, n: int, tick=_no_tick, ar=MPMATH):
     """A / sqrt(n) for a positive integer n (the attention scale)."""
     _need(isinstance(n, int) and n > 0, f"div_sqrt: {n!r} is not a positive integer")
-    scale = inv_sqrt_interval(n)
+    scale = ar.inv_sqrt(n)
     return [[x * scale for x in r] for r in a]
 
 
-def exp(a, tick=_no_tick):
+def exp(a, tick=_no_tick, ar=MPMATH):
     """Elementwise exp (the unnormalised attention weights), rigorously
-    (numbers.exp_interval: mpmath's own iv.exp is not a guaranteed enclosure)."""
+    (numbers.exp_interval: mpmath's own iv.exp is not a guaranteed enclosure;
+    Arb's arb_exp is)."""
     out = []
     for r in a:
         out.append([])
         for x in r:
             tick()
-            out[-1].append(exp_interval(x))
+            out[-1].append(ar.exp(x))
     return out
 
 
 # Work charged per result element (times the inner dimension for matmul), in
 # units of one interval operation: an exp costs ~50 of them (numbers.py).
 COST = {"exp": 50}
+
+# Ops that only move entries: the checker compares the recorded floats of
+# their argument with the recorded result, exactly, in every back-end.
+EXACT = frozenset({"row", "transpose"})
+
+# Ops written against the back-end interface (they take `ar=`); any other op
+# is computed in mpmath whatever back-end is selected.
+PORTABLE = frozenset({"matmul", "add", "sub", "mean_rows", "row", "transpose", "div_sqrt",
+                      "exp"})
 
 # name -> (function, number of matrix arguments, names of integer parameters)
 OPS = {

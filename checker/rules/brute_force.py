@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import itertools
 
-from mpmath import iv
-
-from ..numbers import is_negative
+from ..arith import MPMATH
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 
 
-def check(dims, m, hints, charge, jobs=1):
+def check(dims, m, hints, charge, jobs=1, arith=MPMATH):
     if hints is not None:
         from ..errors import Malformed
 
@@ -38,16 +37,16 @@ def check(dims, m, hints, charge, jobs=1):
             charge(0)  # enforces the time limit
         q, top = tokens[-1], max(tokens)
         w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
-        if all(is_negative(_margin(w, tokens, q, top, o, evou, pvou, eu))
+        if all(arith.is_negative(_margin(arith, w, tokens, q, top, o, evou, pvou, eu))
                for o in range(v) if o != top):
             certified += 1
     return certified, f"{certified} of {v ** k} sequences certified correct"
 
 
-def _margin(w, tokens, q, top, o, evou, pvou, eu):
+def _margin(ar, w, tokens, q, top, o, evou, pvou, eu):
     """Enclosure of Σ_i w_i x_i(o), whose sign is that of ℓ_o − ℓ_m."""
     direct = eu[q][o] - eu[q][top]
-    return iv.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
+    return ar.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
                    for i, (w_i, t) in enumerate(zip(w, tokens)))
 
 

@@ -26,28 +26,30 @@ non-query tokens are all good is correct (separability of the sign of
   sequence passes, the query being q).
 Hints: the good sets, as bitmasks; the checker confirms each claimed t' and
 counts only claimed ones.  Cost O(v³·k) interval operations.
+
+Written against the arithmetic back-end interface (checker/arith): `ar` is
+mpmath or Arb; every check is an exact comparison of an upper bound with 0.
 """
 
 from __future__ import annotations
 
 from math import comb
 
-from mpmath import iv
-
+from ..arith import MPMATH
 from ..errors import Malformed, Rejected
-from ..numbers import below_zero, greater, up_add, up_diff, up_minus, up_mul, upper
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
 
 
-def check(dims, mats, hints, charge, jobs=1):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule cubic needs d_vocab >= 2")
     good = parse_hints(hints, v, k)
     joint_tokens = sum(bin(joint).count("1") for _, joint in good.values())
     charge(v * v * k + v * v * (v + 1) * (k + 4) + joint_tokens * v * 4)
-    tables = _Tables(mats, v, k)
+    tables = _Tables(mats, v, k, arith)
     proven = sum(_map(jobs, (tables, good, charge), v))
     return proven, f"{proven} sequences certified by the cubic rule"
 
@@ -58,13 +60,14 @@ class _Tables:
     as upper bounds (numbers.py, upper-bound arithmetic): every check of the
     rule is "an upper bound is < 0" and every weight is positive."""
 
-    def __init__(self, mats, v, k):
-        self.v, self.k = v, k
+    def __init__(self, mats, v, k, ar):
+        self.v, self.k, self.ar = v, k, ar
+        up_diff = ar.up_diff
         self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
         self.evou = evou
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])   (non-query positions)
-        self.dp_max = [[_max_raw([up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
+        self.dp_max = [[_max_raw(ar, [up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
                         for o in range(v)] for m in range(v)]
         # dp_query[m][o] >= PVOU[k−1, o] − PVOU[k−1, m]              (the query position)
         self.dp_query = [[up_diff(pvou[k - 1][o], pvou[k - 1][m]) for o in range(v)]
@@ -74,8 +77,8 @@ class _Tables:
         # dv_self[m][t] >= ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
         self.dv_self = [[up_diff(evou[t][t], evou[t][m]) for t in range(v)] for m in range(v)]
         # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o] (None if there is no such o)
-        tops = [_top(row, 3) for row in evou]
-        self.dv_rest = [[_rest_of_row(tops[t], m, t, evou[t][m]) for t in range(v)]
+        tops = [_top(ar, row, 3) for row in evou]
+        self.dv_rest = [[_rest_of_row(ar, tops[t], m, t, evou[t][m]) for t in range(v)]
                         for m in range(v)]
 
 
@@ -107,128 +110,123 @@ def _count_q_shared(q):
 def _count_q(t: _Tables, good, charge, q):
     """Confirm the claimed good sets for query q; return the count they prove."""
     charge(0)  # enforces the time limit
-    k, v = t.k, t.v
+    k, v, ar = t.k, t.v, t.ar
     nonquery = t.beta[q][:k - 1]
-    b_total = iv.fsum(nonquery)
+    b_total = ar.fsum(nonquery)
     # Placements: for c < k−1, S ranges within [S_lo, S_hi] and R = B − S; for
     # c = k−1 every non-query position is t', S = B and R = 0 exactly.
     placements = {c: [(b_total - s_bound, s_bound) for s_bound in bounds]
-                  for c, bounds in _subset_sum_bounds(nonquery).items() if c < k - 1}
+                  for c, bounds in _subset_sum_bounds(ar, nonquery).items() if c < k - 1}
     placements[k - 1] = [(None, b_total)]
     for c, options in placements.items():
         for rest, _ in options:
-            if rest is not None and rest.a < 0:
+            if rest is not None and not ar.is_nonnegative(rest):
                 raise Rejected(f"cubic: query {q}: the attention outside {c} positions "
                                "cannot be shown positive")
-    # weight[c][j][u] = S·e[q][u], the attention weight of the c copies of u
-    weights = {c: [[s_bound * e for e in t.e[q]] for _, s_bound in opts]
-               for c, opts in placements.items()}
     w_query = t.beta[q][k - 1] * t.e[q][q]
-    return sum(_count_q_m(t, good, q, m, b_total, placements, weights, w_query)
-               for m in range(q, v))
+    return sum(_count_q_m(t, good, q, m, b_total, placements, w_query) for m in range(q, v))
 
 
-def _count_q_m(t: _Tables, good, q, m, b_total, placements, weights, w_query):
-    """Confirm the claimed good sets for (q, m, ·) and return their count."""
-    k, v, eu, evou = t.k, t.v, t.eu[q], t.evou
-    outputs = [o for o in range(v) if o != m]
-    d = {o: up_add(up_diff(eu[o], eu[m]), t.dp_max[m][o]) for o in outputs}  # >= D[o]
-    x_m = {o: up_add(d[o], t.dv_m[m][o]) for o in outputs}  # >= X_m[o]
+def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
+    """Confirm the claimed good sets for (q, m, ·) and return their count.
+    Vectors are indexed by the output o; their entry o = m is never read."""
+    k, eu, evou, ar = t.k, t.eu[q], t.evou, t.ar
+    up_add, up_mul = ar.up_add, ar.up_mul
+    d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
+    d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
+    x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
     # >= X^query_q[o] = EU[q,o] − EU[q,m] + PVOU[k−1,o] − PVOU[k−1,m] + ΔV_q[o]
-    x_q = {o: up_add(up_add(up_diff(eu[o], eu[m]), t.dp_query[m][o]),
-                     up_diff(evou[q][o], evou[q][m])) for o in outputs}
-    p = {o: up_mul(t.e[q][m], x_m[o]) for o in outputs}  # >= e_m·X_m[o]
-    qv = {o: up_mul(w_query, x_q[o]) for o in outputs}  # >= β_q·e_q·X_q[o]
+    x_q = ar.v_add(ar.v_add(d_eu, t.dp_query[m]), ar.v_diff(evou[q], evou[q][m]))
+    p = ar.v_mul(t.e[q][m], x_m)  # >= e_m·X_m[o]
+    qv = ar.v_mul(w_query, x_q)  # >= β_q·e_q·X_q[o]
     count = 0
     # c = 0: every non-query position holds m (S = 0, R = B).
     if good.get((m, q, 0), (0, 0))[0]:
-        if not all(below_zero(up_add(up_mul(b_total, p[o]), qv[o])) for o in outputs):
+        if not ar.all_below_zero(ar.v_affine(b_total, p, qv), skip=(m,)):
             raise Rejected(f"cubic: the sequence with query {q} and all other tokens {m} "
                            "is claimed correct but its bound is not negative")
         count += 1
     max_c = k - 1 if q == m else k - 2
     claims = {c: good.get((m, q, c), (0, 0)) for c in range(1, max_c + 1)}
     tokens = sorted({u for mask, _ in claims.values() for u in range(m) if mask >> u & 1})
-    d_top = _top_upper(d)
-    x_t = {u: up_add(d[u], t.dv_self[m][u]) for u in tokens}  # >= X_u[u]
-    # >= max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]; None when no such o exists
-    spread = {u: None if t.dv_rest[m][u] is None
-              else up_add(_excluding(d_top, u), t.dv_rest[m][u]) for u in tokens}
-    x_rows = {}  # u -> {o: upper bound of X_u[o]}, for tokens whose (II) is joint
+    d_top = ar.top_upper(d, m)
+    e_q = t.e[q]
+    # (I) needs S·e_u·X_u[u]: h_self[u] >= e_u·X_u[u], then S·h_self[u] (S >= 0).
+    h_self = {u: up_mul(e_q[u], up_add(d[u], t.dv_self[m][u])) for u in tokens}
+    # (II), split, needs S·e_u·(max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]); no entry
+    # when no such o exists (v = 2: (II) is vacuous)
+    h_spread = {u: up_mul(e_q[u], up_add(_excluding(d_top, u), t.dv_rest[m][u]))
+                for u in tokens if t.dv_rest[m][u] is not None}
+    x_rows = {}  # u -> [upper bound of X_u[o]], for tokens whose (II) is joint
     for c, (mask, joint) in claims.items():
         claimed = [u for u in tokens if mask >> u & 1]
         for u in claimed:
             if joint >> u & 1 and u not in x_rows:
-                x_rows[u] = {o: up_add(d[o], up_diff(evou[u][o], evou[u][m]))
-                             for o in outputs if o != u}
-        for (rest, _), s_u in zip(placements[c], weights[c]):
-            a_s = qv if rest is None else {o: up_add(up_mul(rest, p[o]), qv[o]) for o in outputs}
-            a_top = _top_upper(a_s)
-            for u in claimed:
-                ok = below_zero(up_add(a_s[u], up_mul(s_u[u], x_t[u])))  # (I)
-                if ok and joint >> u & 1:  # (II), exactly: every o ∉ {m, u}
-                    ok = all(below_zero(up_add(a_s[o], up_mul(s_u[u], x_o)))
-                             for o, x_o in x_rows[u].items())
-                elif ok and spread[u] is not None:  # (II), split
-                    ok = below_zero(up_add(_excluding(a_top, u), up_mul(s_u[u], spread[u])))
-                if not ok:
-                    raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
-                                   f"{c} non-max copies, but its bound is not negative")
+                x_rows[u] = ar.v_add(d, ar.v_diff(evou[u], evou[u][m]))
+        for rest, s_bound in placements[c]:
+            a_s = qv if rest is None else ar.v_affine(rest, p, qv)
+            top = ar.top_upper(a_s, m)
+
+            def good_tokens(us, a_s=a_s, top=top, s_bound=s_bound, joint=joint):
+                """Checks (I) and (II) for the tokens us, at this S, vectorised."""
+                index, first, second = top
+                split = [u for u in us if not joint >> u & 1 and u in h_spread]
+                return (ar.all_below_zero(ar.v_affine(s_bound, [h_self[u] for u in us],
+                                                      [a_s[u] for u in us]))  # (I)
+                        and ar.all_below_zero(ar.v_affine(  # (II), split
+                            s_bound, [h_spread[u] for u in split],
+                            [second if u == index else first for u in split]))
+                        and all(ar.all_below_zero(ar.v_affine(s_bound * e_q[u], x_rows[u], a_s),
+                                                  skip=(m, u))  # (II), exact: o ∉ {m, u}
+                                for u in us if joint >> u & 1))
+
+            if not good_tokens(claimed):
+                u = next(u for u in claimed if not good_tokens([u]))
+                raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
+                               f"{c} non-max copies, but its bound is not negative")
         count += comb(k - 1, c) * len(claimed) ** c
     return count
 
 
-def _subset_sum_bounds(betas):
+def _subset_sum_bounds(ar, betas):
     """For each c, a lower bound of every sum of c of `betas` (the c smallest
     lower endpoints) and an upper bound (the c largest upper endpoints), as
     point intervals."""
-    los = sorted(b.a for b in betas)  # endpoints are points: comparisons are exact
-    his = sorted((b.b for b in betas), reverse=True)
+    los = sorted(ar.lower_point(b) for b in betas)  # points: comparisons are exact
+    his = sorted((ar.upper_point(b) for b in betas), reverse=True)
     out = {}
     for c in range(1, len(betas) + 1):
-        out[c] = (iv.mpf(iv.fsum(los[:c]).a), iv.mpf(iv.fsum(his[:c]).b))
+        out[c] = (ar.lower_point(ar.fsum(los[:c])), ar.upper_point(ar.fsum(his[:c])))
     return out
 
 
-def _max_raw(xs):
-    """The largest of raw upper bounds (exact comparisons)."""
+def _max_raw(ar, xs):
+    """The largest of upper bounds (exact comparisons)."""
     best = xs[0]
     for x in xs[1:]:
-        if greater(x, best):
+        if ar.greater(x, best):
             best = x
     return best
 
 
-def _top_upper(vec: dict):
-    """(index of the largest, largest, second largest) of the upper bounds in
-    vec; second = largest when vec has one entry.  One pass, exact."""
-    index = best = second = None
-    for o, x in vec.items():
-        if best is None or greater(x, best):
-            index, best, second = o, x, best
-        elif second is None or greater(x, second):
-            second = x
-    return (index, best, best if second is None else second)
-
-
 def _excluding(top, t):
-    """Upper bound of the max over entries other than t, from _top_upper."""
+    """Upper bound of the max over entries other than t, from ar.top_upper."""
     index, first, second = top
     return second if index == t else first
 
 
-def _top(row, n):
+def _top(ar, row, n):
     """The n largest upper endpoints of a row of intervals, with their indices."""
-    ranked = sorted(range(len(row)), key=lambda o: row[o].b, reverse=True)[:n]
-    return [(o, upper(row[o])) for o in ranked]
+    ranked = sorted(range(len(row)), key=lambda o: ar.upper_point(row[o]), reverse=True)[:n]
+    return [(o, ar.upper(row[o])) for o in ranked]
 
 
-def _rest_of_row(top, m, t, evou_tm):
+def _rest_of_row(ar, top, m, t, evou_tm):
     """Upper bound of max_{o ∉ {m, t}} (EVOU[t, o] − EVOU[t, m]) from the row's
     top three upper endpoints; None if the row has no other entry."""
     for o, value in top:
         if o != m and o != t:
-            return up_minus(value, evou_tm)
+            return ar.up_minus(value, evou_tm)
     return None
 
 

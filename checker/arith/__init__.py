@@ -1,0 +1,33 @@
+"""Arithmetic back-ends of the checker (spec/arithmetic.md).
+
+`get(name)` returns the back-end: "mpmath" (the reference and default; only
+mpmath) or "arb" (FLINT's ball arithmetic through python-flint, imported only
+when asked for).  Both compute rigorous enclosures; they must give the same
+verdicts.
+"""
+
+from __future__ import annotations
+
+from .base import Arithmetic
+from .mp import MPMATH
+
+NAMES = ("mpmath", "arb")
+DEFAULT = "mpmath"
+
+
+class Unavailable(Exception):
+    """The requested back-end cannot be loaded (e.g. python-flint is missing)."""
+
+
+def get(name: str = DEFAULT) -> Arithmetic:
+    """The back-end called `name`; Unavailable if it cannot be loaded."""
+    if name == "mpmath":
+        return MPMATH
+    if name == "arb":
+        from .arb import load
+
+        return load()
+    raise Unavailable(f"unknown arithmetic {name!r} (choose from {', '.join(NAMES)})")
+
+
+__all__ = ["Arithmetic", "DEFAULT", "MPMATH", "NAMES", "Unavailable", "get"]

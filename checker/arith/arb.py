@@ -1,0 +1,165 @@
+"""The fast back-end: Arb ball arithmetic (FLINT) through python-flint >= 0.9.
+
+Imported only for `check-cert --arith arb`.  Elements are `flint.arb` balls
+[m ± r] at ARB_PRECISION bits; every Arb function returns a ball containing
+the exact result for all reals in its input balls (spec/arithmetic.md cites
+the FLINT documentation for each one used).  An upper bound ā is carried as a
+ball whose *upper endpoint* is the bound: if X <= upper(A) and Y <= upper(B)
+then X + Y <= upper(A + B), because upper(A) + upper(B) is a point of the ball
+A + B; likewise for A − y and, with w >= 0, for w·A.
+
+Exactness of verdicts: comparisons of balls with 0 (`<`, `>=`) and of exact
+endpoints are exact in Arb; `lower()`/`upper()` round outward.  Recorded
+intervals [lo, hi] become the ball arb(lo) ∪ arb(hi) (arb_union rounds
+outward: widening); an op's result is accepted only if its ball's endpoints,
+rounded outward, lie inside the recorded binary64 [lo, hi] (exactly).
+"""
+
+from __future__ import annotations
+
+from ..errors import Malformed, Rejected
+from .base import Arithmetic
+
+# Midpoint precision in bits.  Above mpmath's 80 so that Arb's enclosures are
+# at least as tight as the reference back-end's (the verdicts must agree);
+# correctness does not depend on the value.
+ARB_PRECISION = 128
+MIN_VERSION = (0, 9)
+EXP_ARGUMENT_LIMIT = 1 << 13  # as numbers.EXP_ARGUMENT_LIMIT (spec/format.md, op exp)
+
+
+def load() -> Arithmetic:
+    """The Arb back-end; Unavailable if python-flint (>= 0.9) is missing."""
+    from . import Unavailable
+
+    try:
+        import flint
+    except ImportError:
+        raise Unavailable("--arith arb needs python-flint >= 0.9 (pip install "
+                          "'maxk-certify[fast]', or pip install python-flint)") from None
+    version = tuple(int(p) for p in flint.__version__.split(".")[:2] if p.isdigit())
+    if version < MIN_VERSION:
+        raise Unavailable(f"--arith arb needs python-flint >= 0.9, found {flint.__version__}")
+    flint.ctx.prec = ARB_PRECISION
+    return ArbArithmetic(flint)
+
+
+class ArbArithmetic(Arithmetic):
+    name = "arb"
+
+    def __init__(self, flint):
+        self.arb, self.arb_mat = flint.arb, flint.arb_mat
+        self.zero = flint.arb(0)
+        self.exp_limit = flint.arb(EXP_ARGUMENT_LIMIT)
+        self.exp_floor = flint.arb(-EXP_ARGUMENT_LIMIT // 2)  # −2^12, as numbers._EXP_FLOOR
+
+    # -- enclosures of recorded numbers -----------------------------------
+    def interval(self, lo, hi):
+        arb = self.arb
+        return arb(lo) if lo == hi else arb(lo).union(arb(hi))
+
+    def point(self, x):
+        return self.arb(x)  # arf_set_d: exact for a finite binary64
+
+    def contained(self, x, lo, hi):
+        arb = self.arb
+        return arb(lo) <= x.lower() and x.upper() <= arb(hi)
+
+    def float_bounds(self, x):
+        return float(x.lower()), float(x.upper())
+
+    # -- exact endpoint tests -------------------------------------------------
+    def is_negative(self, x):
+        return x < self.zero  # arb_lt: every point of x is < 0
+
+    def is_nonnegative(self, x):
+        return x >= self.zero  # arb_ge: every point of x is >= 0
+
+    def lower_point(self, x):
+        return x.lower()
+
+    def upper_point(self, x):
+        return x.upper()
+
+    # -- sums and functions -------------------------------------------------
+    def fsum(self, xs):
+        total = self.zero
+        for x in xs:
+            total = total + x
+        return total
+
+    def exp(self, x):
+        top = x.upper()
+        if top >= self.exp_limit:
+            raise Malformed(f"exp of an argument above {EXP_ARGUMENT_LIMIT} (its value could "
+                            "not be recorded)")
+        if x.lower() <= -self.exp_limit:  # as numbers.py: lower bound 0 below −2^13
+            if top <= -self.exp_limit:
+                top = self.exp_floor
+            return self.zero.union(top.exp())
+        return x.exp()  # arb_exp
+
+    def inv_sqrt(self, n):
+        return self.arb(n).rsqrt()  # arb_rsqrt
+
+    # -- matrices -------------------------------------------------------------
+    def matmul(self, a, b, tick):
+        product = self.arb_mat(a) * self.arb_mat(b)  # arb_mat_mul
+        out = []
+        for i in range(product.nrows()):
+            tick()
+            out.append([product[i, j] for j in range(product.ncols())])
+        return out
+
+    # -- upper-bound arithmetic (balls; the bound is the upper endpoint) ------
+    def upper(self, x):
+        return x
+
+    def up_add(self, a, b):
+        return a + b
+
+    def up_minus(self, a, y):
+        return a - y
+
+    def up_diff(self, x, y):
+        return x - y
+
+    def up_mul(self, w, a):
+        if not w >= self.zero:
+            raise Rejected("a weight that must be positive (an attention weight) has a "
+                           "recorded enclosure reaching below 0")
+        return w * a
+
+    def below_zero(self, a):
+        return a < self.zero
+
+    def greater(self, a, b):
+        return not a.upper() <= b.upper()  # NaN (never produced) counts as greater
+
+    # -- vectors: the same bounds with fewer Python calls ----------------------
+    def v_diff(self, xs, y):
+        return [x - y for x in xs]
+
+    def v_add(self, a, b):
+        return [x + y for x, y in zip(a, b)]
+
+    def v_mul(self, w, xs):
+        self.up_mul(w, self.zero)  # the sign check, once
+        return [w * x for x in xs]
+
+    def v_affine(self, w, xs, ys):
+        self.up_mul(w, self.zero)
+        return [w * x + y for x, y in zip(xs, ys)]
+
+    def all_below_zero(self, xs, skip=()):
+        zero = self.zero
+        return all(x < zero for i, x in enumerate(xs) if i not in skip)
+
+    def top_upper(self, xs, skip):
+        # exact points compare exactly (arb_gt); each upper endpoint is taken once
+        ups = [x.upper() for x in xs]
+        rest = [i for i in range(len(xs)) if i != skip]
+        index = max(rest, key=ups.__getitem__)
+        best = ups[index]
+        second = max((ups[i] for i in rest if i != index), default=best)
+        return (index, best, second)
