@@ -25,36 +25,36 @@ from __future__ import annotations
 
 from math import comb
 
-from mpmath import iv
-
+from ..arith import MPMATH
 from ..errors import Malformed, Rejected
-from ..numbers import below_zero, exp_interval, greater, up_add, up_minus, up_mul, upper
 from ..ops import COST
 
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
 
 
 class _Arith:
-    """The rule's scalar arithmetic, one call = one counted operation.
-    Upper-bound arithmetic of numbers.py (raw mpmath numbers X̄ meaning X ≤ X̄,
-    rounded up) and mpmath intervals; exact comparisons."""
+    """The rule's scalar arithmetic, one call = one counted operation: the
+    back-end's upper-bound arithmetic (values X̄ meaning X ≤ X̄, rounded up)
+    and its enclosures (elements); exact comparisons (checker/arith)."""
 
-    def __init__(self):
+    def __init__(self, ar=MPMATH):
+        self.ar = ar
         self.count = 0
 
     def add(self, a, b):  # X + Y ≤ a + b
         self.count += 1
-        return up_add(a, b)
+        return self.ar.up_add(a, b)
 
-    def minus(self, a, y):  # X − Y ≤ a − lower(y), y an interval
+    def minus(self, a, y):  # X − Y ≤ a − lower(y), y an element
         self.count += 1
-        return up_minus(a, y)
+        return self.ar.up_minus(a, y)
 
-    def mul(self, w, a):  # W·X for an interval W ≥ 0 and X ≤ a
+    def mul(self, w, a):  # W·X for an element W ≥ 0 and X ≤ a
         self.count += 1
-        return up_mul(w, a)
+        return self.ar.up_mul(w, a)
 
     def imul(self, x, y):  # interval product
         self.count += 1
@@ -74,11 +74,11 @@ class _Arith:
 
     def max(self, a, b):  # the larger of two upper bounds (exact comparison)
         self.count += 1
-        return a if greater(a, b) else b
+        return a if self.ar.greater(a, b) else b
 
     def min(self, a, b):  # the smaller of two upper bounds of the same quantity
         self.count += 1
-        return b if greater(a, b) else a
+        return b if self.ar.greater(a, b) else a
 
 
 def table_work(dims, direct: str) -> int:
@@ -109,7 +109,7 @@ def entry_work(dims, gaps: dict, direct: str, extremes) -> int:
     total += sum(2 if c in (0, k - 1) else 8 for (_, _, c) in gaps)
     for m, q, g, h in {(m, q, g, h) for (m, q, c), (g, h) in gaps.items() if c > 0}:
         near, far = len(_near(m, g, h)), m - h >= 0
-        total += (2 if far else 0) + 2 * near + (near if far else near - 1)
+        total += (3 if far else 0) + 2 * near + (near if far else near - 1)
         exps |= {(q, u) for u in _near(m, g, h)}
         if far:
             exps |= {(q, u) for u in extremes(q, m - h)}
@@ -124,14 +124,14 @@ def dimensionality(dims) -> int:
     return 3 * v * v + 2 * k * v
 
 
-def check(dims, mats, hints, charge, jobs=1):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule subcubic_gap needs d_vocab >= 2")
     direct, gaps = parse_hints(hints, v, k)
     expected = table_work(dims, direct)
     charge(expected)
-    ar = _Arith()
+    ar = _Arith(arith)
     t = _Tables(ar, mats, v, k, direct)
     entries = entry_work(dims, gaps, direct, t.extremes)
     charge(entries)
@@ -204,13 +204,16 @@ class _Tables:
                   for m in range(v)]
 
     def _extend(self, row):
-        """Combine a prefix's (argmin, argmax) with the next token (2 comparisons)."""
+        """Combine a prefix's (argmin lower, argmax upper endpoint) with the next
+        token (2 exact comparisons of endpoints)."""
+        ar = self.ar.ar
+        lows = [ar.lower_point(x) for x in row]  # points: comparisons are exact
+
         def combine(best, nxt):
             self.ar.count += 2
             (lo, hi), (t, _) = best, nxt
-            x = row[t]._mpi_
-            return (t if greater(row[lo]._mpi_[0], x[0]) else lo,
-                    t if greater(x[1], row[hi]._mpi_[1]) else hi)
+            return (t if lows[t] < lows[lo] else lo,
+                    t if ar.greater(ar.upper(row[t]), ar.upper(row[hi])) else hi)
         return combine
 
     def extremes(self, q, j):
@@ -221,14 +224,17 @@ class _Tables:
         key = (q, t)
         if key not in self._exps:
             self.ar.count += EXP_COST
-            self._exps[key] = exp_interval(self.eqke[q][t])
+            self._exps[key] = self.ar.ar.exp(self.eqke[q][t])
         return self._exps[key]
 
-    def e_pre(self, q, j):
-        """⊇ {exp(EQKE[q, t]) : t ≤ j}: exp increases, so exp of the smallest
-        lower endpoint and of the largest upper endpoint bound them all."""
-        lo, hi = self.pre[q][j]
-        return iv.make_mpf((self.e(q, lo)._mpi_[0], self.e(q, hi)._mpi_[1]))
+    def e_pre_times(self, q, j, a):
+        """An upper bound of e_t·A for every t ≤ j, given A ≤ a: exp increases,
+        so e_t lies between the exps of EQKE[q]'s smallest lower endpoint and
+        largest upper endpoint over t ≤ j; take the one that is worst for the
+        sign of a (1 comparison, 1 product)."""
+        e_lo, e_hi = (self.e(q, t) for t in self.pre[q][j])  # both: the work is sign-free
+        self.ar.count += 1
+        return self.ar.mul(e_lo if self.ar.ar.below_zero(a) else e_hi, a)
 
     def alphas(self, q, m):
         """(α_M, α_Q, α_P): upper bounds of the per-position coefficients of
@@ -262,16 +268,16 @@ class _Query:
     with B − S for c < k − 1 (the attention on the max's copies)."""
 
     def __init__(self, ar: _Arith, beta_row, k):
-        nonquery = beta_row[:k - 1]
+        nonquery, b = beta_row[:k - 1], ar.ar
         n = len(nonquery)
-        self.b_total = iv.fsum(nonquery)
-        los = sorted(b.a for b in nonquery)  # endpoints are exact: sorting is exact
-        his = sorted((b.b for b in nonquery), reverse=True)
+        self.b_total = b.fsum(nonquery)
+        los = sorted(b.lower_point(x) for x in nonquery)  # points: comparisons are exact
+        his = sorted((b.upper_point(x) for x in nonquery), reverse=True)
         ar.count += n + 2 * n * n  # the sum B; two sorts (n² units each)
-        self.sums, lo, hi = {}, iv.mpf(0), iv.mpf(0)
+        self.sums, lo, hi = {}, b.point(0.0), b.point(0.0)
         for c in range(1, n + 1):
-            lo, hi = ar.iadd(lo, iv.mpf(los[c - 1])), ar.iadd(hi, iv.mpf(his[c - 1]))
-            sums = (iv.mpf(lo.a), iv.mpf(hi.b))
+            lo, hi = ar.iadd(lo, los[c - 1]), ar.iadd(hi, his[c - 1])
+            sums = (b.lower_point(lo), b.upper_point(hi))
             rests = [ar.isub(self.b_total, x) for x in sums] if c < n else [None, None]
             self.sums[c] = list(zip(rests, sums))
         self.w_last = beta_row[k - 1]
@@ -282,17 +288,16 @@ def _confirm(ar, t: _Tables, q, m, c, g, term_q, term_m, mu):
     term_m ≥ e_m·α_M and μ; return the number of sequences it covers."""
     qd = t.queries[q]
     if c == 0:  # every non-query position holds m: S = 0
-        _require(below_zero(ar.add(ar.mul(qd.b_total, term_m), term_q)), q, m, c, g)
+        _require(ar, ar.add(ar.mul(qd.b_total, term_m), term_q), q, m, c, g)
         return 1
     if c == t.k - 1:  # every non-query position holds a non-max token: S = B
-        _require(below_zero(ar.add(term_q, ar.mul(qd.b_total, mu))), q, m, c, g)
+        _require(ar, ar.add(term_q, ar.mul(qd.b_total, mu)), q, m, c, g)
     else:
         for rest, s in qd.sums[c]:
-            if rest.a < 0:
+            if not ar.ar.is_nonnegative(rest):
                 raise Rejected(f"subcubic_gap: query {q}: the attention outside {c} positions "
                                "cannot be shown positive")
-            _require(below_zero(ar.add(ar.add(term_q, ar.mul(s, mu)), ar.mul(rest, term_m))),
-                     q, m, c, g)
+            _require(ar, ar.add(ar.add(term_q, ar.mul(s, mu)), ar.mul(rest, term_m)), q, m, c, g)
     return comb(t.k - 1, c) * (m - g + 1) ** c
 
 
@@ -301,15 +306,16 @@ def _mu(ar, t: _Tables, q, m, g, h, a_p):
     prefix extremes of EQKE and the prefix max of ρ, the near ones one by one."""
     best = None
     if m - h >= 0:
-        best = ar.mul(t.e_pre(q, m - h), ar.add(a_p, t.rho_pre[m - h][m]))
+        best = t.e_pre_times(q, m - h, ar.add(a_p, t.rho_pre[m - h][m]))
     for u in _near(m, g, h):
         value = ar.mul(t.e(q, u), ar.add(a_p, t.rho[u][m]))
         best = value if best is None else ar.max(best, value)
     return best  # never None: g ≤ m, so token 0 is far or near
 
 
-def _require(ok, q, m, c, g):
-    if not ok:
+def _require(ar, bound, q, m, c, g):
+    """Rejected unless the upper bound is < 0."""
+    if not ar.ar.below_zero(bound):
         raise Rejected(f"subcubic_gap: query {q}, max {m}, {c} non-max tokens <= {m - g}: "
                        "the bound is not negative")
 
@@ -319,8 +325,9 @@ def _row_gaps(ar: _Arith, row):
     upper endpoints (a pass of 2 units per entry) and one subtraction each."""
     best = second = None
     index = -1
+    greater = ar.ar.greater
     for o, x in enumerate(row):
-        value = upper(x)
+        value = ar.ar.upper(x)
         if best is None or greater(value, best):
             index, best, second = o, value, best
         elif second is None or greater(value, second):
