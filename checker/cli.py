@@ -56,6 +56,15 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     return checker.finish()
 
 
+def enforce(policies: list[list[statement.Atom]], facts: statement.Facts) -> None:
+    """Every atom of every required statement must follow from the verified facts."""
+    for atoms in policies:
+        for atom in atoms:
+            if not statement.holds(atom, facts):
+                raise Rejected(f"required '{atom}' does not follow from the verified "
+                               f"theorem ({statement.theorem_text(facts)})")
+
+
 def floor_decimal(x: Fraction, digits: int = 6) -> str:
     """x rounded down to `digits` decimals, as text."""
     scaled = x.numerator * 10 ** digits // x.denominator
@@ -110,8 +119,15 @@ def _print_human(s: dict, requires: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["audit"]:  # the subcommand only as the first word; a file named audit: ./audit
+        from .audit import main as audit_main
+
+        return audit_main(argv[1:])
     p = argparse.ArgumentParser(
-        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.")
+        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.",
+        epilog="check-cert audit POLICY [...]: audit every certificate a policy names "
+               "(spec/policy.md; check-cert audit --help).")
     p.add_argument("certificate", help="certificate file (JSON lines), or - for stdin")
     p.add_argument("--model", help="model file (.pt or .safetensors) the weights must equal; "
                    "read without torch and without unpickling code")
@@ -143,11 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         policies = [statement.parse(r, "--require") for r in args.require]
         report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend)
-        for atoms in policies:
-            for atom in atoms:
-                if not statement.holds(atom, report.facts):
-                    raise Rejected(f"required '{atom}' does not follow from the verified "
-                                   f"theorem ({statement.theorem_text(report.facts)})")
+        enforce(policies, report.facts)
         summary = _summary(report, args.model)
     except (Malformed, Rejected) as err:
         verdict = "rejected" if isinstance(err, Rejected) else "malformed"
