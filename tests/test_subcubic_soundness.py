@@ -48,6 +48,17 @@ def _perturbed(weights, seed, bias_scale=0.0, pos_scale=1.0):
     return w
 
 
+def _random_scaled(seed):
+    """A random model with rescaled embeddings: strong positional attention,
+    so that the lower extreme placement S_lo decides (seeds 270 and 358 were
+    found by a search where checking only S_hi certifies a wrong sequence)."""
+    rng = np.random.default_rng(seed)
+    v, k = int(rng.integers(3, 6)), int(rng.integers(3, 5))
+    w = _random(v, k, 4, seed)
+    return w.replace(W_pos=w.W_pos * float(rng.uniform(1, 8)),
+                     W_E=w.W_E * float(rng.uniform(0.5, 3)), W_U=w.W_U * float(rng.uniform(0.5, 3)))
+
+
 def _query_heavy(weights, scale=5.0):
     """Scale the last position's embedding (the query position's key and query)."""
     pos = weights.W_pos.copy()
@@ -64,6 +75,8 @@ CASES = {
     "v8k3-trained-biases": lambda: _perturbed(_trained(8, 3, 8, 1500, 1), 6, bias_scale=0.5),
     "v8k4-strong-positions": lambda: _perturbed(_trained(8, 4, 8, 800, 7), 7, pos_scale=5.0),
     "v6k3-random": lambda: _perturbed(_random(6, 3, 4, 8), 8, bias_scale=0.3),
+    "random-scaled-270": lambda: _random_scaled(270),
+    "random-scaled-358": lambda: _random_scaled(358),
     # the query position attends to itself: the query's own term decides
     "v8k4-query-attends-itself": lambda: _query_heavy(_trained(8, 4, 8, 800, 7)),
     # weak attention: the non-max tokens' values decide
