@@ -43,7 +43,7 @@ class Options:
     """One point of the option grid; `name()` and `parse()` round-trip."""
 
     direct: Direct = "min"
-    near: int = 4
+    near: int = 2
 
     def name(self) -> str:
         return f"{NAME}:direct={self.direct},near={self.near}"
