@@ -89,6 +89,8 @@ def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: in
     report = check_file(str(cert), limits, str(model), jobs, arithmetic.get(arith))
     enforce([atoms], report.facts)
     summary = _summary(report, str(model))
+    if summary.get("property") == "overwhelm":  # spec/overwhelm.md: no count
+        return {**summary, "message": f"overwhelm: {summary['overwhelm']}; policy holds"}
     return {**summary, "message": f"correct >= {summary['correct']} of {summary['total']}: "
                                   f"accuracy >= {summary['accuracy_floor']}; policy holds"}
 

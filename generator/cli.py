@@ -19,6 +19,7 @@ from checker import policy, statement
 from checker.errors import Malformed
 
 try:
+    from . import overwhelm
     from .certify.strategies import STRATEGIES, NotApplicable, listing, resolve
     from .certify.trace import Trace
     from .modelfile import load_model
@@ -67,7 +68,14 @@ def main(argv: list[str] | None = None) -> int:
                    "the audit policy POLICY (spec/policy.md); needs -o and --floor")
     p.add_argument("--floor", metavar="ACCURACY", help="with --pin: the accuracy the policy "
                    "requires, e.g. 0.998 or 4087/4096")
+    p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
+                   help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
+    overwhelm.add_arguments(p)
     args = p.parse_args(argv)
+    if args.property == "overwhelm":
+        if args.pin:
+            p.error("--pin is for accuracy certificates")
+        return overwhelm.run(args)
     if (args.pin is None) != (args.floor is None) or (args.pin and not args.output):
         p.error("--pin needs -o/--output and --floor (and --floor needs --pin)")
     try:
