@@ -79,7 +79,9 @@ def certify(trace, progress=False, options: Options = Options()):
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
     eqke, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
     e = np.exp(eqke)
-    gaps, count, stats = find_gaps(v, k, e, beta, evou, pvou, eu, options, progress)
+    enclosure = trace.matrix("EXP_EQKP")
+    gaps, count, stats = find_gaps(v, k, e, beta, evou, pvou, eu, options, progress,
+                                   beta_bounds=(enclosure.lo, enclosure.hi))
     hints = {"direct": options.direct, "gaps": [list(key) + list(gh) for key, gh in
                                                 sorted(gaps.items())]}
     line = trace.rule(RULE, INPUTS, count, hints)
@@ -148,8 +150,12 @@ def mu_all_gaps(t: Tables, q, m, a_p, near):
     return best, scale
 
 
-def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False):
-    """{(m, q, c): (g, h)} the rule will confirm, the count they prove, stats."""
+def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False,
+              beta_bounds=None):
+    """{(m, q, c): (g, h)} the rule will confirm, the count they prove, stats.
+    beta_bounds = (lo, hi) of the recorded EXP_EQKP: an entry is claimed only
+    if the checker can show B − S_c^hi >= 0 from them (it rejects otherwise)."""
+    beta_lo, beta_hi = beta_bounds if beta_bounds is not None else (beta, beta)
     t = Tables(e, beta, evou, pvou, eu, k, options.direct)
     gaps, count, lost = {}, 0, 0
     for q in progress_bar(range(v), "subcubic gap search", enabled=progress):
@@ -157,6 +163,9 @@ def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False):
         srt = np.sort(b)
         b_total = b.sum()
         w_query = beta[q, k - 1] * e[q, q]
+        his = np.sort(beta_hi[q, :k - 1])[::-1]
+        rest_ok = {c: beta_lo[q, :k - 1].sum() - his[:c].sum() > 1e-9 * b_total
+                   for c in range(1, k - 1)}
         for m in range(q, v):
             a_m, a_q, a_p = t.alphas(q, m)
             term_q, term_m = w_query * a_q, e[q, m] * a_m
@@ -169,6 +178,9 @@ def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False):
             mu, mu_scale = mu_all_gaps(t, q, m, a_p, options.near)
             max_c = k - 1 if q == m else k - 2
             for c in range(1, max_c + 1):
+                if c < k - 1 and not rest_ok[c]:  # the checker could not show B − S >= 0
+                    lost += comb(k - 1, c) * m ** c
+                    continue
                 ok = np.ones(m, bool)
                 sums = [b_total] if c == k - 1 else [srt[:c].sum(), srt[::-1][:c].sum()]
                 for s in sums:
