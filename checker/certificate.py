@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from . import definitions, ops, rules, statement
 from .arith import MPMATH, Arithmetic
 from .errors import Malformed, Rejected
-from .modelspec import PARAMETERS, Dims, infer_dims
+from .modelspec import (
+    ATTN_ONLY,
+    Dims,
+    Family,
+    family_from_tl_config,
+    infer_dims,
+    matrix_shape,
+    parameter_table,
+)
 from .numbers import decode_bounds, decode_floats
 
 FORMAT = "maxk-cert"
@@ -89,6 +97,7 @@ class Report:
     work: int = 0
     bytes: int = 0
     dimensionality: int = 0
+    family: dict | None = None  # the model family, unless attention-only
 
 
 def _json_object(text: str, lineno: int) -> dict:
@@ -144,18 +153,6 @@ def _as_matrix(values, shape) -> list:
     return [list(values[i * c:(i + 1) * c]) for i in range(r)]
 
 
-def _weight_matrix_shape(name: str, tl_shape: tuple) -> tuple[int, int]:
-    """The 2-D matrix a TransformerLens parameter denotes (head axis dropped,
-    vectors as one row)."""
-    if len(tl_shape) == 3:
-        return (tl_shape[1], tl_shape[2])
-    if len(tl_shape) == 2 and tl_shape[0] == 1 and name.endswith(("b_Q", "b_K", "b_V")):
-        return (1, tl_shape[1])
-    if len(tl_shape) == 1:
-        return (1, tl_shape[0])
-    return tuple(tl_shape)
-
-
 class CertificateChecker:
     """Replays a certificate line by line.  Use: feed(line) for each line, then
     finish() -> Report.  Raises Malformed or Rejected on the first problem."""
@@ -171,6 +168,7 @@ class CertificateChecker:
         self.header: dict | None = None
         self.weights: dict[str, tuple] = {}  # name -> (tl shape, values)
         self.dims: Dims | None = None
+        self.family: Family = ATTN_ONLY  # from the header's optional "family"
         self.weights_sha256 = ""
         self.canonical: dict = {}
         self.work = 0
@@ -192,7 +190,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: has id {obj.get('id')!r}; ids must be 0, 1, 2, ... "
                             "in order (a line dropped, duplicated or reordered?)")
         kind = obj.get("kind")
-        n_weights = len(PARAMETERS)
+        n_weights = len(parameter_table(self.family))
         if lineno == 0:
             expected = ("header",)
         elif lineno <= n_weights:
@@ -237,7 +235,7 @@ class CertificateChecker:
     # -- line kinds ------------------------------------------------------
     def _header(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "format", "version", "arithmetic", "theorem",
-                            "strategy", "model"}, {"generator"})
+                            "strategy", "model"}, {"generator", "family"})
         if obj["format"] != FORMAT or type(obj["version"]) is not int or obj["version"] != VERSION:
             raise Malformed(f"unsupported format {obj['format']!r} version {obj['version']!r}; "
                             f"this checker reads {FORMAT} version {VERSION}")
@@ -252,12 +250,15 @@ class CertificateChecker:
             needed = _needed_fields(claimed, fields)
         if not needed <= fields:
             raise Malformed(f"header theorem must state {sorted(needed - fields)}")
+        if "family" in obj:  # absent: the attention-only family of format version 1
+            self.family = Family.from_json(obj["family"])
         self.header = obj
         self.report.strategy = obj["strategy"]
 
     def _weight(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "name", "shape", "dtype", "data"})
-        name = PARAMETERS[lineno - 1][0]
+        param = parameter_table(self.family)[lineno - 1]
+        name = param.key
         if obj["name"] != name:
             raise Malformed(f"line {lineno}: weight {obj['name']!r} where {name!r} is expected "
                             "(weights come in the order of spec/format.md)")
@@ -274,19 +275,18 @@ class CertificateChecker:
         self.store(count, lineno)
         values = decode_floats(obj["data"], count, "f32", f"line {lineno} ({name})")
         self.weights[name] = (tl_shape, values)
-        mshape = _weight_matrix_shape(name, tl_shape)
-        self.values[lineno] = Value(definitions.W(name.rsplit(".", 1)[1]), values, values,
-                                    mshape)
-        if lineno == len(PARAMETERS):
+        mshape = matrix_shape(tl_shape)
+        self.values[lineno] = Value(definitions.W(param.short), values, values, mshape)
+        if lineno == len(parameter_table(self.family)):
             self._bind_weights()
 
     def _bind_weights(self) -> None:
         """All weights read: infer dimensions, hash them, compare with --model."""
-        self.dims = infer_dims({n: s for n, (s, _) in self.weights.items()})
+        self.dims = infer_dims({n: s for n, (s, _) in self.weights.items()}, self.family)
         self.canonical = definitions.model_terms(self.dims)
         self.weights_sha256 = weights_digest(self.dims, self.weights)
         if self.model_file is not None:
-            check_against_model_file(self.weights, self.model_file)
+            check_against_model_file(self.weights, self.model_file, self.family)
 
     def _op(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "op", "args", "shape", "lo", "hi"},
@@ -360,17 +360,24 @@ class CertificateChecker:
                             f"known: {', '.join(sorted(rules.RULES))}")
         rule = rules.RULES[obj["rule"]]
         if getattr(rule, "PROPERTY", "accuracy") == "overwhelm":
+            if not self.dims.family.is_attn_only:
+                raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
+                               "attention-only model family (spec/theorem.md §1b)")
             return self._overwhelm_rule(obj, lineno, rule)
+        names = rule.inputs(self.dims) if hasattr(rule, "inputs") else rule.INPUTS
         inputs = obj["inputs"]
-        if not isinstance(inputs, dict) or set(inputs) != set(rule.INPUTS):
-            raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs "
-                            f"{list(rule.INPUTS)}")
+        if not isinstance(inputs, dict) or set(inputs) != set(names):
+            raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs {list(names)}")
+        missing = [n for n in names if n not in self.canonical]
+        if missing:
+            raise Rejected(f"line {lineno}: rule {obj['rule']} needs {', '.join(missing)}, "
+                           "which this model family does not define (spec/theorem.md)")
         # a rule written against checker/arith lists the back-ends it supports
         # (ARITHMETICS); any other rule runs in mpmath whatever is selected
         portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
         ar = self.arith if portable else MPMATH
         matrices = {}
-        for name in rule.INPUTS:
+        for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
@@ -429,6 +436,7 @@ class CertificateChecker:
             if not statement.holds(atom, facts):
                 raise Rejected(f"the certificate claims '{atom}', which was not verified "
                                f"(verified: {statement.theorem_text(facts)})")
+        self.report.family = None if self.family.is_attn_only else self.family.to_json()
         self.report.theorem = self.header["theorem"]
         self.report.facts = facts
         self.done = True
@@ -469,26 +477,38 @@ def _show(ar, x) -> str:
 def weights_digest(dims: Dims, weights: dict) -> str:
     """SHA-256 binding a theorem to exact weights (spec/format.md §weights).
 
-    Hashes a version tag with the dimensions, then every parameter's float32
-    values, little-endian, in the order of modelspec.PARAMETERS.
+    Hashes a version tag with the dimensions (and, for any family but the
+    attention-only one, the family as canonical JSON), then every parameter's
+    float32 values, little-endian, in the order of modelspec.parameter_table.
     """
     h = hashlib.sha256()
-    h.update(f"maxk-weights-v1 {dims.d_vocab} {dims.n_ctx} {dims.d_model} "
-             f"{dims.d_head}\n".encode())
-    for name, _, _ in PARAMETERS:
-        values = weights[name][1]
+    sizes = f"{dims.d_vocab} {dims.n_ctx} {dims.d_model} {dims.d_head}"
+    if dims.family.is_attn_only:
+        h.update(f"maxk-weights-v1 {sizes}\n".encode())
+    else:
+        family = json.dumps(dims.family.to_json(), sort_keys=True, separators=(",", ":"))
+        h.update(f"maxk-weights-v2 {sizes} {family}\n".encode())
+    for param in parameter_table(dims.family):
+        values = weights[param.key][1]
         h.update(struct.pack(f"<{len(values)}f", *values))
     return h.hexdigest()
 
 
-def check_against_model_file(weights: dict, model_file) -> None:
-    """The certificate's weights must be exactly the model file's tensors.
+def check_against_model_file(weights: dict, model_file, family: Family = ATTN_ONLY) -> None:
+    """The certificate's weights must be exactly the model file's tensors, and
+    its family the one the file's config describes (a file without a config,
+    or whose config is the attention-only class, is attention-only).
 
     Parameters absent from the file (biases a model was trained without)
     must be zero in the certificate.
     """
     tensors = model_file.tensors
-    infer_dims({n: t.shape for n, t in tensors.items()})
+    config = getattr(model_file, "config", None)
+    file_family = ATTN_ONLY if config is None else family_from_tl_config(config)
+    if file_family != family:
+        raise Rejected(f"the certificate's model family {family.to_json()} is not the model "
+                       f"file's {file_family.to_json()}")
+    infer_dims({n: t.shape for n, t in tensors.items()}, family)
     for name, (shape, values) in weights.items():
         if name not in tensors:
             if any(v != 0 for v in values):

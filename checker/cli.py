@@ -104,6 +104,7 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "unexplained_dimensionality": report.dimensionality,
         "rules": report.rule_notes,
         "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
+        **({"family": report.family} if report.family else {}),
     }
 
 
@@ -115,6 +116,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
               f"{s['accuracy']} >= {s['accuracy_floor']}")
     print(f"  weights sha256:{s['weights_sha256']}")
+    if s.get("family"):  # bound by the weights digest (spec/theorem.md §1b)
+        print("  model family: " + ", ".join(f"{k}={v}" for k, v in s["family"].items()))
     if s["model_file"]:
         print(f"  weights are exactly those of {s['model_file']} "
               f"(file sha256:{s['model_file_sha256']})")

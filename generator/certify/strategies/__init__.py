@@ -8,9 +8,10 @@ class NotApplicable(Exception):
     """The strategy does not apply to this model (the message says why)."""
 
 
-from . import brute_force, cubic, subcubic  # noqa: E402  (they use NotApplicable)
+from . import brute_force, cubic, forward_brute_force, subcubic  # noqa: E402
 
-STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic, subcubic.NAME: subcubic}
+STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic,
+              forward_brute_force.NAME: forward_brute_force, subcubic.NAME: subcubic}
 
 
 def resolve(name: str):
