@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from overwhelm_fixtures import Loaded, check_lines
 from redteam_truth import (
+    free_strings,
     overwhelm_margin,
     random_claim,
     random_model,
@@ -30,7 +31,7 @@ from redteam_truth import (
 from checker import statement
 from checker.errors import Malformed, Rejected
 from checker.statement import Facts, Overwhelm, holds, parse
-from generator.overwhelm import certify
+from generator.overwhelm import certify, model_output
 
 SEED = 20261126
 OVERWHELM_FIELDS = ("prefix", "query", "output", "free", "free_perm")
@@ -118,22 +119,34 @@ def _mutants(lines, v):
                 yield out
 
 
+def _borderline(rng, w, claim):
+    """claim with the output the model gives on one random admissible free
+    string: true for that string at least, so a rule that drops or misbinds
+    a term has a chance to accept it where it is false."""
+    strings = list(free_strings(claim, w.dims.d_vocab))
+    t = strings[int(rng.integers(len(strings)))]
+    output, _ = model_output(w, claim.prefix + tuple(t) + (claim.query,))
+    return Overwhelm(**{**claim.__dict__, "output": int(output)})
+
+
 def test_random_generator_certificates_prove_only_truths():
+    """Forced certificates of random borderline claims (with free positions)."""
     rng = np.random.default_rng(SEED)
     accepted = 0
-    for _ in range(30):
-        v, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    for _ in range(70):
+        v, k = int(rng.integers(2, 6)), int(rng.integers(3, 6))
         w = random_model(rng, v, k, int(rng.integers(1, 4)))
-        for _ in range(2):
+        for _ in range(3):
             claim = random_claim(rng, v, k)
-            if rng.random() < 0.5:
-                claim = Overwhelm(**{**claim.__dict__, "output": int(rng.integers(0, v))})
+            if claim.free_perm is None and claim.free == 0:
+                claim = Overwhelm(**{**claim.__dict__, "free": 1, "prefix": claim.prefix[1:]})
+            claim = _borderline(rng, w, claim)
             lines = _forced(w, claim)
             fact = lines and _verified(lines)
             if fact:
                 accepted += 1
                 _assert_true(w, fact, "generator certificate")
-    assert accepted >= 10  # the search exercised acceptance, not only refusals
+    assert accepted >= 50  # the search exercised acceptance, not only refusals
 
 
 def test_single_field_mutants_prove_only_truths():
