@@ -265,3 +265,40 @@ def test_policy_implication_cases(verified, policy, expected):
                   weights_sha256="0" * 64, correct=None, overwhelm=verified)
     assert holds(parse(policy)[0], facts) is expected
     assert statement  # the module under audit
+
+
+def _with_potentials(lines, edit):
+    out = copy.deepcopy(lines)
+    rule = next(x for x in out if x["kind"] == "rule")
+    for entry in rule["hints"]["potentials"]:
+        u = np.frombuffer(base64.b64decode(entry[1]), "<f8")
+        entry[1] = base64.b64encode(np.asarray(edit(u), "<f8").tobytes()).decode()
+    return out
+
+
+def test_perm_potentials_any_values_prove_only_truths():
+    """overwhelm_perm accepts ANY potentials u (weak duality): shifted, scaled,
+    random or huge potentials must never make a false permutation claim pass.
+    A uniform shift of u leaves the dual bound unchanged."""
+    rng = np.random.default_rng(SEED + 3)
+    tried = 0
+    for _ in range(40):
+        v, k = int(rng.integers(2, 5)), int(rng.integers(3, 6))
+        w = random_model(rng, v, k, int(rng.integers(1, 4)))
+        s = int(rng.integers(0, k - 2))
+        items = tuple(sorted(int(x) for x in rng.integers(0, v, int(rng.integers(1, k - s)))))
+        claim = _borderline(rng, w, Overwhelm(tuple(int(x) for x in rng.integers(0, v, s)),
+                                              int(rng.integers(0, v)), -1, free_perm=items))
+        if rng.random() < 0.5:  # often false: any edit that makes it pass is a finding
+            claim = Overwhelm(**{**claim.__dict__, "output": int(rng.integers(0, v))})
+        lines = _forced(w, claim)
+        if not lines:
+            continue
+        for edit in (lambda u: u, lambda u: u + 1e3, lambda u: u - 1e3, lambda u: u * 0,
+                     lambda u: u + 1e30, lambda u: -2 * u,
+                     lambda u: rng.standard_normal(len(u)) * 10):
+            tried += 1
+            fact = _verified(_with_potentials(lines, edit))
+            if fact:
+                _assert_true(w, fact, "overwhelm_perm with edited potentials")
+    assert tried >= 200
