@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -39,11 +40,14 @@ ARITHMETIC = "real-intervals"
 class Limits:
     """Resource limits; exceeding one is exit 2 (Malformed), never a pass."""
 
-    max_line_bytes: int = 64 << 20
+    max_line_bytes: int = 32 << 20  # a 2^20-element op line takes ~27 MB
     max_lines: int = 100_000
     max_elements: int = 1 << 20  # per matrix
     max_work: int = 50_000_000  # scalar interval operations, over all lines
     max_seconds: float = 3600.0
+    # recorded elements kept in memory (weights and op results; ~64 bytes each, plus ~420 per
+    # back-end that computes with them), over all lines
+    max_stored_elements: int = 1 << 22
 
 
 class Value:
@@ -165,6 +169,7 @@ class CertificateChecker:
         self.weights_sha256 = ""
         self.canonical: dict = {}
         self.work = 0
+        self.stored = 0  # elements of self.values, charged before they are decoded
         self.next_id = 0
         self.done = False
         self.started = time.monotonic()
@@ -205,6 +210,14 @@ class CertificateChecker:
         if time.monotonic() - self.started > self.limits.max_seconds:
             raise Malformed(f"checking took longer than {self.limits.max_seconds} s "
                             "(raise --max-seconds to allow it)")
+
+    def store(self, count: int, lineno: int) -> None:
+        """Account for `count` recorded elements kept until the end (memory limit)."""
+        self.stored += count
+        if self.stored > self.limits.max_stored_elements:
+            raise Malformed(f"line {lineno}: the certificate's matrices hold more than "
+                            f"{self.limits.max_stored_elements} elements in all "
+                            "(raise --max-stored-elements to allow it)")
 
     def finish(self) -> Report:
         if not self.done:
@@ -251,6 +264,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: {name} has {count} elements, over the limit")
         if obj["dtype"] != "f32":
             raise Malformed(f"line {lineno}: weights must be f32, not {obj['dtype']!r}")
+        self.store(count, lineno)
         values = decode_floats(obj["data"], count, "f32", f"line {lineno} ({name})")
         self.weights[name] = (tl_shape, values)
         mshape = _weight_matrix_shape(name, tl_shape)
@@ -285,6 +299,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: recorded shape {obj['shape']} but {op} gives "
                             f"{list(shape)}")
         count = shape[0] * shape[1]
+        self.store(count, lineno)
         lo, hi = decode_bounds(obj["lo"], obj["hi"], count, f"line {lineno}")
         self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else 1))
         # ops call tick() at least once per result row: the time limit holds inside a line too
@@ -447,8 +462,6 @@ def weights_digest(dims: Dims, weights: dict) -> str:
     Hashes a version tag with the dimensions, then every parameter's float32
     values, little-endian, in the order of modelspec.PARAMETERS.
     """
-    import struct
-
     h = hashlib.sha256()
     h.update(f"maxk-weights-v1 {dims.d_vocab} {dims.n_ctx} {dims.d_model} "
              f"{dims.d_head}\n".encode())
@@ -473,11 +486,15 @@ def check_against_model_file(weights: dict, model_file) -> None:
                                "certificate")
             continue
         t = tensors[name]
-        if tuple(t.shape) != tuple(shape) or _signed(float(v) for v in t.values) != _signed(values):
+        if t.dtype != "float32":
+            raise Rejected(f"the model file's {name} is {t.dtype}, not float32, so it cannot be "
+                           "the certificate's float32 weights bit for bit (save the model in "
+                           "float32)")
+        if tuple(t.shape) != tuple(shape) or _float32_bits(t.values) != _float32_bits(values):
             raise Rejected(f"the certificate's {name} differs from the model file's")
 
 
-def _signed(values) -> tuple:
-    """Values with their signs, so that −0.0 and +0.0 differ (bit-for-bit identity
-    of finite floats up to the encoding width)."""
-    return tuple((v, math.copysign(1.0, v)) for v in values)
+def _float32_bits(values) -> bytes:
+    """The binary32 encodings of float32 values (exact: each is a float32), so that the
+    comparison is bit for bit (−0.0 and +0.0 differ)."""
+    return struct.pack(f"<{len(values)}f", *values)

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from fractions import Fraction
 
 from . import arith as arithmetic
@@ -40,12 +41,13 @@ def _lines(stream, limit: int):
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
                arith: arithmetic.Arithmetic = arithmetic.MPMATH) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
-    model_file = None
+    model_file, started = None, time.monotonic()
     if model_path is not None:
         from .modelfile import read_model_tensors
 
         model_file = read_model_tensors(model_path)
     checker = CertificateChecker(limits, model_file, jobs, arith)
+    checker.started = started  # reading the model file counts against --max-seconds
     try:
         stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     except OSError as err:
@@ -153,10 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-lines", type=int, default=d.max_lines)
     p.add_argument("--max-elements", type=int, default=d.max_elements,
                    help="maximum elements of one matrix")
+    p.add_argument("--max-stored-elements", type=int, default=d.max_stored_elements,
+                   help="maximum elements of all recorded matrices together (memory: up to "
+                        "~500 bytes each; spec/format.md §resource model)")
     args = p.parse_args(argv)
     limits = Limits(max_line_bytes=args.max_line_bytes, max_lines=args.max_lines,
                     max_elements=args.max_elements, max_work=args.max_work,
-                    max_seconds=args.max_seconds)
+                    max_seconds=args.max_seconds,
+                    max_stored_elements=args.max_stored_elements)
     try:
         backend = arithmetic.get(args.arith)
     except arithmetic.Unavailable as err:
@@ -185,10 +191,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(as_json: bool, verdict: str, message: str, code: int) -> int:
-    if as_json:
-        print(json.dumps({"verdict": verdict, "exit_code": code, "message": message}))
-    else:
-        print(f"{verdict.upper()}: {message}", file=sys.stderr)
+    """Report a failure; if stdout is closed, say it in one line on stderr (the code stands)."""
+    try:
+        if as_json:
+            print(json.dumps({"verdict": verdict, "exit_code": code, "message": message}))
+            sys.stdout.flush()
+        else:
+            print(f"{verdict.upper()}: {message}", file=sys.stderr)
+    except BrokenPipeError:  # e.g. the reader of `check-cert --json ... |` has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"{verdict.upper()} (stdout is closed): {message}", file=sys.stderr)
     return code
 
 

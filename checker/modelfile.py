@@ -31,9 +31,15 @@ from itertools import product
 
 from .errors import Malformed
 
-MAX_BYTES = 2**31  # largest file read
-MAX_ELEMENTS = 2**24  # most elements decoded, over all storages and over all tensors
-MAX_HEADER_BYTES = 100_000_000  # largest safetensors JSON header (the format's own limit)
+# Resource limits (spec/format.md §resource model).  A model the checker can replay within its
+# default work limit has well under a million parameters (a few MB); these bound the memory and
+# time of reading any file, hostile or not, to a few hundred MB and seconds.
+MAX_BYTES = 64 << 20  # largest file read
+MAX_ELEMENTS = 1 << 22  # most elements decoded, over all storages and over all tensors
+MAX_HEADER_BYTES = 1 << 20  # largest safetensors JSON header (the format allows 100 MB)
+MAX_PICKLE_BYTES = 1 << 20  # largest data.pkl (a 12-tensor state dict: ~1.7 kB)
+MAX_PICKLE_OPCODES = 1 << 18  # most opcodes in data.pkl (~45 per tensor)
+MAX_ZIP_MEMBERS = 1 << 16  # most zip entries (one per storage, plus a few)
 
 # dtype name -> (struct code, item size in bytes); bfloat16 is widened to float32.
 _DTYPES = {"float64": ("d", 8), "float32": ("f", 4), "float16": ("e", 2), "bfloat16": ("f", 2),
@@ -243,19 +249,25 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def _check_opcodes(pkl: bytes) -> None:
-    """Scan the pickle (pickletools parses, never executes) before it is unpickled: only
-    allowed opcodes, and no memo index or frame length beyond the pickle's size (the C
-    unpickler sizes its memo array by the largest index it is given)."""
+    """Scan the pickle (pickletools parses, never executes) before it is unpickled: at most
+    MAX_PICKLE_BYTES and MAX_PICKLE_OPCODES, only allowed opcodes, and no memo index or frame
+    length beyond the pickle's size (the C unpickler sizes its memo array by the largest index
+    it is given).  Streams: memory does not grow with the number of opcodes."""
+    if len(pkl) > MAX_PICKLE_BYTES:
+        raise ModelFileError(f"data.pkl has {len(pkl)} bytes, over the limit of "
+                             f"{MAX_PICKLE_BYTES} (resource limit)")
     with warnings.catch_warnings():  # genops warns on odd escapes in (refused) text opcodes
         warnings.simplefilter("ignore")
-        ops = list(pickletools.genops(pkl))
-    for op, arg, pos in ops:
-        if op.name not in _PICKLE_OPCODES:
-            raise ModelFileError(f"data.pkl uses the pickle opcode {op.name} (byte {pos}), "
-                                 "which is refused")
-        if op.name in ("FRAME", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT") \
-                and arg > len(pkl):
-            raise ModelFileError(f"data.pkl has {op.name} {arg} (byte {pos}): out of range")
+        for count, (op, arg, pos) in enumerate(pickletools.genops(pkl)):
+            if count >= MAX_PICKLE_OPCODES:
+                raise ModelFileError(f"data.pkl has more than {MAX_PICKLE_OPCODES} opcodes "
+                                     "(resource limit)")
+            if op.name not in _PICKLE_OPCODES:
+                raise ModelFileError(f"data.pkl uses the pickle opcode {op.name} (byte {pos}), "
+                                     "which is refused")
+            if op.name in ("FRAME", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT") \
+                    and arg > len(pkl):
+                raise ModelFileError(f"data.pkl has {op.name} {arg} (byte {pos}): out of range")
 
 
 def _read_entry(zf: zipfile.ZipFile, name: str) -> bytes:
@@ -286,6 +298,11 @@ def _materialize(ref: _TensorRef) -> Tensor:
 
 
 def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+    # Every central-directory entry starts with this signature, so its count bounds the number
+    # of entries zipfile would parse (each costs ~10 bytes of memory per byte of file).
+    if data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
+        raise ModelFileError(f"zip archive has more than {MAX_ZIP_MEMBERS} members "
+                             "(resource limit)")
     zf = zipfile.ZipFile(io.BytesIO(data))
     names = zf.namelist()
     if len(set(names)) != len(names):

@@ -121,7 +121,9 @@ def exp(a: IMat) -> IMat:
     a few ulp; the relative allowance 2^-44 covers that many times over."""
     with np.errstate(over="raise", under="ignore"):
         lo, hi = np.exp(a.lo), np.exp(a.hi)
-    return _widen(lo * (1 - 2.0**-44), hi * (1 + 2.0**-44))
+    out = _widen(lo * (1 - 2.0**-44), hi * (1 + 2.0**-44))
+    # exp > 0: an underflowed lower end stays at 0 (rules need attention weights >= 0)
+    return IMat(np.maximum(out.lo, 0.0), out.hi)
 
 
 OPS = {

@@ -83,17 +83,38 @@ class Trace:
         args = [self.emit(t) for t in rest if isinstance(t, tuple)]
         ints = [t for t in rest if not isinstance(t, tuple)]
         params = CHECKER_OPS[op][2]  # the checker's own names for the op's parameters
-        value = ia.OPS[op](*[self.values[a] for a in args], *ints)
+        value = self._enclose(op, args, ints)
         line = {"kind": "op", "op": op, "args": args, "shape": list(value.shape),
                 "lo": b64(value.lo, "<f8"), "hi": b64(value.hi, "<f8")}
         if params:
             line["params"] = dict(zip(params, ints))
-        shadow = _float32_op(op, [self.shadow[a] for a in args], ints)
-        if self.float_shadow:
+        with np.errstate(all="ignore"):  # float32 overflow shows as inf, handled below
+            shadow = _float32_op(op, [self.shadow[a] for a in args], ints)
+        # the shadow is informational: where float32 overflows (inf/NaN, which the format
+        # refuses) it is left out for that line rather than costing the certificate
+        if self.float_shadow and np.isfinite(shadow).all():
             line["float"] = b64(shadow, "<f4")
         i = self._append(line)
         self.values[i], self.shadow[i], self.by_term[term] = value, shadow, i
         return i
+
+    def _enclose(self, op: str, args: list[int], ints: list[int]) -> ia.IMat:
+        """The recorded enclosure of `op`; NotApplicable if it cannot be recorded in binary64
+        (e.g. exp of attention scores above ~709)."""
+        from .strategies import NotApplicable
+
+        inputs = [self.values[a] for a in args]
+        try:
+            value = ia.OPS[op](*inputs, *ints)
+        except FloatingPointError:
+            value = None
+        if value is None or not (np.isfinite(value.lo).all() and np.isfinite(value.hi).all()):
+            largest = max(float(np.max(np.abs(np.concatenate([m.lo.ravel(), m.hi.ravel()]))))
+                          for m in inputs)
+            raise NotApplicable(f"{op} of values up to {largest:.3g} in magnitude overflows "
+                                "binary64, so it cannot be recorded in a certificate (attention "
+                                "scores this large make exp(EQKE) or exp(EQKP) infinite)")
+        return value
 
     def matrix(self, name: str) -> ia.IMat:
         """The recorded enclosure of a model quantity (EQKE, EVOU, ...)."""
