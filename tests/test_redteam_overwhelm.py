@@ -31,6 +31,7 @@ from redteam_truth import (
 from checker import statement
 from checker.errors import Malformed, Rejected
 from checker.statement import Facts, Overwhelm, holds, parse
+from generator.certify.strategies import NotApplicable
 from generator.overwhelm import certify, model_output
 
 SEED = 20261126
@@ -43,7 +44,7 @@ def _forced(w, claim):
     try:
         return [json.loads(s) for s in certify(Loaded(w), claim, float_shadow=False,
                                                force=True).lines]
-    except (FloatingPointError, ZeroDivisionError, OverflowError):
+    except (FloatingPointError, ZeroDivisionError, OverflowError, NotApplicable):
         return None
 
 
