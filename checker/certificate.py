@@ -92,6 +92,11 @@ class Report:
     arithmetic: str = MPMATH.name
     float_gap: dict = field(default_factory=dict)  # quantity -> (abs gap, max |value|)
     rule_notes: list = field(default_factory=list)
+    # proof length (spec/rules.md §proof length): scalar operations, bytes read,
+    # unexplained dimensionality of the rules' black boxes
+    work: int = 0
+    bytes: int = 0
+    dimensionality: int = 0
     family: dict | None = None  # the model family, unless attention-only
 
 
@@ -196,6 +201,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: kind {kind!r} where {' or '.join(expected)} "
                             "is expected")
         getattr(self, "_" + kind)(obj, lineno)
+        self.report.bytes += len(text.encode("utf-8"))
         self.next_id += 1
         self.charge(0)
 
@@ -222,6 +228,7 @@ class CertificateChecker:
             raise Malformed(f"certificate ends after {self.next_id} lines without a qed line "
                             "(truncated?)")
         self.report.lines = self.next_id
+        self.report.work = self.work
         self.report.seconds = time.monotonic() - self.started
         return self.report
 
@@ -301,7 +308,8 @@ class CertificateChecker:
         count = shape[0] * shape[1]
         self.store(count, lineno)
         lo, hi = decode_bounds(obj["lo"], obj["hi"], count, f"line {lineno}")
-        self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else 1))
+        self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else
+                                                   args[0].shape[0] if op == "mean_rows" else 1))
         # ops call tick() at least once per result row: the time limit holds inside a line too
         tick = lambda: self.charge(0)  # noqa: E731
         values = [params[p] for p in param_names]
@@ -384,6 +392,8 @@ class CertificateChecker:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
                            f"sequences, but the line claims {claim}")
         self.proven[lineno] = claim
+        if hasattr(rule, "dimensionality"):
+            self.report.dimensionality += rule.dimensionality(self.dims)
         self.report.rule_notes.append(f"{obj['rule']}: {note}")
 
     def _overwhelm_rule(self, obj: dict, lineno: int, rule) -> None:

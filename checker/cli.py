@@ -81,7 +81,9 @@ def _summary(report: Report, model_path: str | None) -> dict:
                 "weights_sha256": facts.weights_sha256, "model_file": model_path,
                 "model_file_sha256": facts.model_file_sha256, "strategy": report.strategy,
                 "lines": report.lines, "arithmetic": report.arithmetic,
-                "seconds": round(report.seconds, 3), "rules": report.rule_notes, "float_gap": {}}
+                "seconds": round(report.seconds, 3), "work": report.work, "bytes": report.bytes,
+                "unexplained_dimensionality": None,  # not defined for overwhelm rules
+                "rules": report.rule_notes, "float_gap": {}}
     acc = Fraction(facts.correct, facts.total)
     return {
         "verdict": "verified",
@@ -97,6 +99,9 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "lines": report.lines,
         "arithmetic": report.arithmetic,
         "seconds": round(report.seconds, 3),
+        "work": report.work,
+        "bytes": report.bytes,
+        "unexplained_dimensionality": report.dimensionality,
         "rules": report.rule_notes,
         "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
         **({"family": report.family} if report.family else {}),
@@ -120,6 +125,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  required and holds: {r}")
     print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s "
           f"(arithmetic: {s['arithmetic']})")
+    print(f"  proof length: {s['work']} scalar operations, {s['bytes']} bytes, "
+          f"unexplained dimensionality {s['unexplained_dimensionality'] or 'not defined'}")
     for note in s["rules"]:
         print(f"  {note}")
     if s["float_gap"]:

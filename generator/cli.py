@@ -20,7 +20,7 @@ from checker.errors import Malformed
 
 try:
     from . import overwhelm
-    from .certify.strategies import STRATEGIES, NotApplicable
+    from .certify.strategies import STRATEGIES, NotApplicable, listing, resolve
     from .certify.trace import Trace
     from .modelfile import load_model
 except ImportError as missing:  # installed without the generator extra
@@ -39,7 +39,9 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
     if strategy is None:  # the decomposition rules apply only to the attention-only family
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
                     else "forward-brute-force")
-    by, claim, notes = STRATEGIES[strategy].certify(trace, progress=progress)
+    module, options = resolve(strategy)
+    by, claim, notes = module.certify(trace, progress=progress, **options)
+    strategy = options["options"].name() if options else strategy
     binding = {"file_sha256": loaded.file_sha256, "file_name": Path(model_path).name}
     info = {"program": "gen-cert", "strategy_notes": notes}
     lines = trace.lines(strategy, by, claim, binding, info)
@@ -55,9 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model", nargs="?", default=str(SHIPPED / "max4_v64_seed0.pt"),
                    help="model file (.pt / .safetensors, TransformerLens state dict); "
                         "default: the shipped Max-of-4 model")
-    p.add_argument("--strategy", choices=sorted(STRATEGIES), default=None,
-                   help=f"default: {default_strategy()} (forward-brute-force for models with "
-                        "LayerNorm, an MLP, RoPE or several heads)")
+    p.add_argument("--strategy", default=None,
+                   help=f"one of {', '.join(sorted(STRATEGIES))}, optionally with options, "
+                        "e.g. subcubic:direct=mean+diff,near=4 (see --list); default: "
+                        f"{default_strategy()} (forward-brute-force for models with LayerNorm, "
+                        "an MLP, RoPE or several heads)")
+    p.add_argument("--list", action="store_true",
+                   help="print the strategy's named option combinations and exit")
     p.add_argument("-o", "--output", help="write here instead of stdout")
     p.add_argument("--no-float-shadow", action="store_true",
                    help="omit the generator's float32 values (used only to report the "
@@ -82,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
             floor_atom(args.floor)
     except Malformed as err:
         p.error(str(err))
+    try:
+        if args.list:
+            print("\n".join(listing(args.strategy or default_strategy())))
+            return 0
+        if args.strategy is not None:
+            resolve(args.strategy)
+    except ValueError as err:
+        print(f"gen-cert: {err}", file=sys.stderr)
+        return 2
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
                                   progress=not args.quiet)

@@ -7,7 +7,7 @@ Rules with PROPERTY = "overwhelm" prove an overwhelm claim instead
 (spec/overwhelm.md): parse_claim(obj, dims, FORM), inputs(dims, claim) -> the
 terms they read, check(dims, matrices, claim, hints, charge) -> note."""
 
-from . import brute_force, cubic, exact, forward, overwhelm, overwhelm_perm
+from . import brute_force, cubic, exact, forward, overwhelm, overwhelm_perm, subcubic_gap
 
 RULES = {
     "brute_force": brute_force,
@@ -16,4 +16,5 @@ RULES = {
     "forward_brute_force": forward,
     "overwhelm_free": overwhelm,
     "overwhelm_perm": overwhelm_perm,
+    "subcubic_gap": subcubic_gap,
 }

@@ -48,3 +48,9 @@ def _margin(ar, w, tokens, q, top, o, evou, pvou, eu):
     direct = eu[q][o] - eu[q][top]
     return ar.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
                    for i, (w_i, t) in enumerate(zip(w, tokens)))
+
+
+def dimensionality(dims) -> int:
+    """Unexplained dimensionality (spec/rules.md §proof length): the logits of
+    every sequence, a black box {0..v−1}^k → ℝ^v: v^(k+1)."""
+    return dims.d_vocab ** (dims.n_ctx + 1)

@@ -254,3 +254,10 @@ def parse_hints(hints, v, k):
             raise Malformed(f"rule cubic: duplicate hint for {entry[:3]}")
         good[(m, q, c)] = (mask, joint)
     return good
+
+
+def dimensionality(dims) -> int:
+    """Unexplained dimensionality (spec/rules.md §proof length): the entries of
+    EQKE, EVOU, EU (v² each) and EQKP, PVOU (kv each), enumerated: 3v² + 2kv."""
+    v, k = dims.d_vocab, dims.n_ctx
+    return 3 * v * v + 2 * k * v

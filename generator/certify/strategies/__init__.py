@@ -8,7 +8,27 @@ class NotApplicable(Exception):
     """The strategy does not apply to this model (the message says why)."""
 
 
-from . import brute_force, cubic, exact, forward_brute_force  # noqa: E402  (they use NotApplicable)
+from . import brute_force, cubic, exact, forward_brute_force, subcubic  # noqa: E402
 
 STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic, exact.NAME: exact,
-              forward_brute_force.NAME: forward_brute_force}
+              forward_brute_force.NAME: forward_brute_force, subcubic.NAME: subcubic}
+
+
+def resolve(name: str):
+    """'cubic' or 'subcubic:direct=...,near=...' -> (module, keyword arguments
+    for its certify()); ValueError for an unknown name or bad options."""
+    base = name.partition(":")[0]
+    if base not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    module = STRATEGIES[base]
+    if hasattr(module, "Options"):
+        return module, {"options": module.Options.parse(name)}
+    if base != name:
+        raise ValueError(f"strategy {base} takes no options")
+    return module, {}
+
+
+def listing(name: str) -> list[str]:
+    """The named option combinations of a strategy (`gen-cert --list`)."""
+    module, _ = resolve(name)
+    return [o.name() for o in module.grid()] if hasattr(module, "grid") else [module.NAME]

@@ -1,0 +1,381 @@
+"""Rule subcubic_gap: quadratic counting with a gap table (spec/rules.md
+§subcubic_gap; the paper's App. F, Alg. 4–5, Thm 14–17, restated and
+re-proved, with its count corrected and its bounds tightened).
+
+Notation (v = d_vocab, k = n_ctx; for a query q and a max m ≥ q):
+  e_t = exp(EQKE[q, t]), β_i = exp(EQKP[q, i]), B = Σ_{i<k−1} β_i,
+  ρ[t][m] ≥ max_{o≠m} (EVOU[t, o] − EVOU[t, m])        (row top-2: O(v²) in all)
+  Pn[m] ≥ max_{i<k−1, o≠m} (PVOU[i, o] − PVOU[i, m]),  Pq[m]: the query position
+  direct = "max_diff":  U[q][m] ≥ max_{o≠m} (EU[q, o] − EU[q, m])
+  direct = "mean+diff": ĒU = column means of EU, R = EU − ĒU,
+      C[m] ≥ max_{o≠m} (ĒU[o] − ĒU[m] + EVOU[m, o] − EVOU[m, m]),
+      Ē[m] ≥ max_{o≠m} (ĒU[o] − ĒU[m]),  N[q][m] ≥ max_{o≠m} (R[q, o] − R[q, m]).
+Every sequence with query q, max m and c non-max tokens, all ≤ m − g, at
+non-query positions P (S = Σ_{i∈P} β_i) has, for every o ≠ m,
+  Σ_i w_i x_i(o) ≤ f(S) = (B − S)·e_m·α_M + β_{k−1}·e_q·α_Q + S·μ,
+  μ ≥ max_{t ≤ m−g} e_t·(α_P + ρ[t][m]),
+which is affine in S: the rule checks f < 0 at the two extreme subset sums.
+The gap g and the near band h (tokens m−h < t ≤ m−g bounded one by one,
+tokens ≤ m−h through prefix maxima) are hints; the rule proves
+  Σ_{(m,q,c) confirmed} C(k−1, c)·(m − g + 1)^c        (c = 0: 1).
+Cost: O(v²·k + Σ (h − g)) scalar operations, counted exactly (`work`).
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from ..arith import MPMATH
+from ..errors import Malformed, Rejected
+from ..ops import COST
+
+INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
+EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
+DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
+
+
+class _Arith:
+    """The rule's scalar arithmetic, one call = one counted operation: the
+    back-end's upper-bound arithmetic (values X̄ meaning X ≤ X̄, rounded up)
+    and its enclosures (elements); exact comparisons (checker/arith)."""
+
+    def __init__(self, ar=MPMATH):
+        self.ar = ar
+        self.count = 0
+
+    def add(self, a, b):  # X + Y ≤ a + b
+        self.count += 1
+        return self.ar.up_add(a, b)
+
+    def minus(self, a, y):  # X − Y ≤ a − lower(y), y an element
+        self.count += 1
+        return self.ar.up_minus(a, y)
+
+    def mul(self, w, a):  # W·X for an element W ≥ 0 and X ≤ a
+        self.count += 1
+        return self.ar.up_mul(w, a)
+
+    def imul(self, x, y):  # interval product
+        self.count += 1
+        return x * y
+
+    def iadd(self, x, y):  # interval sum
+        self.count += 1
+        return x + y
+
+    def isub(self, x, y):  # interval difference
+        self.count += 1
+        return x - y
+
+    def idiv(self, x, n: int):  # interval divided by a positive integer
+        self.count += 1
+        return x / n
+
+    def max(self, a, b):  # the larger of two upper bounds (exact comparison)
+        self.count += 1
+        return a if self.ar.greater(a, b) else b
+
+    def min(self, a, b):  # the smaller of two upper bounds of the same quantity
+        self.count += 1
+        return b if self.ar.greater(a, b) else a
+
+
+def table_work(dims, direct: str) -> int:
+    """The exact number of scalar operations (units of spec/rules.md §proof
+    length) of building _Tables: O(v²)."""
+    v, k = dims.d_vocab, dims.n_ctx
+    n = k - 1  # non-query positions
+    total = 3 * v * v + 3 * k * v + v * (k - 2)  # ρ, PVOU gaps, Pn
+    total += v * (v - 1) + 2 * v * (v - 1)  # prefix max of ρ, prefix arg-extremes of EQKE
+    if direct in ("max_diff", "min"):
+        total += 3 * v * v  # U
+    if direct in ("mean+diff", "min"):
+        total += v * v + v * v + 3 * v * v + 3 * v + 4 * v * v  # ĒU, R, N, Ē, C
+    return total + v * (n + 2 * n * n + 2 * n + 2 * (n - 1))  # per query: B, sorts, S, B − S
+
+
+def entry_work(dims, gaps: dict, direct: str, extremes) -> int:
+    """The exact number of scalar operations of confirming the entries, given
+    extremes(q, j) = (argmin, argmax) of EQKE[q, 0..j] (which exps are needed).
+    check() counts the operations it performs and fails closed on a mismatch."""
+    k = dims.n_ctx
+    pairs = {(m, q) for (m, q, _) in gaps}
+    cost = {"max_diff": lambda q, m: 5, "mean+diff": lambda q, m: 6 + (q != m),
+            "min": lambda q, m: 5 + 6 + (q != m) + 3}[direct]  # α_M, α_Q, α_P
+    total = sum(2 + cost(q, m) for m, q in pairs)
+    total += len({q for _, q in pairs})  # β_{k−1}·e_q
+    exps = {(q, u) for m, q in pairs for u in (q, m)}
+    total += sum(2 if c in (0, k - 1) else 8 for (_, _, c) in gaps)
+    for m, q, g, h in {(m, q, g, h) for (m, q, c), (g, h) in gaps.items() if c > 0}:
+        near, far = len(_near(m, g, h)), m - h >= 0
+        total += (3 if far else 0) + 2 * near + (near if far else near - 1)
+        exps |= {(q, u) for u in _near(m, g, h)}
+        if far:
+            exps |= {(q, u) for u in extremes(q, m - h)}
+    return total + EXP_COST * len(exps)
+
+
+def dimensionality(dims) -> int:
+    """Unexplained dimensionality (spec/rules.md §proof length): EQKE, EVOU and
+    EU still enter entry by entry (v² each; through row maxima, prefix maxima
+    and the mean row, but every entry is read), EQKP and PVOU (kv each)."""
+    v, k = dims.d_vocab, dims.n_ctx
+    return 3 * v * v + 2 * k * v
+
+
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
+    v, k = dims.d_vocab, dims.n_ctx
+    if v < 2:
+        raise Malformed("rule subcubic_gap needs d_vocab >= 2")
+    direct, gaps = parse_hints(hints, v, k)
+    expected = table_work(dims, direct)
+    charge(expected)
+    ar = _Arith(arith)
+    t = _Tables(ar, mats, v, k, direct)
+    entries = entry_work(dims, gaps, direct, t.extremes)
+    charge(entries)
+    expected += entries
+    proven, pairs, w_query, mus = 0, {}, {}, {}
+    for (m, q, c), (g, h) in sorted(gaps.items()):
+        charge(0)  # the time limit
+        if q not in w_query:
+            w_query[q] = ar.imul(t.queries[q].w_last, t.e(q, q))  # β_{k−1}·e_q
+        if (q, m) not in pairs:
+            a_m, a_q, a_p = t.alphas(q, m)
+            pairs[(q, m)] = (ar.mul(w_query[q], a_q), ar.mul(t.e(q, m), a_m), a_p)
+        term_q, term_m, a_p = pairs[(q, m)]
+        if c > 0 and (q, m, g, h) not in mus:
+            mus[(q, m, g, h)] = _mu(ar, t, q, m, g, h, a_p)
+        proven += _confirm(ar, t, q, m, c, g, term_q, term_m, mus.get((q, m, g, h)))
+    if ar.count != expected:  # fail closed: the reported proof length must be exact
+        raise Malformed(f"internal error: subcubic_gap counted {ar.count} operations, "
+                        f"charged {expected}")
+    return proven, f"{proven} sequences certified by the subcubic gap rule ({direct})"
+
+
+def _near(m, g, h):
+    """Tokens bounded one by one: m − h < t ≤ m − g."""
+    return range(max(0, m - h + 1), m - g + 1)
+
+
+def _n_placements(c, k):
+    return 1 if c == k - 1 else 2
+
+
+class _Tables:
+    """Quantities depending on at most two indices, O(v²·k) in all (module
+    docstring).  Upper bounds are raw mpmath numbers; weights are intervals."""
+
+    def __init__(self, ar: _Arith, mats, v, k, direct):
+        self.ar, self.v, self.k, self.direct = ar, v, k, direct
+        self.eqke, self.beta, evou = mats["EQKE"], mats["EXP_EQKP"], mats["EVOU"]
+        pvou, eu = mats["PVOU"], mats["EU"]
+        # rho[t][m] ≥ max_{o≠m} EVOU[t, o] − EVOU[t, m]                      (3v²)
+        self.rho = [_row_gaps(ar, row) for row in evou]
+        # pos[i][m] ≥ max_{o≠m} PVOU[i, o] − PVOU[i, m]                      (3kv)
+        pos = [_row_gaps(ar, row) for row in pvou]
+        self.p_query = pos[k - 1]
+        self.p_rest = [_max_of(ar, [pos[i][m] for i in range(k - 1)]) for m in range(v)]
+        # rho_pre[j][m] ≥ max_{t≤j} ρ[t][m]                                 (v(v−1))
+        self.rho_pre = _prefix(self.rho, ar.max)
+        # pre[q][j] = (argmin lower, argmax upper endpoint) of EQKE[q][0..j]   (2v(v−1))
+        self.pre = [_prefix([(t, t) for t in range(v)], self._extend(row)) for row in self.eqke]
+        self._exps = {}
+        if direct in ("max_diff", "min"):
+            self.u = [_row_gaps(ar, row) for row in eu]  # U[q][m]               (3v²)
+        if direct in ("mean+diff", "min"):
+            self._mean_diff(ar, eu, evou, v)
+        self.queries = [_Query(ar, self.beta[q], k) for q in range(v)]
+
+    def _mean_diff(self, ar, eu, evou, v):
+        """ĒU (v²), R = EU − ĒU (v²), N[q][m] (3v²), Ē[m] (3v), C[m] (4v²)."""
+        mean = []
+        for o in range(v):
+            total = eu[0][o]
+            for q in range(1, v):
+                total = ar.iadd(total, eu[q][o])
+            mean.append(ar.idiv(total, v))
+        resid = [[ar.isub(eu[q][o], mean[o]) for o in range(v)] for q in range(v)]
+        self.n = [_row_gaps(ar, row) for row in resid]
+        self.e_bar = _row_gaps(ar, mean)
+        # C[m] ≥ max_{o≠m} (ĒU[o] + EVOU[m, o]) − (ĒU[m] + EVOU[m, m])
+        self.c = [_row_gaps(ar, [ar.iadd(mean[o], evou[m][o]) for o in range(v)])[m]
+                  for m in range(v)]
+
+    def _extend(self, row):
+        """Combine a prefix's (argmin lower, argmax upper endpoint) with the next
+        token (2 exact comparisons of endpoints)."""
+        ar = self.ar.ar
+        lows = [ar.lower_point(x) for x in row]  # points: comparisons are exact
+
+        def combine(best, nxt):
+            self.ar.count += 2
+            (lo, hi), (t, _) = best, nxt
+            return (t if lows[t] < lows[lo] else lo,
+                    t if ar.greater(ar.upper(row[t]), ar.upper(row[hi])) else hi)
+        return combine
+
+    def extremes(self, q, j):
+        return self.pre[q][j]
+
+    def e(self, q, t):
+        """⊇ exp(EQKE[q, t]), computed once (EXP_COST)."""
+        key = (q, t)
+        if key not in self._exps:
+            self.ar.count += EXP_COST
+            self._exps[key] = self.ar.ar.exp(self.eqke[q][t])
+        return self._exps[key]
+
+    def e_pre_times(self, q, j, a):
+        """An upper bound of e_t·A for every t ≤ j, given A ≤ a: exp increases,
+        so e_t lies between the exps of EQKE[q]'s smallest lower endpoint and
+        largest upper endpoint over t ≤ j; take the one that is worst for the
+        sign of a (1 comparison, 1 product)."""
+        e_lo, e_hi = (self.e(q, t) for t in self.pre[q][j])  # both: the work is sign-free
+        self.ar.count += 1
+        return self.ar.mul(e_lo if self.ar.ar.below_zero(a) else e_hi, a)
+
+    def alphas(self, q, m):
+        """(α_M, α_Q, α_P): upper bounds of the per-position coefficients of
+        the max's copies, the query, and a non-max token (before its ρ)."""
+        if self.direct == "max_diff":
+            return self._alphas_max_diff(q, m)
+        if self.direct == "mean+diff":
+            return self._alphas_mean_diff(q, m)
+        # "min": both bound the same per-position coefficients (Lemma 5); keep the smaller
+        return tuple(self.ar.min(a, b) for a, b in zip(self._alphas_max_diff(q, m),
+                                                       self._alphas_mean_diff(q, m)))
+
+    def _alphas_max_diff(self, q, m):
+        ar, u = self.ar, self.u[q][m]
+        a_m = ar.add(ar.add(u, self.rho[m][m]), self.p_rest[m])
+        a_q = ar.add(ar.add(u, self.rho[q][m]), self.p_query[m])
+        return a_m, a_q, ar.add(u, self.p_rest[m])
+
+    def _alphas_mean_diff(self, q, m):
+        ar, n = self.ar, self.n[q][m]
+        a_m = ar.add(ar.add(self.c[m], n), self.p_rest[m])
+        own_q = self.c[m] if q == m else ar.add(self.e_bar[m], self.rho[q][m])
+        a_q = ar.add(ar.add(own_q, n), self.p_query[m])
+        return a_m, a_q, ar.add(ar.add(self.e_bar[m], n), self.p_rest[m])
+
+
+class _Query:
+    """Per query q: B = Σ_{i<k−1} β_i, the query's weight β_{k−1}, and for
+    each c the extreme c-subset sums S of the non-query β (point intervals:
+    the sum of the c smallest lower endpoints, of the c largest upper ones),
+    with B − S for c < k − 1 (the attention on the max's copies)."""
+
+    def __init__(self, ar: _Arith, beta_row, k):
+        nonquery, b = beta_row[:k - 1], ar.ar
+        n = len(nonquery)
+        self.b_total = b.fsum(nonquery)
+        los = sorted(b.lower_point(x) for x in nonquery)  # points: comparisons are exact
+        his = sorted((b.upper_point(x) for x in nonquery), reverse=True)
+        ar.count += n + 2 * n * n  # the sum B; two sorts (n² units each)
+        self.sums, lo, hi = {}, b.point(0.0), b.point(0.0)
+        for c in range(1, n + 1):
+            lo, hi = ar.iadd(lo, los[c - 1]), ar.iadd(hi, his[c - 1])
+            sums = (b.lower_point(lo), b.upper_point(hi))
+            rests = [ar.isub(self.b_total, x) for x in sums] if c < n else [None, None]
+            self.sums[c] = list(zip(rests, sums))
+        self.w_last = beta_row[k - 1]
+
+
+def _confirm(ar, t: _Tables, q, m, c, g, term_q, term_m, mu):
+    """Confirm f(S) < 0 for entry (m, q, c, g, ·), given term_q ≥ β_{k−1}·e_q·α_Q,
+    term_m ≥ e_m·α_M and μ; return the number of sequences it covers."""
+    qd = t.queries[q]
+    if c == 0:  # every non-query position holds m: S = 0
+        _require(ar, ar.add(ar.mul(qd.b_total, term_m), term_q), q, m, c, g)
+        return 1
+    if c == t.k - 1:  # every non-query position holds a non-max token: S = B
+        _require(ar, ar.add(term_q, ar.mul(qd.b_total, mu)), q, m, c, g)
+    else:
+        for rest, s in qd.sums[c]:
+            if not ar.ar.is_nonnegative(rest):
+                raise Rejected(f"subcubic_gap: query {q}: the attention outside {c} positions "
+                               "cannot be shown positive")
+            _require(ar, ar.add(ar.add(term_q, ar.mul(s, mu)), ar.mul(rest, term_m)), q, m, c, g)
+    return comb(t.k - 1, c) * (m - g + 1) ** c
+
+
+def _mu(ar, t: _Tables, q, m, g, h, a_p):
+    """μ ≥ max_{t ≤ m−g} e_t·(α_P + ρ[t][m]): tokens ≤ m − h through the
+    prefix extremes of EQKE and the prefix max of ρ, the near ones one by one."""
+    best = None
+    if m - h >= 0:
+        best = t.e_pre_times(q, m - h, ar.add(a_p, t.rho_pre[m - h][m]))
+    for u in _near(m, g, h):
+        value = ar.mul(t.e(q, u), ar.add(a_p, t.rho[u][m]))
+        best = value if best is None else ar.max(best, value)
+    return best  # never None: g ≤ m, so token 0 is far or near
+
+
+def _require(ar, bound, q, m, c, g):
+    """Rejected unless the upper bound is < 0."""
+    if not ar.ar.below_zero(bound):
+        raise Rejected(f"subcubic_gap: query {q}, max {m}, {c} non-max tokens <= {m - g}: "
+                       "the bound is not negative")
+
+
+def _row_gaps(ar: _Arith, row):
+    """[max_{o≠m} upper(row[o]) − lower(row[m]) for each m], from the top two
+    upper endpoints (a pass of 2 units per entry) and one subtraction each."""
+    best = second = None
+    index = -1
+    greater = ar.ar.greater
+    for o, x in enumerate(row):
+        value = ar.ar.upper(x)
+        if best is None or greater(value, best):
+            index, best, second = o, value, best
+        elif second is None or greater(value, second):
+            second = value
+    ar.count += 2 * len(row)
+    if second is None:  # a one-entry row: no o ≠ m exists; the value is never used
+        second = best
+    return [ar.minus(second if m == index else best, x) for m, x in enumerate(row)]
+
+
+def _max_of(ar, values):
+    best = values[0]
+    for x in values[1:]:
+        best = ar.max(best, x)
+    return best
+
+
+def _prefix(items, combine):
+    """out[j] = combine over i ≤ j of items[i] (elementwise for lists)."""
+    out = [items[0]]
+    for x in items[1:]:
+        if isinstance(x, list):
+            out.append([combine(a, b) for a, b in zip(out[-1], x)])
+        else:
+            out.append(combine(out[-1], x))
+    return out
+
+
+def parse_hints(hints, v, k):
+    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]} ->
+    (direct, {(m, q, c): (g, h)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤ m + 1 and
+    g ≤ m (every covered token is < m); for c = 0, g = h = 0."""
+    if not (isinstance(hints, dict) and set(hints) == {"direct", "gaps"}
+            and hints["direct"] in DIRECT and isinstance(hints["gaps"], list)):
+        raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff", "mean+diff" '
+                        'or "min", "gaps": [[m, q, c, g, h], ...]}')
+    gaps = {}
+    for entry in hints["gaps"]:
+        if not (isinstance(entry, list) and len(entry) == 5 and all(type(x) is int for x in entry)):
+            raise Malformed(f"rule subcubic_gap: bad hint entry {str(entry)[:80]}")
+        m, q, c, g, h = entry
+        max_c = k - 1 if q == m else k - 2
+        if not (0 <= q <= m < v and 0 <= c <= max_c):
+            raise Malformed(f"rule subcubic_gap: hint entry {entry[:3]} is out of range")
+        if c == 0 and (g, h) != (0, 0) or c > 0 and not (1 <= g <= m and g <= h <= m + 1):
+            raise Malformed(f"rule subcubic_gap: hint {entry} covers tokens >= max, or has "
+                            "a bad gap or near band")
+        if (m, q, c) in gaps:
+            raise Malformed(f"rule subcubic_gap: duplicate hint for {entry[:3]}")
+        gaps[(m, q, c)] = (g, h)
+    return hints["direct"], gaps
