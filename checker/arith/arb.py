@@ -56,7 +56,12 @@ class ArbArithmetic(Arithmetic):
     # -- enclosures of recorded numbers -----------------------------------
     def interval(self, lo, hi):
         arb = self.arb
-        return arb(lo) if lo == hi else arb(lo).union(arb(hi))
+        if lo == hi:
+            return arb(lo)
+        ball = arb(lo).union(arb(hi))  # arb_union: contains [lo, hi]
+        # A recorded lower end 0 (an exp that underflowed, say) must stay >= 0, as
+        # in mpmath: arb_nonnegative_part encloses ball ∩ [0, ∞) ⊇ [lo, hi].
+        return ball.nonnegative_part() if lo >= 0 else ball
 
     def point(self, x):
         return self.arb(x)  # arf_set_d: exact for a finite binary64
@@ -93,11 +98,16 @@ class ArbArithmetic(Arithmetic):
         if top >= self.exp_limit:
             raise Malformed(f"exp of an argument above {EXP_ARGUMENT_LIMIT} (its value could "
                             "not be recorded)")
-        if x.lower() <= -self.exp_limit:  # as numbers.py: lower bound 0 below −2^13
+        bottom = x.lower()
+        if bottom <= -self.exp_limit:  # as numbers.py: lower bound 0 below −2^13
+            low = self.zero
             if top <= -self.exp_limit:
                 top = self.exp_floor
-            return self.zero.union(top.exp())
-        return x.exp()  # arb_exp
+        else:
+            low = bottom.exp()  # arb_exp at the exact lower end (exp is increasing)
+        # arb_nonnegative_part keeps the lower end >= 0 (exp > 0), where the union
+        # could reach below 0 by rounding: a ball containing [exp(bottom), exp(top)]
+        return low.union(top.exp()).nonnegative_part()
 
     def inv_sqrt(self, n):
         return self.arb(n).rsqrt()  # arb_rsqrt
