@@ -50,6 +50,7 @@ class ArbArithmetic(Arithmetic):
     def __init__(self, flint):
         self.arb, self.arb_mat = flint.arb, flint.arb_mat
         self.zero = flint.arb(0)
+        self.neg_inf = flint.arb("-inf")  # below every finite bound (top_upper)
         self.exp_limit = flint.arb(EXP_ARGUMENT_LIMIT)
         self.exp_floor = flint.arb(-EXP_ARGUMENT_LIMIT // 2)  # −2^12, as numbers._EXP_FLOOR
 
@@ -162,14 +163,26 @@ class ArbArithmetic(Arithmetic):
         return [w * x + y for x, y in zip(xs, ys)]
 
     def all_below_zero(self, xs, skip=()):
-        zero = self.zero
-        return all(x < zero for i, x in enumerate(xs) if i not in skip)
+        below = self.zero.__gt__  # arb_gt(0, x): every point of x is < 0
+        start = 0
+        for i in sorted(skip):  # the entries between the skipped ones
+            if not all(map(below, xs[start:i])):
+                return False
+            start = i + 1
+        return all(map(below, xs[start:]))
 
     def top_upper(self, xs, skip):
-        # exact points compare exactly (arb_gt); each upper endpoint is taken once
-        ups = [x.upper() for x in xs]
-        rest = [i for i in range(len(xs)) if i != skip]
-        index = max(rest, key=ups.__getitem__)
-        best = ups[index]
-        second = max((ups[i] for i in rest if i != index), default=best)
-        return (index, best, second)
+        # exact points compare exactly (arb_gt, arb_eq); each upper end taken once
+        ups = list(map(self.arb.upper, xs))
+        ups[skip] = self.neg_inf
+        best = max(ups)
+        index = ups.index(best)
+        ups[index] = self.neg_inf
+        second = max(ups)
+        return (index, best, best if second is self.neg_inf else second)
+
+    def v_mul_each(self, ws, xs):
+        zero = self.zero
+        if not all(w >= zero for w in ws):
+            self.up_mul(self.zero - 1, zero)  # raises the weight's Rejected
+        return [w * x for w, x in zip(ws, xs)]

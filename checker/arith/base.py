@@ -123,6 +123,10 @@ class Arithmetic:
         """[upper bound of W·X_i] for W in element w (Rejected unless w >= 0), X_i <= xs[i]."""
         return [self.up_mul(w, x) for x in xs]
 
+    def v_mul_each(self, ws, xs) -> list:
+        """[upper bound of W_i·X_i] for W_i in element ws[i] (each >= 0), X_i <= xs[i]."""
+        return [self.up_mul(w, x) for w, x in zip(ws, xs)]
+
     def v_affine(self, w, xs, ys) -> list:
         """[upper bound of W·X_i + Y_i] (w as in v_mul, X_i <= xs[i], Y_i <= ys[i])."""
         return self.v_add(self.v_mul(w, xs), ys)

@@ -131,7 +131,6 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
     """Confirm the claimed good sets for (q, m, ·) and return their count.
     Vectors are indexed by the output o; their entry o = m is never read."""
     k, eu, evou, ar = t.k, t.eu[q], t.evou, t.ar
-    up_add, up_mul = ar.up_add, ar.up_mul
     d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
     d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
     x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
@@ -152,14 +151,21 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
     d_top = ar.top_upper(d, m)
     e_q = t.e[q]
     # (I) needs S·e_u·X_u[u]: h_self[u] >= e_u·X_u[u], then S·h_self[u] (S >= 0).
-    h_self = {u: up_mul(e_q[u], up_add(d[u], t.dv_self[m][u])) for u in tokens}
+    dv_self, dv_rest = t.dv_self[m], t.dv_rest[m]
+    h_self = dict(zip(tokens, ar.v_mul_each([e_q[u] for u in tokens],
+                                            ar.v_add([d[u] for u in tokens],
+                                                     [dv_self[u] for u in tokens]))))
     # (II), split, needs S·e_u·(max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]); no entry
     # when no such o exists (v = 2: (II) is vacuous)
-    h_spread = {u: up_mul(e_q[u], up_add(_excluding(d_top, u), t.dv_rest[m][u]))
-                for u in tokens if t.dv_rest[m][u] is not None}
+    spread = [u for u in tokens if dv_rest[u] is not None]
+    h_spread = dict(zip(spread, ar.v_mul_each(
+        [e_q[u] for u in spread],
+        ar.v_add([_excluding(d_top, u) for u in spread], [dv_rest[u] for u in spread]))))
     x_rows = {}  # u -> [upper bound of X_u[o]], for tokens whose (II) is joint
     for c, (mask, joint) in claims.items():
         claimed = [u for u in tokens if mask >> u & 1]
+        if not claimed:
+            continue
         for u in claimed:
             if joint >> u & 1 and u not in x_rows:
                 x_rows[u] = ar.v_add(d, ar.v_diff(evou[u], evou[u][m]))
