@@ -212,6 +212,8 @@ def test_upper_bounds_bound_the_exact_result(name, xs, data):
     pw = data.draw(st.sampled_from([w_lo, w_hi]))
     for prod, p in zip(ar.v_mul(w, diffs), pts):
         assert pw * (p - py) <= bound(ar, prod)
+    for prod, p in zip(ar.v_mul_each([w] * len(diffs), diffs), pts):
+        assert pw * (p - py) <= bound(ar, prod)
     for aff, p in zip(ar.v_affine(w, diffs, diffs), pts):
         assert pw * (p - py) + (p - py) <= bound(ar, aff)
     ups = [ar.upper(e) for e in els]
@@ -283,3 +285,92 @@ def test_human_output_names_the_arithmetic(capsys):
     cert = ROOT / "certs" / "max3_v8_seed0.brute-force.jsonl"
     assert check_cert([str(cert), "--jobs", "1"]) == 0
     assert "(arithmetic: mpmath)" in capsys.readouterr().out
+
+
+# -- the cubic rule claim by claim, in both back-ends -------------------------------------
+
+def _rule_inputs(lines):
+    """Replay a certificate up to its rule line; the rule's input matrices (lines)."""
+    import json
+
+    from checker.certificate import CertificateChecker, Limits
+
+    checker = CertificateChecker(Limits(), None, 1)
+    for text in lines:
+        obj = json.loads(text)
+        if obj["kind"] == "rule":
+            return checker, obj["inputs"]
+        checker.feed(text)
+    raise AssertionError("no rule line")
+
+
+SINGLE_CLAIM_MODELS = [("random", v, k, seed) for v, k in [(2, 3), (3, 3), (4, 4)]
+                       for seed in range(6)] + [("scaled", 0, 0, s) for s in (90, 91, 109)]
+
+
+@pytest.mark.parametrize("kind, v, k, seed", SINGLE_CLAIM_MODELS)
+def test_cubic_single_claims_sound(kind, v, k, seed):
+    """Every single claim (one token t' < m for one (m, q, c), or the c = 0 flag)
+    that the rule accepts covers only correct sequences (float64 forward pass,
+    decisive margin), in both back-ends, which must accept the same claims.
+    At d_vocab 2 check (II) is vacuous, so a broken (I) is caught; the scaled
+    models (strong positional attention) need both placement bounds.  Breaking
+    (I), the split (II) or the lower placement makes this test fail."""
+    import itertools
+
+    import numpy as np
+    import torch
+    from checker_fixtures import certificate_lines, workdir
+    from test_cubic_soundness import UNDECIDED, _covered, _random_scaled
+
+    from checker.modelspec import Dims
+    from checker.rules import cubic
+    from generator.model import MaxOfKTransformer, logits_float64
+    from generator.modelfile import save_model
+
+    if kind == "scaled":
+        weights = _random_scaled(seed)
+        v, k = weights.dims.d_vocab, weights.dims.n_ctx
+    else:
+        weights = MaxOfKTransformer(Dims(v, k, 4, 4),
+                                    generator=torch.Generator().manual_seed(100 + seed)).weights()
+        weights = weights.replace(W_pos=weights.W_pos * 3.0)  # placements matter
+    path = workdir() / f"single_claims_{kind}_{v}_{k}_{seed}.pt"
+    save_model(path, weights, None)
+    checker, inputs = _rule_inputs(certificate_lines(path, "cubic"))
+    names = [n for n in NAMES if n == "mpmath" or importlib_flint()]
+    accepted = {}
+    for name in names:
+        back = arith.get(name)
+        mats = {key: checker.values[line].rows(back) for key, line in inputs.items()}
+        accepted[name] = set()
+        for m, q in itertools.product(range(v), repeat=2):
+            for c in range(0, (k - 1 if q == m else k - 2) + 1):
+                if q > m or (c and not m):
+                    continue
+                for mask in [1] if c == 0 else [1 << u for u in range(m)]:
+                    entry = [m, q, c, mask]
+                    try:
+                        proven, _ = cubic.check(checker.dims, mats, {"good": [entry]},
+                                                lambda work: None, 1, arith=back)
+                    except Rejected:
+                        continue
+                    accepted[name].add(tuple(entry))
+                    covered = np.array(list(_covered({"good": [entry]}, v, k)),
+                                       dtype=np.int64).reshape(-1, k)
+                    assert len(covered) == proven
+                    logits = logits_float64(weights, covered)
+                    rows = np.arange(len(covered))
+                    top = covered.max(axis=1)
+                    others = logits.copy()
+                    others[rows, top] = -np.inf
+                    margin = logits[rows, top] - others.max(axis=1)
+                    assert (margin > UNDECIDED).all(), \
+                        f"{name}: claim {entry} covers a wrong or undecidable sequence"
+    assert len({frozenset(a) for a in accepted.values()}) == 1, accepted
+
+
+def importlib_flint() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flint") is not None
