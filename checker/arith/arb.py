@@ -162,6 +162,10 @@ class ArbArithmetic(Arithmetic):
         self.up_mul(w, self.zero)
         return [w * x + y for x, y in zip(xs, ys)]
 
+    def v_affine_scalar(self, w, xs, y):
+        self.up_mul(w, self.zero)
+        return [w * x + y for x in xs]
+
     def all_below_zero(self, xs, skip=()):
         below = self.zero.__gt__  # arb_gt(0, x): every point of x is < 0
         start = 0

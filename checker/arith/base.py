@@ -131,6 +131,10 @@ class Arithmetic:
         """[upper bound of W·X_i + Y_i] (w as in v_mul, X_i <= xs[i], Y_i <= ys[i])."""
         return self.v_add(self.v_mul(w, xs), ys)
 
+    def v_affine_scalar(self, w, xs, y) -> list:
+        """[upper bound of W·X_i + Y] (w as in v_mul, X_i <= xs[i], Y <= y)."""
+        return self.v_affine(w, xs, [y] * len(xs))
+
     def all_below_zero(self, xs, skip=()) -> bool:
         """Exactly: every bound xs[i], i not in skip, is < 0."""
         return all(self.below_zero(x) for i, x in enumerate(xs) if i not in skip)
