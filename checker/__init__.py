@@ -13,4 +13,5 @@ Reading order for an audit:
   rules/          brute_force.py, cubic.py: each rule's theorem in its docstring
   statement.py    the theorem/policy language (grammar: statement.lark)
   modelspec.py, modelfile.py   the model class; reading .pt/.safetensors safely
+  policy.py, audit.py   `check-cert audit POLICY`: many checks, one policy (spec/policy.md)
 """

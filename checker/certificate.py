@@ -228,6 +228,8 @@ class CertificateChecker:
         claimed = statement.parse(obj["theorem"], "header theorem")
         fields = {a.field for a in claimed}
         needed = {"task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "correct"}
+        if "property" in fields:  # the required fields depend on the property (statements.md)
+            needed = _needed_fields(claimed, fields)
         if not needed <= fields:
             raise Malformed(f"header theorem must state {sorted(needed - fields)}")
         self.header = obj
@@ -334,6 +336,8 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: unknown rule {obj['rule']!r}; "
                             f"known: {', '.join(sorted(rules.RULES))}")
         rule = rules.RULES[obj["rule"]]
+        if getattr(rule, "PROPERTY", "accuracy") == "overwhelm":
+            return self._overwhelm_rule(obj, lineno, rule)
         inputs = obj["inputs"]
         if not isinstance(inputs, dict) or set(inputs) != set(rule.INPUTS):
             raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs "
@@ -360,17 +364,42 @@ class CertificateChecker:
         self.proven[lineno] = claim
         self.report.rule_notes.append(f"{obj['rule']}: {note}")
 
+    def _overwhelm_rule(self, obj: dict, lineno: int, rule) -> None:
+        """A rule proving an overwhelm claim (spec/overwhelm.md): its inputs are
+        the terms `rule.inputs` names for the claim (per query position)."""
+        claim = rule.parse_claim(obj["claim"], self.dims, rule.FORM)
+        wanted = rule.inputs(self.dims, claim)
+        if not isinstance(obj["inputs"], dict) or set(obj["inputs"]) != set(wanted):
+            raise Malformed(f"line {lineno}: rule {obj['rule']} for this claim takes inputs "
+                            f"{sorted(wanted)}"[:300])
+        ar = self.arith if self.arith.name in getattr(rule, "ARITHMETICS", ()) else MPMATH
+        matrices = {}
+        for name, term in wanted.items():
+            (value,) = self._refs([obj["inputs"][name]], lineno, 1)
+            if value.term != term:
+                raise Rejected(f"line {lineno}: input {name} (line {obj['inputs'][name]}) is "
+                               "not that quantity as defined in spec/overwhelm.md")
+            matrices[name] = value.rows(ar)
+        started = time.monotonic()
+        note = rule.check(self.dims, matrices, claim, obj.get("hints"), self.charge, arith=ar)
+        self.proven[lineno] = claim
+        self.report.rule_notes.append(f"{obj['rule']}: {note} "
+                                      f"({time.monotonic() - started:.1f} s)")
+
     def _qed(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "by"})
         by = _int(obj["by"], f"line {lineno}: by", 0, lineno - 1)
         if by not in self.proven:
             raise Malformed(f"line {lineno}: qed names line {by}, which is not a rule line")
         d = self.dims
+        proven = self.proven[by]
+        overwhelm = proven if isinstance(proven, statement.Overwhelm) else None
         facts = statement.Facts(
             dims={"d_vocab": d.d_vocab, "n_ctx": d.n_ctx, "d_model": d.d_model,
                   "d_head": d.d_head},
-            weights_sha256=self.weights_sha256, correct=self.proven[by],
-            model_file_sha256=self.model_file.sha256 if self.model_file else None)
+            weights_sha256=self.weights_sha256, correct=None if overwhelm else proven,
+            model_file_sha256=self.model_file.sha256 if self.model_file else None,
+            overwhelm=overwhelm)
         for atom in statement.parse(self.header["theorem"], "header theorem"):
             if not statement.holds(atom, facts):
                 raise Rejected(f"the certificate claims '{atom}', which was not verified "
@@ -378,6 +407,17 @@ class CertificateChecker:
         self.report.theorem = self.header["theorem"]
         self.report.facts = facts
         self.done = True
+
+
+def _needed_fields(claimed: list, fields: set) -> set:
+    """Header fields a theorem with a `property` atom must state."""
+    prop = next(a.value for a in claimed if a.field == "property")
+    common = {"property", "d_vocab", "n_ctx", "d_model", "d_head", "weights"}
+    if prop == "accuracy":
+        return common | {"task", "correct"}
+    if len({"free", "free_perm"} & fields) != 1:
+        raise Malformed("an overwhelm theorem states exactly one of 'free' and 'free_perm'")
+    return common | {"prefix", "query", "output"}
 
 
 class _RecordedPairs:

@@ -56,6 +56,15 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     return checker.finish()
 
 
+def enforce(policies: list[list[statement.Atom]], facts: statement.Facts) -> None:
+    """Every atom of every required statement must follow from the verified facts."""
+    for atoms in policies:
+        for atom in atoms:
+            if not statement.holds(atom, facts):
+                raise Rejected(f"required '{atom}' does not follow from the verified "
+                               f"theorem ({statement.theorem_text(facts)})")
+
+
 def floor_decimal(x: Fraction, digits: int = 6) -> str:
     """x rounded down to `digits` decimals, as text."""
     scaled = x.numerator * 10 ** digits // x.denominator
@@ -64,6 +73,13 @@ def floor_decimal(x: Fraction, digits: int = 6) -> str:
 
 def _summary(report: Report, model_path: str | None) -> dict:
     facts = report.facts
+    if facts.overwhelm is not None:  # spec/overwhelm.md: no count, a claim about all completions
+        return {"verdict": "verified", "property": "overwhelm", "theorem": report.theorem,
+                "overwhelm": statement.overwhelm_text(facts.overwhelm),
+                "weights_sha256": facts.weights_sha256, "model_file": model_path,
+                "model_file_sha256": facts.model_file_sha256, "strategy": report.strategy,
+                "lines": report.lines, "arithmetic": report.arithmetic,
+                "seconds": round(report.seconds, 3), "rules": report.rule_notes, "float_gap": {}}
     acc = Fraction(facts.correct, facts.total)
     return {
         "verdict": "verified",
@@ -86,8 +102,11 @@ def _summary(report: Report, model_path: str | None) -> dict:
 
 def _print_human(s: dict, requires: list[str]) -> None:
     print(f"VERIFIED  {s['theorem']}")
-    print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
-          f"{s['accuracy']} >= {s['accuracy_floor']}")
+    if s.get("property") == "overwhelm":
+        print(f"  overwhelm: {s['overwhelm']} (every admissible free string; spec/overwhelm.md)")
+    else:
+        print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
+              f"{s['accuracy']} >= {s['accuracy_floor']}")
     print(f"  weights sha256:{s['weights_sha256']}")
     if s["model_file"]:
         print(f"  weights are exactly those of {s['model_file']} "
@@ -105,8 +124,15 @@ def _print_human(s: dict, requires: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["audit"]:  # the subcommand only as the first word; a file named audit: ./audit
+        from .audit import main as audit_main
+
+        return audit_main(argv[1:])
     p = argparse.ArgumentParser(
-        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.")
+        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.",
+        epilog="check-cert audit POLICY [...]: audit every certificate a policy names "
+               "(spec/policy.md; check-cert audit --help).")
     p.add_argument("certificate", help="certificate file (JSON lines), or - for stdin")
     p.add_argument("--model", help="model file (.pt or .safetensors) the weights must equal; "
                    "read without torch and without unpickling code")
@@ -138,11 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         policies = [statement.parse(r, "--require") for r in args.require]
         report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend)
-        for atoms in policies:
-            for atom in atoms:
-                if not statement.holds(atom, report.facts):
-                    raise Rejected(f"required '{atom}' does not follow from the verified "
-                                   f"theorem ({statement.theorem_text(report.facts)})")
+        enforce(policies, report.facts)
         summary = _summary(report, args.model)
     except (Malformed, Rejected) as err:
         verdict = "rejected" if isinstance(err, Rejected) else "malformed"

@@ -50,3 +50,31 @@ def model_terms(dims: Dims) -> dict[str, tuple]:
         "PVOU": ("matmul", ("matmul", ("matmul", p_hat, W("W_V")), W("W_O")), W("W_U")),
         "EU": ("add", ("matmul", ("add", e_q, W("b_O")), W("W_U")), W("b_U")),
     }
+
+
+def query_terms(dims: Dims, q: int, p: int) -> dict[str, tuple]:
+    """The query-dependent quantities for query token q at position p (spec/overwhelm.md §2),
+    one row each, so that every p < n_ctx has its own terms (those above fix p = n_ctx − 1):
+
+      EQKE_Q[t] = (E_qp W_Q + b_Q) · (Ē[t] W_K + b_K) / sqrt(d_head)      (1 × v)
+      EQKP_Q[i] = (E_qp W_Q + b_Q) · (P̂_i W_K) / sqrt(d_head)              (1 × k)
+      EU_Q[o]   = ((E_qp + b_O) W_U + b_U)[o]                               (1 × v)
+      EXP_EQKE_Q, EXP_EQKP_Q = their elementwise exp,
+    with E_qp = E[q] + P_p.  Keys and values (Ē, P̂, EVOU, PVOU) are those of model_terms:
+    x_i = Ē[t_i] + P̂_i holds at every position i.
+    """
+    h = dims.d_head
+    p_bar = ("mean_rows", W("W_pos"))
+    e_bar = ("add", W("W_E"), p_bar)
+    p_hat = ("sub", W("W_pos"), p_bar)
+    e_qp = ("add", ("row", W("W_E"), q), ("row", W("W_pos"), p))
+    query = ("add", ("matmul", e_qp, W("W_Q")), W("b_Q"))
+    key_tok = ("add", ("matmul", e_bar, W("W_K")), W("b_K"))
+    key_pos = ("matmul", p_hat, W("W_K"))
+    eqke = ("div_sqrt", ("matmul", query, ("transpose", key_tok)), h)
+    eqkp = ("div_sqrt", ("matmul", query, ("transpose", key_pos)), h)
+    return {
+        "EXP_EQKE_Q": ("exp", eqke),
+        "EXP_EQKP_Q": ("exp", eqkp),
+        "EU_Q": ("add", ("matmul", ("add", e_qp, W("b_O")), W("W_U")), W("b_U")),
+    }

@@ -27,19 +27,34 @@ FIELD_TYPES = {
     **{f: ("==", ("hash",)) for f in HASH_FIELDS},
     "correct": (">=", ("integer",)),
     "accuracy": (">=", ("fraction", "decimal", "integer")),
+    # the overwhelm property (spec/overwhelm.md)
+    "property": ("==", ("word",)),
+    "prefix": ("==", ("tokens",)),
+    "query": ("==", ("integer",)),
+    "output": ("==", ("integer",)),
+    "free": (("<=", "=="), ("integer",)),
+    "free_perm": ("==", ("tokens",)),
 }
 TASKS = ("max_of_k",)
+PROPERTIES = ("accuracy", "overwhelm")
+ACCURACY_FIELDS = ("task", "correct", "accuracy")  # meaningful for the accuracy property only
+OVERWHELM_FIELDS = ("prefix", "query", "output", "free", "free_perm")
+MAX_TOKENS = 4096  # longest token list a statement may hold
 
 
 @dataclass(frozen=True)
 class Atom:
     field: str
     cmp: str
-    kind: str  # "word", "integer", "hash", "fraction" or "decimal"
-    value: object  # str, int or Fraction
+    kind: str  # "word", "integer", "hash", "fraction", "decimal" or "tokens"
+    value: object  # str, int, Fraction or tuple of ints
+    over: tuple | None = None  # `free <= n over [..]`: the free tokens' alphabet
 
     def __str__(self) -> str:
-        if self.kind == "hash":
+        over = "" if self.over is None else f" over {_show_tokens(self.over)}"
+        if self.kind == "tokens":
+            shown = _show_tokens(self.value)
+        elif self.kind == "hash":
             shown = f"sha256:{self.value}"
         elif self.kind == "fraction":
             shown = f"{self.value.numerator}/{self.value.denominator}"
@@ -47,7 +62,7 @@ class Atom:
             shown = self.text
         else:
             shown = str(self.value)
-        return f"{self.field} {self.cmp} {shown}"
+        return f"{self.field} {self.cmp} {shown}{over}"
 
     @property
     def text(self) -> str:
@@ -61,14 +76,30 @@ class _ToAtoms(Transformer):
     def atom(self, items):
         field, cmp, (kind, value, text) = str(items[0]), str(items[1]), items[2]
         want_cmp, want_kinds = FIELD_TYPES[field]
-        if cmp != want_cmp or kind not in want_kinds:
+        cmps = want_cmp if isinstance(want_cmp, tuple) else (want_cmp,)
+        if cmp not in cmps or kind not in want_kinds:
             raise Malformed(f"'{field} {cmp} {text}' is not allowed; "
-                            f"write '{field} {want_cmp} <{'|'.join(want_kinds)}>'")
+                            f"write '{field} {'|'.join(cmps)} <{'|'.join(want_kinds)}>'")
         if field == "task" and value not in TASKS:
             raise Malformed(f"unknown task {value!r}; known: {', '.join(TASKS)}")
-        atom = Atom(field, cmp, kind, value)
+        if field == "property" and value not in PROPERTIES:
+            raise Malformed(f"unknown property {value!r}; known: {', '.join(PROPERTIES)}")
+        over = None
+        if len(items) == 4:
+            if field != "free":
+                raise Malformed(f"'over [..]' qualifies only 'free', not '{field}'")
+            over = items[3][1]
+            if not over or len(set(over)) != len(over):
+                raise Malformed("'over [..]' needs distinct tokens, at least one")
+        atom = Atom(field, cmp, kind, value, over)
         object.__setattr__(atom, "_text", text)
         return atom
+
+    def tokens(self, tok):
+        if len(tok) > MAX_TOKENS:
+            raise Malformed(f"a token list longer than {MAX_TOKENS}")
+        values = tuple(int(t) for t in tok)
+        return ("tokens", values, _show_tokens(values))
 
     def hash(self, tok):
         return ("hash", str(tok[0])[len("sha256:"):], str(tok[0]))
@@ -109,14 +140,43 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
     return atoms
 
 
+def _show_tokens(tokens) -> str:
+    return "[" + ", ".join(str(t) for t in tokens) + "]"
+
+
+@dataclass(frozen=True)
+class Overwhelm:
+    """A verified overwhelm fact (spec/overwhelm.md): for every admissible free
+    string t, the logit of `output` at the query position of prefix + t + [query]
+    is strictly greater than every other logit.  Admissible: either (free form)
+    t over `over` (None: every token) with len(t) <= free (free_cmp "<=") or
+    len(t) == free (free_cmp "=="), or (permutation form) t a permutation of
+    the multiset `free_perm` (kept sorted)."""
+
+    prefix: tuple
+    query: int
+    output: int
+    free_cmp: str | None = None
+    free: int | None = None
+    over: tuple | None = None
+    free_perm: tuple | None = None
+
+    def lengths(self) -> range:
+        """The admissible lengths of the free string."""
+        if self.free_perm is not None:
+            return range(len(self.free_perm), len(self.free_perm) + 1)
+        return range(0 if self.free_cmp == "<=" else self.free, self.free + 1)
+
+
 @dataclass(frozen=True)
 class Facts:
     """What the checker itself established about a certificate."""
 
     dims: dict  # d_vocab, n_ctx, d_model, d_head -> int
     weights_sha256: str
-    correct: int  # proven lower bound on the number of correct sequences
+    correct: int | None  # proven lower bound on the number of correct sequences (accuracy)
     model_file_sha256: str | None = None  # only when --model was read and matched
+    overwhelm: Overwhelm | None = None  # the overwhelm property, when that is what was proven
 
     @property
     def total(self) -> int:
@@ -125,6 +185,12 @@ class Facts:
 
 def holds(atom: Atom, facts: Facts) -> bool:
     """Does the verified fact set imply `atom`?"""
+    if atom.field == "property":
+        return atom.value == ("accuracy" if facts.overwhelm is None else "overwhelm")
+    if atom.field in ACCURACY_FIELDS and facts.overwhelm is not None:
+        return False  # an overwhelm certificate says nothing about accuracy
+    if atom.field in OVERWHELM_FIELDS:
+        return facts.overwhelm is not None and _overwhelm_holds(atom, facts)
     if atom.field == "task":
         return atom.value == "max_of_k"
     if atom.field in INT_FIELDS:
@@ -140,9 +206,46 @@ def holds(atom: Atom, facts: Facts) -> bool:
     raise Malformed(f"unknown field {atom.field!r}")
 
 
+def _overwhelm_holds(atom: Atom, facts: Facts) -> bool:
+    """The overwhelm atoms: each claims the output for a set of free strings;
+    it follows when that set lies inside the verified one."""
+    w, v = facts.overwhelm, facts.dims["d_vocab"]
+    if atom.field == "prefix":
+        return w.prefix == atom.value
+    if atom.field in ("query", "output"):
+        return getattr(w, atom.field) == atom.value
+    verified_alphabet = set(range(v)) if w.over is None else set(w.over)
+    if atom.field == "free_perm":  # a multiset of size n over the alphabet is a string of length n
+        return (w.free_perm == tuple(sorted(atom.value))
+                or (w.free_perm is None and len(atom.value) in w.lengths()
+                    and set(atom.value) <= verified_alphabet))
+    if w.free is None:  # field free, but a permutation was verified
+        return False
+    claimed_alphabet = set(range(v)) if atom.over is None else set(atom.over)
+    claimed_lengths = range(0 if atom.cmp == "<=" else atom.value, atom.value + 1)
+    return (claimed_alphabet <= verified_alphabet
+            and all(n in w.lengths() for n in claimed_lengths))
+
+
+def overwhelm_text(w: Overwhelm) -> str:
+    """The overwhelm atoms of a verified fact, as statement text."""
+    if w.free_perm is not None:
+        free = f"free_perm == {_show_tokens(w.free_perm)}"
+    else:
+        over = "" if w.over is None else f" over {_show_tokens(w.over)}"
+        free = f"free {w.free_cmp} {w.free}{over}"
+    return (f"prefix == {_show_tokens(w.prefix)} and query == {w.query} and {free} "
+            f"and output == {w.output}")
+
+
 def theorem_text(facts: Facts) -> str:
     """The canonical theorem statement for a set of facts."""
     d = facts.dims
+    if facts.overwhelm is not None:
+        return (f"property == overwhelm and d_vocab == {d['d_vocab']} and n_ctx == {d['n_ctx']} "
+                f"and d_model == {d['d_model']} and d_head == {d['d_head']} "
+                f"and weights == sha256:{facts.weights_sha256} and "
+                + overwhelm_text(facts.overwhelm))
     return (f"task == max_of_k and d_vocab == {d['d_vocab']} and n_ctx == {d['n_ctx']} "
             f"and d_model == {d['d_model']} and d_head == {d['d_head']} "
             f"and weights == sha256:{facts.weights_sha256} and correct >= {facts.correct}")

@@ -2,20 +2,24 @@
 
     gen-cert model.pt > cert.jsonl
     gen-cert model.pt --strategy brute-force -o cert.jsonl
+    gen-cert model.pt -o certs/m.jsonl --pin certs/POLICY --floor 0.998
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from checker import policy, statement
 from checker.errors import Malformed
 
 try:
+    from . import overwhelm
     from .certify.strategies import STRATEGIES, NotApplicable
     from .certify.trace import Trace
     from .modelfile import load_model
@@ -54,7 +58,25 @@ def main(argv: list[str] | None = None) -> int:
                    help="omit the generator's float32 values (used only to report the "
                         "float-to-real gap)")
     p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("--pin", metavar="POLICY", help="add or update this certificate's entry in "
+                   "the audit policy POLICY (spec/policy.md); needs -o and --floor")
+    p.add_argument("--floor", metavar="ACCURACY", help="with --pin: the accuracy the policy "
+                   "requires, e.g. 0.998 or 4087/4096")
+    p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
+                   help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
+    overwhelm.add_arguments(p)
     args = p.parse_args(argv)
+    if args.property == "overwhelm":
+        if args.pin:
+            p.error("--pin is for accuracy certificates")
+        return overwhelm.run(args)
+    if (args.pin is None) != (args.floor is None) or (args.pin and not args.output):
+        p.error("--pin needs -o/--output and --floor (and --floor needs --pin)")
+    try:
+        if args.pin:
+            floor_atom(args.floor)
+    except Malformed as err:
+        p.error(str(err))
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
                                   progress=not args.quiet)
@@ -83,7 +105,37 @@ def main(argv: list[str] | None = None) -> int:
               f"{summary['bytes'] / 1e6:.2f} MB, {summary['seconds']:.1f} s; sha256 of "
               f"certificate {hashlib.sha256(text.encode()).hexdigest()[:16]}...",
               file=sys.stderr)
+    return pin(args, lines, summary) if args.pin else 0
+
+
+def pin(args, lines: list[str], summary: dict) -> int:
+    """Pin the certificate just written in the policy `args.pin`: its weights
+    digest, model file digest and the accuracy floor `args.floor`.  The floor
+    must not exceed the accuracy the certificate claims (the audit would fail)."""
+    header = json.loads(lines[0])
+    weights = next(a for a in statement.parse(header["theorem"]) if a.field == "weights")
+    if floor_atom(args.floor).value * summary["total"] > summary["claim"]:
+        print(f"gen-cert: --floor {args.floor} is above the claimed accuracy "
+              f"{summary['claim']}/{summary['total']}; {args.pin} not updated", file=sys.stderr)
+        return 1
+    require = (f"accuracy >= {args.floor} and {weights} and "
+               f"model_file == sha256:{header['model']['file_sha256']}")
+    try:
+        action = policy.pin(args.pin, args.output, args.model, require)
+    except (Malformed, OSError) as err:
+        print(f"gen-cert: cannot pin in {args.pin}: {err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"gen-cert: {action} {args.output} in {args.pin}: {require}", file=sys.stderr)
     return 0
+
+
+def floor_atom(floor: str) -> statement.Atom:
+    """The policy atom `accuracy >= FLOOR`; Malformed unless FLOOR is one number."""
+    atoms = statement.parse(f"accuracy >= {floor}", "--floor")
+    if len(atoms) != 1:
+        raise Malformed(f"--floor: expected a decimal or a fraction, not {floor!r}")
+    return atoms[0]
 
 
 def default_strategy() -> str:

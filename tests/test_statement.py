@@ -89,7 +89,7 @@ MALFORMED = [
     ("accuracy >= 1/0", "zero denominator"),
     ("accuracy >= 0/0", "zero denominator"),
     ("accuracy > 0.5", "cannot parse"),
-    ("accuracy <= 0.5", "cannot parse"),
+    ("accuracy <= 0.5", "not allowed"),  # <= exists (free <= n), not for accuracy
     ("accuracy = 0.5", "cannot parse"),
     ("accuracy == 0.5", "not allowed"),
     ("correct == 5", "not allowed"),

@@ -111,9 +111,10 @@ class Trace:
         return self._append(line)
 
     def lines(self, strategy: str, by: int, claim: int, model_binding: dict,
-              generator_info: dict) -> list[str]:
+              generator_info: dict, theorem: str | None = None) -> list[str]:
+        """All lines; `theorem` overrides the accuracy theorem (e.g. overwhelm)."""
         d = self.dims
-        theorem = (f"task == max_of_k and d_vocab == {d.d_vocab} and n_ctx == {d.n_ctx} "
+        theorem = theorem or (f"task == max_of_k and d_vocab == {d.d_vocab} and n_ctx == {d.n_ctx} "
                    f"and d_model == {d.d_model} and d_head == {d.d_head} "
                    f"and weights == sha256:{self.weights_sha256} and correct >= {claim}")
         header = {"id": 0, "kind": "header", "format": certificate.FORMAT,

@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             "torch_version": str(torch.__version__),
             "models": [entries[n] for n in SHIPPED if n in entries],
         }
+        if "task_models" in old:  # overwhelm demo models (generator/tasks), made separately
+            manifest["task_models"] = old["task_models"]
         MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
         print(f"wrote {MANIFEST}")
     return 1 if failures else 0

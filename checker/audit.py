@@ -1,0 +1,300 @@
+"""check-cert audit POLICY: check every certificate a policy names (spec/policy.md).
+
+Each entry is one ordinary check (cli.check_file with --model and --require,
+the same limits, the same fail-closed verdicts); the audit adds findings a
+single check cannot see: a certificate in the policy's directory that the
+policy does not name (unaudited), a model file whose digest is not the pinned
+one (stale), a named file that does not exist (missing).
+
+Exit codes:
+  0  every named certificate verified against its model and statement, none
+     unaudited
+  1  a finding: rejected, malformed, stale, missing or unaudited
+  2  the audit could not run: the policy is unreadable or malformed, names no
+     certificate, a report cannot be written, or the audit was interrupted
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from . import arith as arithmetic
+from . import policy as policy_file
+from . import statement
+from .certificate import Limits
+from .cli import _summary, check_file, enforce
+from .errors import Malformed, Rejected
+
+PASS = "verified"
+VERDICTS = (PASS, "rejected", "malformed", "stale", "missing", "unaudited")
+JUNIT_ERRORS = ("malformed",)  # a JUnit <error>; every other finding is a <failure>
+HASH_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _finding(verdict: str, message: str) -> dict:
+    return {"verdict": verdict, "message": message}
+
+
+def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
+                arith: str = arithmetic.DEFAULT) -> dict:
+    """The verdict for one policy entry, as a dict (JSON- and pickle-friendly).
+
+    Order: missing files, then a changed model (stale: the check is not run),
+    then the ordinary check of `cert` against `model` and `require`.
+    Never raises: any error is a non-passing verdict (fail closed).
+    """
+    started = time.monotonic()
+    try:
+        result = _check_entry(cert, model, require, limits, jobs, arith)
+    except Rejected as err:
+        result = _finding("rejected", str(err))
+    except Malformed as err:
+        result = _finding("malformed", str(err))
+    except Exception as err:  # noqa: BLE001 -- fail closed
+        result = _finding("malformed", f"internal error: {type(err).__name__}: {err}")
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
+                 arith: str) -> dict:
+    if not cert.is_file():
+        return _finding("missing", f"missing certificate: no file {cert}")
+    if not model.is_file():
+        return _finding("missing", f"missing model file: no file {model}")
+    atoms = statement.parse(require, "policy statement")
+    pinned = policy_file.pinned_model_sha256(atoms)
+    if pinned is not None:
+        actual = file_sha256(model)
+        if actual != pinned:
+            return _finding("stale", f"stale certificate: model changed: {model} has sha256:"
+                                     f"{actual[:12]}..., the policy pins sha256:{pinned[:12]}... "
+                                     "(regenerate the certificate and re-pin it)")
+    report = check_file(str(cert), limits, str(model), jobs, arithmetic.get(arith))
+    enforce([atoms], report.facts)
+    summary = _summary(report, str(model))
+    if summary.get("property") == "overwhelm":  # spec/overwhelm.md: no count
+        return {**summary, "message": f"overwhelm: {summary['overwhelm']}; policy holds"}
+    return {**summary, "message": f"correct >= {summary['correct']} of {summary['total']}: "
+                                  f"accuracy >= {summary['accuracy_floor']}; policy holds"}
+
+
+def unaudited(pol: policy_file.Policy) -> list[str]:
+    """Certificates (*.jsonl) in the policy's directory that no entry names."""
+    named = {pol.resolve(e.certificate).resolve() for e in pol.entries}
+    return sorted(p.name for p in pol.base.glob("*.jsonl") if p.resolve() not in named)
+
+
+def _shown(path: Path) -> Path:
+    """The same file, named relative to the working directory without '..' detours
+    where possible (certs/../m.pt -> m.pt); symbolic links in directories are
+    resolved first, so the name still denotes the file the policy means."""
+    try:
+        return Path(os.path.relpath(path.parent.resolve())) / path.name
+    except (OSError, ValueError):  # e.g. another drive on Windows
+        return path
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _pool(workers: int):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
+def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
+        arith: str = arithmetic.DEFAULT) -> list[dict]:
+    """Check every entry of `pol`, then list unaudited certificates.
+
+    Parallelism: min(jobs, entries) worker processes each check whole
+    certificates with jobs // workers processes of their own, so at most
+    `jobs` processes compute at once.  Results come back in policy order;
+    `on_result(result)` is called as each becomes available.
+    """
+    entries = pol.entries
+    workers = max(1, min(jobs, len(entries)))
+    per_check = max(1, jobs // workers)
+    args = [(_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require, limits,
+             per_check, arith) for e in entries]
+    results = []
+
+    def collect(entry, result):
+        result.update(certificate=entry.certificate, model=entry.model, require=entry.require,
+                      file=str(_shown(pol.resolve(entry.certificate))))
+        results.append(result)
+        if on_result:
+            on_result(result)
+
+    if workers == 1:
+        for entry, a in zip(entries, args):
+            collect(entry, check_entry(*a))
+    else:
+        with _pool(workers) as pool:
+            # largest certificates first: the slowest check starts at once (LPT order)
+            order = sorted(range(len(args)), key=lambda i: -_size(args[i][0]))
+            futures = {i: pool.submit(check_entry, *args[i]) for i in order}
+            futures = [futures[i] for i in range(len(args))]
+            for entry, future in zip(entries, futures):
+                try:
+                    result = future.result()
+                except Exception as err:  # noqa: BLE001 -- e.g. a worker died: fail closed
+                    result = _finding("malformed", f"internal error: {type(err).__name__}: {err}")
+                    result["seconds"] = 0.0
+                collect(entry, result)
+    for name in unaudited(pol):
+        collect(policy_file.Entry(name, "", "", 0),
+                {**_finding("unaudited", f"unaudited certificate: {name} is in "
+                                         f"{pol.base} but not named in {pol.path.name}"),
+                 "seconds": 0.0})
+    return results
+
+
+def counts(results: list[dict]) -> dict:
+    return {v: sum(r["verdict"] == v for r in results) for v in VERDICTS}
+
+
+def verdict_line(r: dict) -> str:
+    return f"{r['verdict'].upper():<9} {r['certificate']}: {r['message']}"
+
+
+def summary_line(path, results: list[dict]) -> str:
+    c = counts(results)
+    n = len(results) - c["unaudited"]
+    found = ", ".join(f"{c[v]} {v}" for v in VERDICTS[1:] if c[v])
+    outcome = f"FAILED ({found})" if found else "PASSED"
+    return f"audit {path}: {c[PASS]} of {n} certificates verified: {outcome}"
+
+
+def junit(path, results: list[dict], error: str | None = None) -> ET.ElementTree:
+    """A JUnit XML report: one testcase per certificate or finding (a malformed
+    policy is one erroring testcase)."""
+    cases = results if error is None else [
+        {"certificate": str(path), "verdict": "malformed", "message": error, "seconds": 0.0,
+         "file": str(path)}]
+    c = counts(cases)
+    n_err = sum(c[v] for v in JUNIT_ERRORS)
+    n_fail = len(cases) - c[PASS] - n_err
+    seconds = f"{sum(r['seconds'] for r in cases):.3f}"
+    attrs = {"name": f"check-cert audit {path}", "tests": str(len(cases)),
+             "failures": str(n_fail), "errors": str(n_err), "skipped": "0", "time": seconds}
+    root = ET.Element("testsuites", attrs)
+    suite = ET.SubElement(root, "testsuite", attrs)
+    for r in cases:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": "check-cert.audit", "name": r["certificate"], "file": r["file"],
+            "time": f"{r['seconds']:.3f}"})
+        if r["verdict"] != PASS:
+            tag = "error" if r["verdict"] in JUNIT_ERRORS else "failure"
+            element = ET.SubElement(case, tag, {"type": r["verdict"],
+                                                "message": verdict_line(r)[:1000]})
+            element.text = verdict_line(r)
+        else:
+            ET.SubElement(case, "system-out").text = verdict_line(r)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    """--max-* options for every field of Limits, named and defaulted as check-cert's."""
+    for f in dataclasses.fields(Limits):
+        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
+                       help=f"per certificate, as in check-cert (default {f.default})")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="check-cert audit",
+        description="Check every certificate a policy names against its model file and "
+                    "statement; flag unaudited, stale and missing certificates.",
+        epilog="Exit codes: 0 all verified; 1 a finding (rejected, malformed, stale, missing, "
+               "unaudited); 2 the policy is malformed or the audit could not run.")
+    p.add_argument("policy", help="policy file (spec/policy.md)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="processes in all (default: all cores)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
+                   help="arithmetic back-end, as in check-cert")
+    _limit_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
+    try:
+        arithmetic.get(args.arith)  # an unavailable back-end stops the audit before it starts
+        pol = policy_file.load(args.policy)
+        if not pol.entries:
+            raise Malformed(f"policy {args.policy} names no certificate")
+        show = None if args.json else (lambda r: _say(verdict_line(r)))
+        results = run(pol, limits, max(1, args.jobs), show, args.arith)
+    except (Malformed, arithmetic.Unavailable) as err:
+        return _report_error(args, str(err))
+    except KeyboardInterrupt:
+        return _report_error(args, "interrupted")
+    code = 0 if counts(results)[PASS] == len(results) else 1
+    if args.junit and not _write_junit(args.junit, junit(args.policy, results)):
+        code = 2
+    if args.json:
+        verdict = {0: "passed", 1: "failed"}.get(code, "malformed")
+        _say(json.dumps({"policy": args.policy, "verdict": verdict,
+                         "exit_code": code, "counts": counts(results), "results": results},
+                        indent=1))
+    else:
+        _say(summary_line(args.policy, results))
+    return code
+
+
+def _say(text: str) -> None:
+    """Print a line; a reader that stopped early (`| head -1`) does not change the verdict."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _write_junit(path: str, tree: ET.ElementTree) -> bool:
+    try:
+        tree.write(path, encoding="utf-8", xml_declaration=True)
+        return True
+    except OSError as err:
+        print(f"MALFORMED: cannot write JUnit report {path}: {err.strerror}", file=sys.stderr)
+        return False
+
+
+def _report_error(args, message: str) -> int:
+    """The audit could not run (exit 2): say so on every channel asked for."""
+    if args.junit:
+        _write_junit(args.junit, junit(args.policy, [], error=message))
+    if args.json:
+        print(json.dumps({"policy": args.policy, "verdict": "malformed", "exit_code": 2,
+                          "message": message}))
+    else:
+        print(f"MALFORMED: {message}", file=sys.stderr)
+    return 2

@@ -1,0 +1,154 @@
+"""Audit policies: which certificates a repository keeps, and what each must prove
+(spec/policy.md).
+
+A policy is a text file, one entry per line:
+
+    # comment
+    CERTIFICATE  MODEL_FILE  STATEMENT
+
+Paths are relative to the policy's own directory (or absolute) and contain no
+whitespace; STATEMENT is the rest of the line, in the language of
+spec/statements.md.  Blank lines and lines starting with '#' are ignored.
+`load` reads and validates a policy; `pin` adds or updates one entry (used by
+`gen-cert --pin`), keeping every other line of the file as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import statement
+from .errors import Malformed
+
+MAX_POLICY_BYTES = 1 << 20  # a policy is a short list; anything larger is refused
+HEADER = ("# check-cert audit policy (spec/policy.md): CERTIFICATE  MODEL_FILE  STATEMENT\n"
+          "# Paths are relative to this file's directory.\n")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One policy line: certificate and model file (as written) and the statement."""
+
+    certificate: str
+    model: str
+    require: str
+    lineno: int  # 1-based line of the policy file
+
+
+def pinned_model_sha256(atoms: list[statement.Atom]) -> str | None:
+    """The `model_file == sha256:...` digest a statement pins, if any."""
+    return next((a.value for a in atoms if a.field == "model_file"), None)
+
+
+@dataclass(frozen=True)
+class Policy:
+    path: Path
+    entries: tuple[Entry, ...]
+
+    @property
+    def base(self) -> Path:
+        """The directory relative paths are resolved from."""
+        return self.path.parent
+
+    def resolve(self, relative: str) -> Path:
+        return self.base / relative
+
+
+def _is_comment(line: str) -> bool:
+    return not line.strip() or line.lstrip().startswith("#")
+
+
+def parse_line(line: str, lineno: int, where: str) -> Entry:
+    """One non-comment line -> Entry; Malformed naming the line on any problem.
+
+    Postcondition: the statement parses (spec/statements.md).
+    """
+    fields = line.split(None, 2)
+    if len(fields) < 3:
+        raise Malformed(f"{where}:{lineno}: expected 'CERTIFICATE MODEL_FILE STATEMENT', "
+                        f"got {line.strip()!r}")
+    cert, model, require = fields[0], fields[1], fields[2].strip()
+    statement.parse(require, f"{where}:{lineno}")
+    return Entry(cert, model, require, lineno)
+
+
+def parse(text: str, where: str) -> list[Entry]:
+    """All entries of a policy's text.  A certificate named twice is malformed.
+
+    Complexity: linear in the text (each statement parsed once, LALR).
+    """
+    entries: list[Entry] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if _is_comment(line):
+            continue
+        entry = parse_line(line, lineno, where)
+        key = os.path.normpath(entry.certificate)
+        if key in seen:
+            raise Malformed(f"{where}:{lineno}: certificate {entry.certificate} is already "
+                            f"named on line {seen[key]}")
+        seen[key] = lineno
+        entries.append(entry)
+    return entries
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_POLICY_BYTES + 1)
+    except OSError as err:
+        raise Malformed(f"cannot read policy {path}: {err.strerror}") from None
+    if len(data) > MAX_POLICY_BYTES:
+        raise Malformed(f"policy {path} is larger than {MAX_POLICY_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Malformed(f"policy {path} is not UTF-8 text") from None
+
+
+def load(path: str | os.PathLike) -> Policy:
+    """Read and validate the policy at `path`.  Raises Malformed (exit 2)."""
+    p = Path(path)
+    return Policy(p, tuple(parse(_read_text(p), str(p))))
+
+
+def _relative(path: str | os.PathLike, base: Path) -> str:
+    """`path` as written in a policy whose directory is `base` (directories' symbolic
+    links resolved, so that the OS, walking from the real `base`, finds `path`)."""
+    path = Path(path)
+    rel = os.path.relpath(os.path.join(os.path.realpath(path.parent), path.name),
+                          os.path.realpath(base))
+    if any(c.isspace() for c in rel) or not rel:
+        raise Malformed(f"path {rel!r} cannot be written in a policy (it contains whitespace)")
+    return rel.replace(os.sep, "/")
+
+
+def pin(policy_path: str | os.PathLike, certificate: str | os.PathLike,
+        model: str | os.PathLike, require: str) -> str:
+    """Add or update the entry for `certificate` in the policy at `policy_path`.
+
+    The entry's line is replaced in place if the certificate is already named
+    (same path once normalized), otherwise appended; every other line is kept.
+    A missing policy file is created.  The file is replaced atomically.
+    Returns "added" or "updated".
+    """
+    p = Path(policy_path)
+    text = _read_text(p) if p.exists() else HEADER
+    parse(text, str(p))  # refuse to edit a malformed policy
+    statement.parse(require, "pinned statement")
+    cert, mdl = _relative(certificate, p.parent), _relative(model, p.parent)
+    new_line = f"{cert}  {mdl}  {require}"
+    lines = text.splitlines()
+    action = "added"
+    for i, line in enumerate(lines):
+        if not _is_comment(line) and os.path.normpath(line.split()[0]) == os.path.normpath(cert):
+            lines[i], action = new_line, "updated"
+            break
+    else:
+        lines.append(new_line)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+    return action

@@ -1,0 +1,184 @@
+"""Rule overwhelm_free: a fixed prompt forces the output for every free string
+(spec/rules.md §overwhelm_free; the theorem in spec/overwhelm.md).
+
+Claim: prefix s, query token q, output o, free strings t over an alphabet A
+(all tokens by default) of every length in L (0..n for `free <= n`, {n} for
+`free == n`).  For the sequence s + t + [q], the query sits at p = |s| + |t|
+and attends to positions 0..p.  With w_i = EXP_EQKE_Q@p[t_i]·EXP_EQKP_Q@p[i] > 0
+and, for a competitor m ≠ o,
+
+    y_i(m) = (EU_Q@p[m] − EU_Q@p[o]) + (EVOU[t_i, m] − EVOU[t_i, o]) + (PVOU[i, m] − PVOU[i, o]),
+
+ℓ_m − ℓ_o = Σ_{i≤p} w_i y_i(m) / Σ_{i≤p} w_i (the sign form, spec/theorem.md §5,
+at position p).  Each free position's term depends on its own token only, so
+
+    max_t Σ_i w_i y_i(m) = Σ_{fixed i} w_i y_i(m) + Σ_{free j} max_{u∈A} w_j(u) y_j(u, m)
+
+exactly.  The rule confirms, for every length in L and every m ≠ o, that an
+upper bound of the right side is < 0 (upper-bound arithmetic, checker/arith).
+No hints.  Cost O(|L|·v·(|s| + 1 + n·|A|)) upper-bound operations, i.e.
+O(n²·v·|A|) for free <= n.
+
+Written against the arithmetic back-end interface (checker/arith): `ar` is
+mpmath or Arb; every check is an exact comparison of an upper bound with 0.
+"""
+
+from __future__ import annotations
+
+from ..arith import MPMATH
+from ..definitions import query_terms
+from ..errors import Malformed, Rejected
+from ..statement import Overwhelm
+
+PROPERTY = "overwhelm"
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
+FORM = "free"  # the claim form this rule proves (parse_claim)
+SHARED_INPUTS = ("EVOU", "PVOU")  # position-independent: the canonical full matrices
+QUERY_INPUTS = ("EXP_EQKE_Q", "EXP_EQKP_Q", "EU_Q")  # one set per query position, "NAME@p"
+
+
+# -- the claim ----------------------------------------------------------------
+
+def _tokens(x, what, v, limit):
+    if not (isinstance(x, list) and len(x) <= limit and all(type(t) is int for t in x)):
+        raise Malformed(f"rule overwhelm: {what} must be a list of at most {limit} integers")
+    if any(not 0 <= t < v for t in x):
+        raise Malformed(f"rule overwhelm: {what} holds a token outside 0..{v - 1}")
+    return tuple(x)
+
+
+def _token(x, what, v):
+    if type(x) is not int or not 0 <= x < v:
+        raise Malformed(f"rule overwhelm: {what} must be a token in 0..{v - 1}")
+    return x
+
+
+def parse_claim(obj, dims, form: str) -> Overwhelm:
+    """The rule line's claim object -> Overwhelm, validated against the model.
+
+    form "free":  {"prefix": [..], "query": q, "output": o, "free": n,
+                   "free_cmp": "<=" | "==", "over": [..] | null}
+    form "perm":  {"prefix": [..], "query": q, "output": o, "free_perm": [..]}
+    The whole sequence must fit: |prefix| + (longest free string) + 1 <= n_ctx.
+    """
+    v, k = dims.d_vocab, dims.n_ctx
+    keys = ({"prefix", "query", "output", "free", "free_cmp", "over"} if form == "free"
+            else {"prefix", "query", "output", "free_perm"})
+    if not isinstance(obj, dict) or set(obj) != keys:
+        raise Malformed(f"rule overwhelm: the claim must be an object with keys {sorted(keys)}")
+    prefix = _tokens(obj["prefix"], "prefix", v, k)
+    query, output = _token(obj["query"], "query", v), _token(obj["output"], "output", v)
+    if form == "free":
+        n = obj["free"]
+        if type(n) is not int or not 0 <= n <= k or obj["free_cmp"] not in ("<=", "=="):
+            raise Malformed('rule overwhelm: "free" must be an integer and "free_cmp" "<=" or "=="')
+        over = None
+        if obj["over"] is not None:
+            over = _tokens(obj["over"], "over", v, v)
+            if not over or len(set(over)) != len(over) or list(over) != sorted(over):
+                raise Malformed("rule overwhelm: 'over' must list distinct tokens, ascending")
+        claim = Overwhelm(prefix, query, output, free_cmp=obj["free_cmp"], free=n, over=over)
+    else:
+        perm = _tokens(obj["free_perm"], "free_perm", v, k)
+        if list(perm) != sorted(perm):
+            raise Malformed("rule overwhelm: free_perm must be listed in ascending order")
+        claim = Overwhelm(prefix, query, output, free_perm=perm)
+    if len(prefix) + claim.lengths()[-1] + 1 > k:
+        raise Rejected(f"rule overwhelm: prefix + free string + query is longer than "
+                       f"n_ctx = {k}; the model is not defined there")
+    return claim
+
+
+def positions(claim: Overwhelm) -> list[int]:
+    """The query positions p = |s| + |t| over the admissible lengths |t|."""
+    return [len(claim.prefix) + n for n in claim.lengths()]
+
+
+def inputs(dims, claim: Overwhelm) -> dict[str, tuple]:
+    """Input name -> the term it must be: EVOU, PVOU and, per query position p,
+    EXP_EQKE_Q@p, EXP_EQKP_Q@p, EU_Q@p (checker/definitions.py)."""
+    from ..definitions import model_terms
+
+    full = model_terms(dims)
+    out = {name: full[name] for name in SHARED_INPUTS}
+    for p in positions(claim):
+        for name, term in query_terms(dims, claim.query, p).items():
+            out[f"{name}@{p}"] = term
+    return out
+
+
+# -- shared bounds --------------------------------------------------------------
+
+class Bounds:
+    """Upper bounds of the output differences for output o, shared by all query
+    positions:  dv[u][m] >= EVOU[u, m] − EVOU[u, o],  dp[i][m] >= PVOU[i, m] − PVOU[i, o]."""
+
+    def __init__(self, mats, o, ar):
+        evou, pvou = mats["EVOU"], mats["PVOU"]
+        self.o, self.ar = o, ar
+        self.dv = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in evou]
+        self.dp = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in pvou]
+
+
+class AtPosition:
+    """The quantities of one query position p: weights and direct-path differences."""
+
+    def __init__(self, mats, bounds: Bounds, p: int):
+        self.p = p
+        self.e = mats[f"EXP_EQKE_Q@{p}"][0]  # (v,): exp(EQKE_Q@p[u])
+        self.beta = mats[f"EXP_EQKP_Q@{p}"][0]  # (k,): exp(EQKP_Q@p[i])
+        eu = mats[f"EU_Q@{p}"][0]
+        self.de = [bounds.ar.up_diff(eu[m], eu[bounds.o]) for m in range(len(eu))]
+        self.bounds = bounds  # de[m] >= EU_Q@p[m] − EU_Q@p[o]
+
+    def term(self, i: int, u: int, m: int):
+        """Upper bound of w_i(u)·y_i(u, m): token u at position i, competitor m."""
+        b, ar = self.bounds, self.bounds.ar
+        y = ar.up_add(ar.up_add(self.de[m], b.dv[u][m]), b.dp[i][m])
+        return ar.up_mul(self.e[u] * self.beta[i], y)
+
+    def fixed_part(self, prefix, query: int, m: int):
+        """Upper bound of Σ over the prefix positions and the query position."""
+        total = self.term(self.p, query, m)
+        for i, u in enumerate(prefix):
+            total = self.bounds.ar.up_add(total, self.term(i, u, m))
+        return total
+
+
+def max_bound(ar, xs):
+    """The largest of upper bounds (exact comparisons): an upper bound of the max."""
+    best = xs[0]
+    for x in xs[1:]:
+        if ar.greater(x, best):
+            best = x
+    return best
+
+
+# -- the rule -------------------------------------------------------------------
+
+def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
+    """Confirm the claim (form "free"); raise Rejected if a bound is not < 0."""
+    ar = arith
+    if hints is not None:
+        raise Malformed("rule overwhelm_free takes no hints")
+    v = dims.d_vocab
+    alphabet = claim.over if claim.over is not None else tuple(range(v))
+    bounds = Bounds(mats, claim.output, ar)
+    s = len(claim.prefix)
+    charge(sum(v * (s + 2 + (p - s) * len(alphabet)) * 6 for p in positions(claim)))
+    for p in positions(claim):
+        charge(0)  # enforces the time limit
+        at = AtPosition(mats, bounds, p)
+        for m in range(v):
+            if m == claim.output:
+                continue
+            total = at.fixed_part(claim.prefix, claim.query, m)
+            for j in range(s, p):  # the free positions
+                total = ar.up_add(total, max_bound(ar, [at.term(j, u, m) for u in alphabet]))
+            if not ar.below_zero(total):
+                raise Rejected(f"overwhelm_free: with {p - s} free tokens (query at position "
+                               f"{p}), the bound on logit {m} − logit {claim.output} is not "
+                               "negative")
+    n = len(positions(claim))
+    return (f"output {claim.output} forced for every free string at {n} length(s), "
+            f"{len(alphabet)} free token(s)")

@@ -1,0 +1,256 @@
+"""gen-cert --property overwhelm: certificates that a fixed prompt forces the
+output for every free completion (spec/overwhelm.md), and a scan over
+candidate prefixes.
+
+    gen-cert MODEL --property overwhelm --prefix 63 --query 5 --free 8 -o c.jsonl
+    gen-cert MODEL --property overwhelm --prefix 63 --query 5 --free 8 --target 63
+    gen-cert MODEL --property overwhelm --prefix 1 --query 4 --free 40 --over 2,3
+    gen-cert MODEL --property overwhelm --prefix 1 --query 4 --free-perm 2,2,3,3
+    gen-cert MODEL --property overwhelm --scan prefixes.txt --query 4 --free 8 --out-dir D
+    gen-cert MODEL --property overwhelm --scan-all 1 --query 5 --free 2 --out-dir D
+
+Each candidate gets one verdict line on stdout:
+  proved      a certificate was written (check it with check-cert)
+  refuted     a completion was found on which the float64 model does not output o
+  not proved  neither (a bound within rounding of 0)
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from checker.errors import Malformed, Rejected
+from checker.rules import overwhelm as free_rule
+from checker.statement import Facts, Overwhelm, theorem_text
+
+from .certify.strategies import overwhelm as strategy
+from .certify.trace import Trace
+from .modelfile import load_model
+from .progress import progress_bar
+from .tasks.causal import logits_at
+
+MAX_SCAN = 100_000  # candidate prefixes a --scan-all may enumerate
+
+
+@dataclass
+class Verdict:
+    """The outcome for one candidate claim."""
+
+    claim: Overwhelm
+    verdict: str  # "proved", "refuted", "not proved"
+    margin: strategy.Margin
+    lines: list | None = None
+    counterexample: tuple | None = None  # the free string
+    counter_output: int | None = None
+    seconds: float = 0.0
+
+    def text(self, path: str | None = None) -> str:
+        c = self.claim
+        head = f"{self.verdict:<10}  prefix={list(c.prefix)} query={c.query} output={c.output}"
+        if self.verdict == "proved":
+            return head + (f"  certificate {path}" if path else "")
+        if self.verdict == "refuted":
+            return head + (f"  counterexample free={list(self.counterexample)} -> output "
+                           f"{self.counter_output}")
+        return head + (f"  worst bound {self.margin.worst:.3g} (logit {self.margin.competitor})"
+                       f" (scale {self.margin.scale:.3g}): within rounding of 0")
+
+
+def parse_tokens(text: str | None) -> tuple | None:
+    if text is None:
+        return None
+    text = text.strip().strip("[]")
+    return tuple(int(t) for t in text.replace(",", " ").split()) if text else ()
+
+
+def claim_from_args(args, prefix: tuple) -> Overwhelm:
+    """The claim the options describe (output filled in later if not given)."""
+    output = args.target if args.target is not None else -1
+    if args.free_perm is not None:
+        return Overwhelm(prefix, args.query, output,
+                         free_perm=tuple(sorted(parse_tokens(args.free_perm))))
+    over = parse_tokens(args.over)
+    return Overwhelm(prefix, args.query, output, free_cmp="==" if args.exact_length else "<=",
+                     free=args.free, over=tuple(sorted(set(over))) if over else None)
+
+
+def claim_json(c: Overwhelm) -> dict:
+    """The rule line's claim object (checker/rules/overwhelm.py parse_claim)."""
+    base = {"prefix": list(c.prefix), "query": c.query, "output": c.output}
+    if c.free_perm is not None:
+        return {**base, "free_perm": list(c.free_perm)}
+    return {**base, "free": c.free, "free_cmp": c.free_cmp,
+            "over": None if c.over is None else list(c.over)}
+
+
+def witness(c: Overwhelm, v: int) -> tuple:
+    """Some admissible free string (for the default output)."""
+    if c.free_perm is not None:
+        return c.free_perm
+    return ((c.over or (0,))[0],) * c.free
+
+
+def model_output(weights, sequence) -> tuple[int, bool]:
+    """(argmax, strictly greater than all others) of the float64 model at the end."""
+    logits = logits_at(weights, np.array([sequence]))[0]
+    top = int(np.argmax(logits))
+    return top, bool((np.delete(logits, top) < logits[top]).all())
+
+
+def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
+            force: bool = False) -> Verdict:
+    """Decide one claim; on success the certificate's lines are in the verdict.
+    `force` writes the lines even when the claim is not proved (tests use it to
+    forge certificates of false claims, which the checker must reject)."""
+    started = time.monotonic()
+    weights, v = loaded.weights, loaded.weights.dims.d_vocab
+    free_rule.parse_claim(claim_json(replace(claim, output=max(claim.output, 0))),
+                          weights.dims, "free" if claim.free_perm is None else "perm")
+    if claim.output < 0:
+        claim = replace(claim, output=model_output(
+            weights, claim.prefix + witness(claim, v) + (claim.query,))[0])
+    trace = Trace(weights, float_shadow=float_shadow)
+    ids = strategy.emit_inputs(trace, claim)
+    mats = strategy.mid_values(trace, ids)
+    perm = claim.free_perm is not None
+    margin = (strategy.perm_margins if perm else strategy.free_margins)(mats, claim, v)
+    verdict = Verdict(claim, "not proved", margin)
+    if margin.proved or force:
+        hints = None
+        if perm:
+            from .certify.trace import b64
+
+            hints = {"potentials": [[m, b64(u, "<f8")] for m, u in
+                                    sorted(margin.potentials.items())]}
+        line = {"kind": "rule", "rule": "overwhelm_perm" if perm else "overwhelm_free",
+                "inputs": ids, "claim": claim_json(claim)}
+        if hints is not None:
+            line["hints"] = hints
+        by = trace._append(line)
+        facts = Facts(dims={"d_vocab": v, "n_ctx": weights.dims.n_ctx,
+                            "d_model": weights.dims.d_model, "d_head": weights.dims.d_head},
+                      weights_sha256=trace.weights_sha256, correct=None, overwhelm=claim)
+        binding = {"file_sha256": loaded.file_sha256}
+        verdict.lines = trace.lines("overwhelm", by, 1, binding,
+                                    {"program": "gen-cert", "worst_margin": margin.worst},
+                                    theorem=theorem_text(facts))
+        verdict.verdict = "proved" if margin.proved else "forced"
+    if not margin.proved:
+        sequence = claim.prefix + margin.completion + (claim.query,)
+        top, strict = model_output(weights, sequence)
+        if top != claim.output or not strict:
+            verdict.verdict = "refuted"
+            verdict.counterexample, verdict.counter_output = margin.completion, top
+    verdict.seconds = time.monotonic() - started
+    return verdict
+
+
+def completions(claim: Overwhelm, v: int):
+    """Every admissible free string of the claim (for brute force on small settings)."""
+    if claim.free_perm is not None:
+        yield from sorted(set(itertools.permutations(claim.free_perm)))
+        return
+    alphabet = claim.over if claim.over is not None else range(v)
+    for n in claim.lengths():
+        yield from itertools.product(alphabet, repeat=n)
+
+
+def brute_force(weights, claim: Overwhelm):
+    """(does every completion output claim.output strictly, a worst completion,
+    the smallest margin ℓ_o − max_{m≠o} ℓ_m) by enumeration with the independent
+    float64 forward pass (generator.tasks.causal.logits_at), batched per length."""
+    by_length: dict[int, list] = {}
+    for t in completions(claim, weights.dims.d_vocab):
+        by_length.setdefault(len(t), []).append(claim.prefix + tuple(t) + (claim.query,))
+    worst, counter = np.inf, None
+    for seqs in by_length.values():
+        logits = logits_at(weights, np.array(seqs))
+        margin = logits[:, claim.output] - np.delete(logits, claim.output, axis=1).max(axis=1)
+        i = int(np.argmin(margin))
+        if margin[i] < worst:
+            worst, counter = float(margin[i]), seqs[i][len(claim.prefix):-1]
+    return worst > 0, counter, worst
+
+
+def candidates(args, v: int):
+    """The prefixes to try: --prefix, the lines of --scan FILE, or all of --scan-all L."""
+    if args.scan:
+        for line in Path(args.scan).read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                yield parse_tokens(line)
+    elif args.scan_all is not None:
+        if v ** args.scan_all > MAX_SCAN:
+            raise Malformed(f"--scan-all {args.scan_all} would try {v ** args.scan_all} "
+                            f"prefixes (limit {MAX_SCAN})")
+        yield from itertools.product(range(v), repeat=args.scan_all)
+    else:
+        yield parse_tokens(args.prefix) or ()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("overwhelm (with --property overwhelm; spec/overwhelm.md)")
+    g.add_argument("--prefix", help="the fixed prefix s, e.g. 3,1,4")
+    g.add_argument("--query", type=int, help="the query token q (last position)")
+    g.add_argument("--target", type=int, help="the forced output o (default: the model's "
+                                              "output on one admissible completion)")
+    g.add_argument("--free", type=int, help="free strings of length <= N (== N with "
+                                            "--exact-length)")
+    g.add_argument("--exact-length", action="store_true")
+    g.add_argument("--over", help="alphabet of the free tokens, e.g. 2,3 (default: all)")
+    g.add_argument("--free-perm", help="free string = any permutation of this multiset")
+    g.add_argument("--scan", help="file of candidate prefixes, one per line")
+    g.add_argument("--scan-all", type=int, metavar="L", help="try every prefix of length L")
+    g.add_argument("--out-dir", help="with --scan/--scan-all: one certificate per proven "
+                                     "prefix is written here")
+
+
+def run(args) -> int:
+    """The overwhelm mode of gen-cert; exit 0 if every candidate was proved,
+    1 if some were not, 2 on bad options."""
+    if args.query is None or (args.free is None) == (args.free_perm is None):
+        print("gen-cert: --property overwhelm needs --query and exactly one of --free, "
+              "--free-perm", file=sys.stderr)
+        return 2
+    scanning = args.scan or args.scan_all is not None
+    if scanning and not args.out_dir:
+        print("gen-cert: --scan/--scan-all need --out-dir", file=sys.stderr)
+        return 2
+    try:
+        loaded = load_model(args.model)
+        v = loaded.weights.dims.d_vocab
+        prefixes = list(candidates(args, v))
+        counts = {"proved": 0, "refuted": 0, "not proved": 0}
+        for prefix in progress_bar(prefixes, "overwhelm candidates",
+                                   enabled=not args.quiet and scanning):
+            claim = claim_from_args(args, tuple(prefix))
+            verdict = certify(loaded, claim, not args.no_float_shadow)
+            counts[verdict.verdict] += 1
+            path = None
+            if verdict.lines is not None:
+                text = "\n".join(verdict.lines) + "\n"
+                if scanning:
+                    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+                    path = str(Path(args.out_dir) / f"overwhelm-{'_'.join(map(str, prefix))}"
+                               f"-q{claim.query}.jsonl")
+                    Path(path).write_text(text)
+                elif args.output:
+                    path = args.output
+                    Path(path).write_text(text)
+                else:
+                    sys.stdout.write(text)
+            line = verdict.text(path)
+            print(line, file=sys.stderr if not (scanning or args.output) else sys.stdout)
+    except (Malformed, Rejected, ValueError, OSError) as err:
+        print(f"gen-cert: {err}", file=sys.stderr)
+        return 2
+    if scanning:
+        print(json.dumps(counts))
+    return 0 if counts["proved"] == len(prefixes) else 1
