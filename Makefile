@@ -7,7 +7,7 @@ PIP = $(PY) -m pip install --quiet --disable-pip-version-check
 
 install:
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[generator,fast,dev]'
+	$(PIP) -e '.[generator,fast,dev,zoo,interop]'
 
 demo: install
 	bash scripts/demo.sh

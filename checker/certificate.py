@@ -21,13 +21,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import struct
 import time
 from dataclasses import dataclass, field
 
 from . import definitions, ops, rules, statement
 from .arith import MPMATH, Arithmetic
 from .errors import Malformed, Rejected
-from .modelspec import PARAMETERS, Dims, infer_dims
+from .modelspec import (
+    ATTN_ONLY,
+    Dims,
+    Family,
+    family_from_tl_config,
+    infer_dims,
+    matrix_shape,
+    parameter_table,
+)
 from .numbers import decode_bounds, decode_floats
 
 FORMAT = "maxk-cert"
@@ -39,11 +48,14 @@ ARITHMETIC = "real-intervals"
 class Limits:
     """Resource limits; exceeding one is exit 2 (Malformed), never a pass."""
 
-    max_line_bytes: int = 64 << 20
+    max_line_bytes: int = 32 << 20  # a 2^20-element op line takes ~27 MB
     max_lines: int = 100_000
     max_elements: int = 1 << 20  # per matrix
     max_work: int = 50_000_000  # scalar interval operations, over all lines
     max_seconds: float = 3600.0
+    # recorded elements kept in memory (weights and op results; ~64 bytes each, plus ~420 per
+    # back-end that computes with them), over all lines
+    max_stored_elements: int = 1 << 22
 
 
 class Value:
@@ -80,6 +92,7 @@ class Report:
     arithmetic: str = MPMATH.name
     float_gap: dict = field(default_factory=dict)  # quantity -> (abs gap, max |value|)
     rule_notes: list = field(default_factory=list)
+    family: dict | None = None  # the model family, unless attention-only
 
 
 def _json_object(text: str, lineno: int) -> dict:
@@ -135,18 +148,6 @@ def _as_matrix(values, shape) -> list:
     return [list(values[i * c:(i + 1) * c]) for i in range(r)]
 
 
-def _weight_matrix_shape(name: str, tl_shape: tuple) -> tuple[int, int]:
-    """The 2-D matrix a TransformerLens parameter denotes (head axis dropped,
-    vectors as one row)."""
-    if len(tl_shape) == 3:
-        return (tl_shape[1], tl_shape[2])
-    if len(tl_shape) == 2 and tl_shape[0] == 1 and name.endswith(("b_Q", "b_K", "b_V")):
-        return (1, tl_shape[1])
-    if len(tl_shape) == 1:
-        return (1, tl_shape[0])
-    return tuple(tl_shape)
-
-
 class CertificateChecker:
     """Replays a certificate line by line.  Use: feed(line) for each line, then
     finish() -> Report.  Raises Malformed or Rejected on the first problem."""
@@ -162,9 +163,11 @@ class CertificateChecker:
         self.header: dict | None = None
         self.weights: dict[str, tuple] = {}  # name -> (tl shape, values)
         self.dims: Dims | None = None
+        self.family: Family = ATTN_ONLY  # from the header's optional "family"
         self.weights_sha256 = ""
         self.canonical: dict = {}
         self.work = 0
+        self.stored = 0  # elements of self.values, charged before they are decoded
         self.next_id = 0
         self.done = False
         self.started = time.monotonic()
@@ -182,7 +185,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: has id {obj.get('id')!r}; ids must be 0, 1, 2, ... "
                             "in order (a line dropped, duplicated or reordered?)")
         kind = obj.get("kind")
-        n_weights = len(PARAMETERS)
+        n_weights = len(parameter_table(self.family))
         if lineno == 0:
             expected = ("header",)
         elif lineno <= n_weights:
@@ -206,6 +209,14 @@ class CertificateChecker:
             raise Malformed(f"checking took longer than {self.limits.max_seconds} s "
                             "(raise --max-seconds to allow it)")
 
+    def store(self, count: int, lineno: int) -> None:
+        """Account for `count` recorded elements kept until the end (memory limit)."""
+        self.stored += count
+        if self.stored > self.limits.max_stored_elements:
+            raise Malformed(f"line {lineno}: the certificate's matrices hold more than "
+                            f"{self.limits.max_stored_elements} elements in all "
+                            "(raise --max-stored-elements to allow it)")
+
     def finish(self) -> Report:
         if not self.done:
             raise Malformed(f"certificate ends after {self.next_id} lines without a qed line "
@@ -217,7 +228,7 @@ class CertificateChecker:
     # -- line kinds ------------------------------------------------------
     def _header(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "format", "version", "arithmetic", "theorem",
-                            "strategy", "model"}, {"generator"})
+                            "strategy", "model"}, {"generator", "family"})
         if obj["format"] != FORMAT or type(obj["version"]) is not int or obj["version"] != VERSION:
             raise Malformed(f"unsupported format {obj['format']!r} version {obj['version']!r}; "
                             f"this checker reads {FORMAT} version {VERSION}")
@@ -232,12 +243,15 @@ class CertificateChecker:
             needed = _needed_fields(claimed, fields)
         if not needed <= fields:
             raise Malformed(f"header theorem must state {sorted(needed - fields)}")
+        if "family" in obj:  # absent: the attention-only family of format version 1
+            self.family = Family.from_json(obj["family"])
         self.header = obj
         self.report.strategy = obj["strategy"]
 
     def _weight(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "name", "shape", "dtype", "data"})
-        name = PARAMETERS[lineno - 1][0]
+        param = parameter_table(self.family)[lineno - 1]
+        name = param.key
         if obj["name"] != name:
             raise Malformed(f"line {lineno}: weight {obj['name']!r} where {name!r} is expected "
                             "(weights come in the order of spec/format.md)")
@@ -251,21 +265,21 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: {name} has {count} elements, over the limit")
         if obj["dtype"] != "f32":
             raise Malformed(f"line {lineno}: weights must be f32, not {obj['dtype']!r}")
+        self.store(count, lineno)
         values = decode_floats(obj["data"], count, "f32", f"line {lineno} ({name})")
         self.weights[name] = (tl_shape, values)
-        mshape = _weight_matrix_shape(name, tl_shape)
-        self.values[lineno] = Value(definitions.W(name.rsplit(".", 1)[1]), values, values,
-                                    mshape)
-        if lineno == len(PARAMETERS):
+        mshape = matrix_shape(tl_shape)
+        self.values[lineno] = Value(definitions.W(param.short), values, values, mshape)
+        if lineno == len(parameter_table(self.family)):
             self._bind_weights()
 
     def _bind_weights(self) -> None:
         """All weights read: infer dimensions, hash them, compare with --model."""
-        self.dims = infer_dims({n: s for n, (s, _) in self.weights.items()})
+        self.dims = infer_dims({n: s for n, (s, _) in self.weights.items()}, self.family)
         self.canonical = definitions.model_terms(self.dims)
         self.weights_sha256 = weights_digest(self.dims, self.weights)
         if self.model_file is not None:
-            check_against_model_file(self.weights, self.model_file)
+            check_against_model_file(self.weights, self.model_file, self.family)
 
     def _op(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "op", "args", "shape", "lo", "hi"},
@@ -285,6 +299,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: recorded shape {obj['shape']} but {op} gives "
                             f"{list(shape)}")
         count = shape[0] * shape[1]
+        self.store(count, lineno)
         lo, hi = decode_bounds(obj["lo"], obj["hi"], count, f"line {lineno}")
         self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else 1))
         # ops call tick() at least once per result row: the time limit holds inside a line too
@@ -337,17 +352,24 @@ class CertificateChecker:
                             f"known: {', '.join(sorted(rules.RULES))}")
         rule = rules.RULES[obj["rule"]]
         if getattr(rule, "PROPERTY", "accuracy") == "overwhelm":
+            if not self.dims.family.is_attn_only:
+                raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
+                               "attention-only model family (spec/theorem.md §1b)")
             return self._overwhelm_rule(obj, lineno, rule)
+        names = rule.inputs(self.dims) if hasattr(rule, "inputs") else rule.INPUTS
         inputs = obj["inputs"]
-        if not isinstance(inputs, dict) or set(inputs) != set(rule.INPUTS):
-            raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs "
-                            f"{list(rule.INPUTS)}")
+        if not isinstance(inputs, dict) or set(inputs) != set(names):
+            raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs {list(names)}")
+        missing = [n for n in names if n not in self.canonical]
+        if missing:
+            raise Rejected(f"line {lineno}: rule {obj['rule']} needs {', '.join(missing)}, "
+                           "which this model family does not define (spec/theorem.md)")
         # a rule written against checker/arith lists the back-ends it supports
         # (ARITHMETICS); any other rule runs in mpmath whatever is selected
         portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
         ar = self.arith if portable else MPMATH
         matrices = {}
-        for name in rule.INPUTS:
+        for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
@@ -404,6 +426,7 @@ class CertificateChecker:
             if not statement.holds(atom, facts):
                 raise Rejected(f"the certificate claims '{atom}', which was not verified "
                                f"(verified: {statement.theorem_text(facts)})")
+        self.report.family = None if self.family.is_attn_only else self.family.to_json()
         self.report.theorem = self.header["theorem"]
         self.report.facts = facts
         self.done = True
@@ -444,28 +467,38 @@ def _show(ar, x) -> str:
 def weights_digest(dims: Dims, weights: dict) -> str:
     """SHA-256 binding a theorem to exact weights (spec/format.md §weights).
 
-    Hashes a version tag with the dimensions, then every parameter's float32
-    values, little-endian, in the order of modelspec.PARAMETERS.
+    Hashes a version tag with the dimensions (and, for any family but the
+    attention-only one, the family as canonical JSON), then every parameter's
+    float32 values, little-endian, in the order of modelspec.parameter_table.
     """
-    import struct
-
     h = hashlib.sha256()
-    h.update(f"maxk-weights-v1 {dims.d_vocab} {dims.n_ctx} {dims.d_model} "
-             f"{dims.d_head}\n".encode())
-    for name, _, _ in PARAMETERS:
-        values = weights[name][1]
+    sizes = f"{dims.d_vocab} {dims.n_ctx} {dims.d_model} {dims.d_head}"
+    if dims.family.is_attn_only:
+        h.update(f"maxk-weights-v1 {sizes}\n".encode())
+    else:
+        family = json.dumps(dims.family.to_json(), sort_keys=True, separators=(",", ":"))
+        h.update(f"maxk-weights-v2 {sizes} {family}\n".encode())
+    for param in parameter_table(dims.family):
+        values = weights[param.key][1]
         h.update(struct.pack(f"<{len(values)}f", *values))
     return h.hexdigest()
 
 
-def check_against_model_file(weights: dict, model_file) -> None:
-    """The certificate's weights must be exactly the model file's tensors.
+def check_against_model_file(weights: dict, model_file, family: Family = ATTN_ONLY) -> None:
+    """The certificate's weights must be exactly the model file's tensors, and
+    its family the one the file's config describes (a file without a config,
+    or whose config is the attention-only class, is attention-only).
 
     Parameters absent from the file (biases a model was trained without)
     must be zero in the certificate.
     """
     tensors = model_file.tensors
-    infer_dims({n: t.shape for n, t in tensors.items()})
+    config = getattr(model_file, "config", None)
+    file_family = ATTN_ONLY if config is None else family_from_tl_config(config)
+    if file_family != family:
+        raise Rejected(f"the certificate's model family {family.to_json()} is not the model "
+                       f"file's {file_family.to_json()}")
+    infer_dims({n: t.shape for n, t in tensors.items()}, family)
     for name, (shape, values) in weights.items():
         if name not in tensors:
             if any(v != 0 for v in values):
@@ -473,11 +506,15 @@ def check_against_model_file(weights: dict, model_file) -> None:
                                "certificate")
             continue
         t = tensors[name]
-        if tuple(t.shape) != tuple(shape) or _signed(float(v) for v in t.values) != _signed(values):
+        if t.dtype != "float32":
+            raise Rejected(f"the model file's {name} is {t.dtype}, not float32, so it cannot be "
+                           "the certificate's float32 weights bit for bit (save the model in "
+                           "float32)")
+        if tuple(t.shape) != tuple(shape) or _float32_bits(t.values) != _float32_bits(values):
             raise Rejected(f"the certificate's {name} differs from the model file's")
 
 
-def _signed(values) -> tuple:
-    """Values with their signs, so that −0.0 and +0.0 differ (bit-for-bit identity
-    of finite floats up to the encoding width)."""
-    return tuple((v, math.copysign(1.0, v)) for v in values)
+def _float32_bits(values) -> bytes:
+    """The binary32 encodings of float32 values (exact: each is a float32), so that the
+    comparison is bit for bit (−0.0 and +0.0 differ)."""
+    return struct.pack(f"<{len(values)}f", *values)

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from fractions import Fraction
 
 from . import arith as arithmetic
@@ -40,12 +41,13 @@ def _lines(stream, limit: int):
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
                arith: arithmetic.Arithmetic = arithmetic.MPMATH) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
-    model_file = None
+    model_file, started = None, time.monotonic()
     if model_path is not None:
         from .modelfile import read_model_tensors
 
         model_file = read_model_tensors(model_path)
     checker = CertificateChecker(limits, model_file, jobs, arith)
+    checker.started = started  # reading the model file counts against --max-seconds
     try:
         stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     except OSError as err:
@@ -97,6 +99,7 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "seconds": round(report.seconds, 3),
         "rules": report.rule_notes,
         "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
+        **({"family": report.family} if report.family else {}),
     }
 
 
@@ -108,6 +111,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
               f"{s['accuracy']} >= {s['accuracy_floor']}")
     print(f"  weights sha256:{s['weights_sha256']}")
+    if s.get("family"):  # bound by the weights digest (spec/theorem.md §1b)
+        print("  model family: " + ", ".join(f"{k}={v}" for k, v in s["family"].items()))
     if s["model_file"]:
         print(f"  weights are exactly those of {s['model_file']} "
               f"(file sha256:{s['model_file_sha256']})")
@@ -153,10 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-lines", type=int, default=d.max_lines)
     p.add_argument("--max-elements", type=int, default=d.max_elements,
                    help="maximum elements of one matrix")
+    p.add_argument("--max-stored-elements", type=int, default=d.max_stored_elements,
+                   help="maximum elements of all recorded matrices together (memory: up to "
+                        "~500 bytes each; spec/format.md §resource model)")
     args = p.parse_args(argv)
     limits = Limits(max_line_bytes=args.max_line_bytes, max_lines=args.max_lines,
                     max_elements=args.max_elements, max_work=args.max_work,
-                    max_seconds=args.max_seconds)
+                    max_seconds=args.max_seconds,
+                    max_stored_elements=args.max_stored_elements)
     try:
         backend = arithmetic.get(args.arith)
     except arithmetic.Unavailable as err:
@@ -185,10 +194,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(as_json: bool, verdict: str, message: str, code: int) -> int:
-    if as_json:
-        print(json.dumps({"verdict": verdict, "exit_code": code, "message": message}))
-    else:
-        print(f"{verdict.upper()}: {message}", file=sys.stderr)
+    """Report a failure; if stdout is closed, say it in one line on stderr (the code stands)."""
+    try:
+        if as_json:
+            print(json.dumps({"verdict": verdict, "exit_code": code, "message": message}))
+            sys.stdout.flush()
+        else:
+            print(f"{verdict.upper()}: {message}", file=sys.stderr)
+    except BrokenPipeError:  # e.g. the reader of `check-cert --json ... |` has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"{verdict.upper()} (stdout is closed): {message}", file=sys.stderr)
     return code
 
 

@@ -8,7 +8,7 @@ generator cannot feed a rule a matrix that merely claims to be EQKE.
 
 from __future__ import annotations
 
-from .modelspec import Dims
+from .modelspec import Dims, parameter_table
 
 
 def W(name: str) -> tuple:
@@ -16,6 +16,25 @@ def W(name: str) -> tuple:
 
 
 def model_terms(dims: Dims) -> dict[str, tuple]:
+    """The canonical terms of the model's quantities.
+
+    Every family: each weight by its short name (modelspec.parameter_table),
+    and for rotary models ROPE_COS / ROPE_SIN, the (n_ctx × rotary_dim/2)
+    tables cos(i·θ_j), sin(i·θ_j), θ_j = rotary_base^(−2j/rotary_dim)
+    (ops rope_cos / rope_sin with params n_ctx, rotary_dim, rotary_base).
+    The attention-only family also has the decomposition below.
+    """
+    f = dims.family
+    terms = {p.short: W(p.short) for p in parameter_table(f)}
+    if f.positional == "rotary":
+        for op in ("rope_cos", "rope_sin"):
+            terms[op.upper()] = (op, dims.n_ctx, f.rotary_dim, f.rotary_base)
+    if f.is_attn_only:
+        terms.update(decomposition_terms(dims))
+    return terms
+
+
+def decomposition_terms(dims: Dims) -> dict[str, tuple]:
     """The canonical terms of the five matrices of the paper's decomposition.
 
     With h0_i = E[t_i] + P_i, P̄ = mean_i P_i, P̂ = P − P̄, Ē = E + P̄,

@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import pickle
 import pickletools
 import struct
@@ -31,9 +32,15 @@ from itertools import product
 
 from .errors import Malformed
 
-MAX_BYTES = 2**31  # largest file read
-MAX_ELEMENTS = 2**24  # most elements decoded, over all storages and over all tensors
-MAX_HEADER_BYTES = 100_000_000  # largest safetensors JSON header (the format's own limit)
+# Resource limits (spec/format.md §resource model).  A model the checker can replay within its
+# default work limit has well under a million parameters (a few MB); these bound the memory and
+# time of reading any file, hostile or not, to a few hundred MB and seconds.
+MAX_BYTES = 64 << 20  # largest file read
+MAX_ELEMENTS = 1 << 22  # most elements decoded, over all storages and over all tensors
+MAX_HEADER_BYTES = 1 << 20  # largest safetensors JSON header (the format allows 100 MB)
+MAX_PICKLE_BYTES = 1 << 20  # largest data.pkl (a 12-tensor state dict: ~1.7 kB)
+MAX_PICKLE_OPCODES = 1 << 18  # most opcodes in data.pkl (~45 per tensor)
+MAX_ZIP_MEMBERS = 1 << 16  # most zip entries (one per storage, plus a few)
 
 # dtype name -> (struct code, item size in bytes); bfloat16 is widened to float32.
 _DTYPES = {"float64": ("d", 8), "float32": ("f", 4), "float16": ("e", 2), "bfloat16": ("f", 2),
@@ -70,6 +77,7 @@ class Tensor:
 class ModelFile:
     sha256: str  # hex SHA-256 of the file's bytes
     tensors: dict[str, Tensor]
+    config: dict | None = None  # the model's TransformerLens config, if the file has one
 
 
 def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
@@ -80,16 +88,25 @@ def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
     malformed: it is reported as ModelFileError naming the file (fail closed).
     """
     try:
+        if os.path.isfile(os.path.join(path, "config.json")):  # a save_pretrained directory
+            from . import hf
+
+            sha, tensors, config = hf.read_directory(path, _read_safetensors,
+                                                     _Budget(max_elements))
+            return ModelFile(sha256=sha, tensors=tensors, config=config)
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
         if len(data) > max_bytes:
             raise ModelFileError(f"file is larger than the limit of {max_bytes} bytes")
         budget = _Budget(max_elements)
         if data[:4] == b"PK\x03\x04":  # zip local file header
-            tensors = _read_torch_zip(data, budget)
+            tensors, config = _read_torch_zip(data, budget)
         else:
-            tensors = _read_safetensors(data, budget)
-        return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors)
+            tensors, config = _read_safetensors(data, budget)
+        if config is None:
+            config = sidecar_config(path)
+        return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors,
+                         config=config)
     except ModelFileError as exc:
         raise ModelFileError(f"model file {path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- fail closed on anything the bytes provoke
@@ -178,6 +195,46 @@ class _StateDict(dict):
         pass
 
 
+# --- inert stand-ins for what a TransformerLens config (cfg.to_dict()) pickles -------------
+# numpy float64 scalars are pickled as scalar(dtype('f8'), raw bytes) with the bytes built by
+# _codecs.encode(text, 'latin1'); cfg.dtype is a torch dtype, pickled by name.  Each stand-in
+# only decodes values; nothing is imported or called.
+_CONFIG_DTYPES = {"torch.float32", "torch.float64", "torch.float16", "torch.bfloat16"}
+_SCALAR_CODES = {"f8": "<d", "f4": "<f", "i8": "<q", "i4": "<i"}
+
+
+class _NumpyDtype(_Sealed):
+    """numpy.dtype(name, align, copy): just its name.  Its pickled state is accepted only
+    when it describes a little-endian (or byte-order-free) plain dtype."""
+    __slots__ = ("name",)
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", "|")):
+            raise ModelFileError("pickle describes an unsupported numpy dtype")
+
+
+def _numpy_dtype(name, align=False, copy=True):
+    if name not in _SCALAR_CODES or align not in (0, False) or copy not in (1, True):
+        raise ModelFileError(f"numpy dtype {name!r:.20} is not supported in a config")
+    return _NumpyDtype(name)
+
+
+def _numpy_scalar(dtype, data=None):
+    """numpy.core.multiarray.scalar(dtype, bytes) -> the Python number it holds."""
+    code = _SCALAR_CODES.get(getattr(dtype, "name", None)) if isinstance(dtype, _NumpyDtype) \
+        else None
+    if code is None or not isinstance(data, bytes) or len(data) != struct.calcsize(code):
+        raise ModelFileError("unsupported numpy scalar in the pickle")
+    return struct.unpack(code, data)[0]
+
+
+def _codecs_encode(text, encoding="utf-8"):
+    """_codecs.encode(str, 'latin1'): how pickle protocol 2 writes bytes."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise ModelFileError("unsupported _codecs.encode call in the pickle")
+    return text.encode("latin-1")
+
+
 def _rebuild_parameter(data, requires_grad=False, backward_hooks=None):
     """torch._utils._rebuild_parameter: a Parameter is its tensor."""
     if not isinstance(data, _TensorRef):
@@ -199,9 +256,15 @@ class _RestrictedUnpickler(pickle.Unpickler):
         rebuild functions (-> our checked versions).  None of the stand-ins touches
         anything outside the objects the pickle itself built."""
         full = f"{module}.{name}"
+        if full in _CONFIG_DTYPES:
+            return full  # a dtype in a config: its name is all we keep
         if full in _TORCH_STORAGES:
             return _StorageType(_TORCH_STORAGES[full])
         stand_ins = {"collections.OrderedDict": _StateDict,
+                     "numpy.dtype": _numpy_dtype,
+                     "numpy.core.multiarray.scalar": _numpy_scalar,
+                     "numpy._core.multiarray.scalar": _numpy_scalar,
+                     "_codecs.encode": _codecs_encode,
                      "torch._utils._rebuild_tensor_v2": self.rebuild_tensor,
                      "torch._utils._rebuild_parameter": _rebuild_parameter}
         if full not in stand_ins:
@@ -243,19 +306,25 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def _check_opcodes(pkl: bytes) -> None:
-    """Scan the pickle (pickletools parses, never executes) before it is unpickled: only
-    allowed opcodes, and no memo index or frame length beyond the pickle's size (the C
-    unpickler sizes its memo array by the largest index it is given)."""
+    """Scan the pickle (pickletools parses, never executes) before it is unpickled: at most
+    MAX_PICKLE_BYTES and MAX_PICKLE_OPCODES, only allowed opcodes, and no memo index or frame
+    length beyond the pickle's size (the C unpickler sizes its memo array by the largest index
+    it is given).  Streams: memory does not grow with the number of opcodes."""
+    if len(pkl) > MAX_PICKLE_BYTES:
+        raise ModelFileError(f"data.pkl has {len(pkl)} bytes, over the limit of "
+                             f"{MAX_PICKLE_BYTES} (resource limit)")
     with warnings.catch_warnings():  # genops warns on odd escapes in (refused) text opcodes
         warnings.simplefilter("ignore")
-        ops = list(pickletools.genops(pkl))
-    for op, arg, pos in ops:
-        if op.name not in _PICKLE_OPCODES:
-            raise ModelFileError(f"data.pkl uses the pickle opcode {op.name} (byte {pos}), "
-                                 "which is refused")
-        if op.name in ("FRAME", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT") \
-                and arg > len(pkl):
-            raise ModelFileError(f"data.pkl has {op.name} {arg} (byte {pos}): out of range")
+        for count, (op, arg, pos) in enumerate(pickletools.genops(pkl)):
+            if count >= MAX_PICKLE_OPCODES:
+                raise ModelFileError(f"data.pkl has more than {MAX_PICKLE_OPCODES} opcodes "
+                                     "(resource limit)")
+            if op.name not in _PICKLE_OPCODES:
+                raise ModelFileError(f"data.pkl uses the pickle opcode {op.name} (byte {pos}), "
+                                     "which is refused")
+            if op.name in ("FRAME", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT") \
+                    and arg > len(pkl):
+                raise ModelFileError(f"data.pkl has {op.name} {arg} (byte {pos}): out of range")
 
 
 def _read_entry(zf: zipfile.ZipFile, name: str) -> bytes:
@@ -285,7 +354,12 @@ def _materialize(ref: _TensorRef) -> Tensor:
     return Tensor(shape=shape, values=tuple(out), dtype=ref.storage.dtype)
 
 
-def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+def _read_torch_zip(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], dict | None]:
+    # Every central-directory entry starts with this signature, so its count bounds the number
+    # of entries zipfile would parse (each costs ~10 bytes of memory per byte of file).
+    if data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
+        raise ModelFileError(f"zip archive has more than {MAX_ZIP_MEMBERS} members "
+                             "(resource limit)")
     zf = zipfile.ZipFile(io.BytesIO(data))
     names = zf.namelist()
     if len(set(names)) != len(names):
@@ -307,7 +381,49 @@ def _read_torch_zip(data: bytes, budget: _Budget) -> dict[str, Tensor]:
             and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in state.items())):
         raise ModelFileError("data.pkl holds neither a state dict nor a dict whose 'model' "
                              "entry is a state dict (name -> tensor)")
-    return {name: _materialize(ref) for name, ref in state.items()}
+    return ({name: _materialize(ref) for name, ref in state.items()},
+            _config(top.get("config") if isinstance(top, dict) else None))
+
+
+def sidecar_config(path) -> dict | None:
+    """A TransformerLens config saved as JSON beside a bare state dict: `<stem>.config.json`,
+    or `config.json` if it uses TransformerLens names (has d_model and n_heads; a Hugging
+    Face config.json does not).  None if there is neither."""
+    base = os.path.splitext(os.fspath(path))[0]
+    for candidate, needs_tl_names in ((base + ".config.json", False),
+                                      (os.path.join(os.path.dirname(os.fspath(path)),
+                                                    "config.json"), True)):
+        if os.path.isfile(candidate):
+            with open(candidate, "rb") as f:
+                config = json.loads(f.read(1 << 20).decode("utf-8"))
+            if needs_tl_names and not (isinstance(config, dict) and "d_model" in config
+                                       and "n_heads" in config):
+                continue
+            return _config(config)
+    return None
+
+
+def _config(config) -> dict | None:
+    """The model config stored beside the state dict: plain values only."""
+    if config is None:
+        return None
+    if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
+        raise ModelFileError("the file's 'config' is not a dictionary with string keys")
+    for key, value in config.items():
+        if not _plain_value(value):
+            raise ModelFileError(f"the file's config entry {key!r:.80} is not a plain value")
+    return dict(config)
+
+
+def _plain_value(value, depth: int = 0) -> bool:
+    """None, bool, int, float, str, or (nested, shallowly) lists and dicts of them."""
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if depth < 4 and type(value) in (list, tuple):
+        return all(_plain_value(v, depth + 1) for v in value)
+    if depth < 4 and type(value) in (dict, _StateDict):
+        return all(type(k) is str and _plain_value(v, depth + 1) for k, v in value.items())
+    return False
 
 
 # ---- safetensors: u64 header length, JSON header, raw bytes ----------------------------------
@@ -319,7 +435,7 @@ def _unique_keys(pairs):
     return dict(pairs)
 
 
-def _read_safetensors(data: bytes, budget: _Budget) -> dict[str, Tensor]:
+def _read_safetensors(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], dict | None]:
     n = int.from_bytes(data[:8], "little")
     if len(data) < 8 or n > min(len(data) - 8, MAX_HEADER_BYTES) or data[8:9] != b"{":
         raise ModelFileError("is neither a torch .pt zip archive nor a safetensors file")
@@ -342,7 +458,8 @@ def _read_safetensors(data: bytes, budget: _Budget) -> dict[str, Tensor]:
         tensors[name], pos = Tensor(shape, _decode(dtype, buffer[begin:end]), dtype), end
     if pos != len(buffer):
         raise ModelFileError("safetensors data has bytes that belong to no tensor")
-    return tensors
+    config = metadata.get("config")  # a JSON string, as safetensors metadata holds only str
+    return tensors, _config(None if config is None else json.loads(config))
 
 
 def _safetensors_entry(name: str, spec) -> tuple:

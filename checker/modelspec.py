@@ -1,36 +1,175 @@
-"""The parameters of the model class, as named in TransformerLens state dicts.
+"""The parameters of the model families, as named in TransformerLens state dicts.
 
-A one-layer, one-head, attention-only transformer with learned positional
-embeddings and no LayerNorm or MLP (spec/theorem.md).  Dimensions are
-inferred from the tensor shapes.
+One table (`parameter_table`) lists, for every family, each parameter's state
+dict key, its short name (the term `("param", short)` of definitions.py), its
+shape and whether a file may omit it.  The checker, the generator and the
+model-file binding all read parameters from this one table (spec/theorem.md §1).
+
+The attention-only family (`ATTN_ONLY`, one head, learned positions, no
+LayerNorm, no MLP) is the original model class; its table is `PARAMETERS`.
+Dimensions are inferred from the tensor shapes (and n_ctx from the family
+for rotary models, which have no positional embedding).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from .errors import Malformed
 
-# (state-dict key, shape in terms of v=d_vocab, k=n_ctx, d=d_model, h=d_head, required)
-PARAMETERS: tuple[tuple[str, str, bool], ...] = (
-    ("embed.W_E", "v d", True),
-    ("pos_embed.W_pos", "k d", True),
-    ("blocks.0.attn.W_Q", "1 d h", True),
-    ("blocks.0.attn.W_K", "1 d h", True),
-    ("blocks.0.attn.W_V", "1 d h", True),
-    ("blocks.0.attn.W_O", "1 h d", True),
-    ("blocks.0.attn.b_Q", "1 h", False),
-    ("blocks.0.attn.b_K", "1 h", False),
-    ("blocks.0.attn.b_V", "1 h", False),
-    ("blocks.0.attn.b_O", "d", False),
-    ("unembed.W_U", "d v", True),
-    ("unembed.b_U", "v", False),
-)
+NORMALIZATIONS = (None, "LN", "LNPre")
+POSITIONALS = ("standard", "rotary")
+ACTIVATIONS = ("relu",)
+# RoPE angles i·θ_j are enclosed by Taylor series (checker/elementary.py); their
+# cost grows with the angle, so rotary models are limited to this many positions.
+MAX_ROTARY_CTX = 256
+
+
+@dataclass(frozen=True)
+class Family:
+    """A one-layer model family (spec/theorem.md §1).
+
+    normalization: None, "LN" (learned w, b) or "LNPre" (no weights), applied
+    before attention, before the MLP and before the unembedding; ln_eps is the
+    binary64 ε of every LayerNorm.  d_mlp = 0 means no MLP (attention-only).
+    positional "rotary" means RoPE (rotate-half pairing) on the first
+    rotary_dim query/key coordinates with base rotary_base, exact angles, and
+    no positional embedding; n_ctx is then given here (else it is W_pos's rows
+    and n_ctx here is 0).  parallel: attention and MLP both read the residual
+    stream before the block (GPT-NeoX) instead of the MLP reading after attention.
+    """
+
+    normalization: str | None = None
+    n_heads: int = 1
+    d_mlp: int = 0
+    act_fn: str = "relu"
+    positional: str = "standard"
+    n_ctx: int = 0
+    rotary_dim: int = 0
+    rotary_base: int = 0
+    ln_eps: float = 0.0
+    parallel: bool = False
+
+    def validate(self) -> None:
+        """Raise Malformed naming what is unsupported or inconsistent."""
+        if self.normalization not in NORMALIZATIONS:
+            raise Malformed(f"unsupported normalization {self.normalization!r} "
+                            f"(supported: LN, LNPre or none)")
+        if type(self.n_heads) is not int or not 1 <= self.n_heads <= 64:
+            raise Malformed(f"n_heads must be an integer in [1, 64], got {self.n_heads!r}")
+        if type(self.d_mlp) is not int or not 0 <= self.d_mlp <= 1 << 14:
+            raise Malformed(f"d_mlp must be an integer in [0, 16384], got {self.d_mlp!r}")
+        if self.act_fn not in ACTIVATIONS:
+            raise Malformed(f"unsupported activation {self.act_fn!r} (supported: relu)")
+        if self.positional not in POSITIONALS:
+            raise Malformed(f"unsupported positional embedding {self.positional!r} "
+                            "(supported: standard, rotary)")
+        if type(self.parallel) is not bool:
+            raise Malformed("parallel must be true or false")
+        if self.parallel and self.d_mlp == 0:
+            raise Malformed("a parallel residual needs an MLP")
+        _need(type(self.ln_eps) is float, f"ln_eps must be a float, got {self.ln_eps!r}")
+        if self.normalization is None:
+            _need(self.ln_eps == 0.0, "ln_eps must be 0.0 without LayerNorm")
+        else:
+            _need(type(self.ln_eps) is float and math.isfinite(self.ln_eps)
+                  and self.ln_eps > 0, f"ln_eps must be a positive float, got {self.ln_eps!r}")
+        if self.positional == "rotary":
+            _need(type(self.n_ctx) is int and 2 <= self.n_ctx <= MAX_ROTARY_CTX,
+                  f"a rotary model needs n_ctx in [2, {MAX_ROTARY_CTX}], got {self.n_ctx!r}")
+            _need(type(self.rotary_dim) is int and self.rotary_dim >= 2
+                  and self.rotary_dim % 2 == 0, f"rotary_dim must be even and >= 2, got "
+                  f"{self.rotary_dim!r}")
+            _need(type(self.rotary_base) is int and 2 <= self.rotary_base <= 1 << 20,
+                  f"rotary_base must be an integer in [2, 2^20], got {self.rotary_base!r}")
+        else:
+            _need(self.n_ctx == 0 and self.rotary_dim == 0 and self.rotary_base == 0,
+                  "n_ctx, rotary_dim and rotary_base must be 0 without rotary positions")
+
+    @property
+    def is_attn_only(self) -> bool:
+        """The original model class (the decomposition rules apply only to it)."""
+        return self == ATTN_ONLY
+
+    def to_json(self) -> dict:
+        return {f: getattr(self, f) for f in FAMILY_FIELDS}
+
+    @classmethod
+    def from_json(cls, obj: object) -> Family:
+        """Parse a header's "family" object (all fields required); Malformed if bad."""
+        if not isinstance(obj, dict) or set(obj) != set(FAMILY_FIELDS):
+            raise Malformed(f"family must be an object with exactly the fields "
+                            f"{list(FAMILY_FIELDS)}")
+        family = cls(**obj)
+        family.validate()
+        return family
+
+
+FAMILY_FIELDS = ("normalization", "n_heads", "d_mlp", "act_fn", "positional", "n_ctx",
+                 "rotary_dim", "rotary_base", "ln_eps", "parallel")
+ATTN_ONLY = Family()
+
+
+def _need(cond: bool, message: str) -> None:
+    if not cond:
+        raise Malformed(message)
+
+
+@dataclass(frozen=True)
+class Param:
+    key: str  # TransformerLens state dict key
+    short: str  # name in terms: ("param", short)
+    pattern: str  # shape in letters v k d h n(heads) m(d_mlp); "1" a literal 1
+    required: bool
+
+
+def parameter_table(family: Family = ATTN_ONLY) -> tuple[Param, ...]:
+    """The family's parameters in certificate order (spec/format.md §weight)."""
+    ln = family.normalization == "LN"
+    mlp = family.d_mlp > 0
+    out = [Param("embed.W_E", "W_E", "v d", True)]
+    if family.positional == "standard":
+        out.append(Param("pos_embed.W_pos", "W_pos", "k d", True))
+    if ln:
+        out += [Param("blocks.0.ln1.w", "ln1.w", "d", True),
+                Param("blocks.0.ln1.b", "ln1.b", "d", True)]
+    out += [Param(f"blocks.0.attn.W_{x}", f"W_{x}", "n d h", True) for x in "QKV"]
+    out.append(Param("blocks.0.attn.W_O", "W_O", "n h d", True))
+    out += [Param(f"blocks.0.attn.b_{x}", f"b_{x}", "n h", False) for x in "QKV"]
+    out.append(Param("blocks.0.attn.b_O", "b_O", "d", False))
+    if ln and mlp:
+        out += [Param("blocks.0.ln2.w", "ln2.w", "d", True),
+                Param("blocks.0.ln2.b", "ln2.b", "d", True)]
+    if mlp:
+        out += [Param("blocks.0.mlp.W_in", "W_in", "d m", True),
+                Param("blocks.0.mlp.b_in", "b_in", "m", False),
+                Param("blocks.0.mlp.W_out", "W_out", "m d", True),
+                Param("blocks.0.mlp.b_out", "b_out", "d", False)]
+    if ln:
+        out += [Param("ln_final.w", "ln_final.w", "d", True),
+                Param("ln_final.b", "ln_final.b", "d", True)]
+    out += [Param("unembed.W_U", "W_U", "d v", True), Param("unembed.b_U", "b_U", "v", False)]
+    return tuple(out)
+
+
+# The attention-only table as (key, shape, required), as before families existed.
+PARAMETERS: tuple[tuple[str, str, bool], ...] = tuple(
+    (p.key, p.pattern.replace("n", "1"), p.required) for p in parameter_table(ATTN_ONLY))
 PARAMETER_NAMES = tuple(name for name, _, _ in PARAMETERS)
 
-# Buffers TransformerLens saves that carry no parameters: the causal mask and
-# the masking constant.  They are ignored; the semantics is fixed by the spec.
+# Buffers TransformerLens saves that carry no parameters: the causal mask, the
+# masking constant and (rotary models) the float32 sin/cos tables, which the
+# theorem replaces by exact angles.  They are ignored.
 IGNORED_BUFFERS = ("blocks.0.attn.mask", "blocks.0.attn.IGNORE")
+ROTARY_BUFFERS = ("blocks.0.attn.rotary_sin", "blocks.0.attn.rotary_cos")
+
+
+def matrix_shape(tl_shape: tuple[int, ...]) -> tuple[int, int]:
+    """The 2-D matrix a parameter denotes in ops and rules: all leading axes
+    flattened into rows, so (n, d, h) -> (n·d, h) (head j is rows j·d..), (n, h) ->
+    (n, h) and a vector (c,) -> one row (1, c).  With one head this drops the head axis."""
+    return (math.prod(tl_shape[:-1]), tl_shape[-1])
 
 
 @dataclass(frozen=True)
@@ -39,15 +178,21 @@ class Dims:
     n_ctx: int
     d_model: int
     d_head: int
+    family: Family = field(default=ATTN_ONLY)
+
+    @property
+    def n_heads(self) -> int:
+        return self.family.n_heads
 
     def shape_of(self, name: str) -> tuple[int, ...]:
-        """The shape parameter `name` must have for these dimensions."""
-        letters = {"v": self.d_vocab, "k": self.n_ctx, "d": self.d_model, "h": self.d_head}
-        pattern = dict((n, p) for n, p, _ in PARAMETERS)[name]
+        """The shape parameter `name` (a state dict key) must have for these dimensions."""
+        letters = {"v": self.d_vocab, "k": self.n_ctx, "d": self.d_model, "h": self.d_head,
+                   "n": self.family.n_heads, "m": self.family.d_mlp}
+        pattern = {p.key: p.pattern for p in parameter_table(self.family)}[name]
         return tuple(1 if c == "1" else letters[c] for c in pattern.split())
 
 
-def _describe_unexpected(keys: list[str]) -> str:
+def _describe_unexpected(keys: list[str], family: Family) -> str:
     kinds = []
     joined = " ".join(keys)
     if any(k.startswith("blocks.") and not k.startswith("blocks.0.") for k in keys):
@@ -58,20 +203,26 @@ def _describe_unexpected(keys: list[str]) -> str:
         kinds.append("LayerNorm weights")
     what = ", ".join(kinds) if kinds else "parameters this model class does not have"
     shown = ", ".join(sorted(keys)[:8]) + (" ..." if len(keys) > 8 else "")
-    return f"model has {what}: {shown}"
+    hint = (" (a model with LayerNorm, MLP, RoPE or several heads needs its config: see "
+            "README, model families)" if family.is_attn_only and kinds else "")
+    return f"model has {what}: {shown}{hint}"
 
 
-def infer_dims(shapes: dict[str, tuple[int, ...]]) -> Dims:
-    """Check the keys and shapes of a state dict and infer its dimensions.
+def infer_dims(shapes: dict[str, tuple[int, ...]], family: Family = ATTN_ONLY) -> Dims:
+    """Check the keys and shapes of a state dict against `family` and infer its dimensions.
 
     Precondition: `shapes` maps every tensor key of the file to its shape.
     Raises Malformed naming what is wrong (missing keys, extra layers, heads,
     MLP or LayerNorm weights, inconsistent shapes).
     """
-    unexpected = [k for k in shapes if k not in PARAMETER_NAMES and k not in IGNORED_BUFFERS]
+    family.validate()
+    table = parameter_table(family)
+    names = {p.key for p in table}
+    ignored = IGNORED_BUFFERS + (ROTARY_BUFFERS if family.positional == "rotary" else ())
+    unexpected = [k for k in shapes if k not in names and k not in ignored]
     if unexpected:
-        raise Malformed(_describe_unexpected(unexpected))
-    missing = [n for n, _, required in PARAMETERS if required and n not in shapes]
+        raise Malformed(_describe_unexpected(unexpected, family))
+    missing = [p.key for p in table if p.required and p.key not in shapes]
     if missing:
         raise Malformed(f"model is missing required tensors: {', '.join(missing)}")
     heads = ("blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V", "blocks.0.attn.W_O")
@@ -79,21 +230,79 @@ def infer_dims(shapes: dict[str, tuple[int, ...]]) -> Dims:
         shape = shapes[name]
         if len(shape) != 3:
             raise Malformed(f"{name} has shape {list(shape)}; expected (n_heads, ., .)")
-        if shape[0] != 1:
+        if shape[0] != family.n_heads:
             raise Malformed(f"model has {shape[0]} attention heads ({name} has shape "
-                            f"{list(shape)}); only one head is supported")
-    for name in ("embed.W_E", "pos_embed.W_pos", "unembed.W_U"):
+                            f"{list(shape)}); " + ("only one head is supported without a "
+                            "config" if family.is_attn_only else
+                            f"its config says n_heads = {family.n_heads}"))
+    matrices = ["embed.W_E", "unembed.W_U"]
+    if family.positional == "standard":
+        matrices.append("pos_embed.W_pos")
+    for name in matrices:
         if len(shapes[name]) != 2:
             raise Malformed(f"{name} has shape {list(shapes[name])}; expected a matrix")
     d_vocab, d_model = shapes["embed.W_E"]
-    n_ctx = shapes["pos_embed.W_pos"][0]
+    n_ctx = shapes["pos_embed.W_pos"][0] if family.positional == "standard" else family.n_ctx
     d_head = shapes["blocks.0.attn.W_Q"][2]
-    dims = Dims(d_vocab=d_vocab, n_ctx=n_ctx, d_model=d_model, d_head=d_head)
-    for name, _, _ in PARAMETERS:
-        if name in shapes and tuple(shapes[name]) != dims.shape_of(name):
-            raise Malformed(f"{name} has shape {list(shapes[name])}; expected "
-                            f"{list(dims.shape_of(name))} for d_vocab={d_vocab}, n_ctx={n_ctx}, "
+    dims = Dims(d_vocab=d_vocab, n_ctx=n_ctx, d_model=d_model, d_head=d_head, family=family)
+    for p in table:
+        if p.key in shapes and tuple(shapes[p.key]) != dims.shape_of(p.key):
+            raise Malformed(f"{p.key} has shape {list(shapes[p.key])}; expected "
+                            f"{list(dims.shape_of(p.key))} for d_vocab={d_vocab}, n_ctx={n_ctx}, "
                             f"d_model={d_model}, d_head={d_head} (is d_vocab_out != d_vocab?)")
     if min(d_vocab, n_ctx, d_model, d_head) < 1 or n_ctx < 2:
         raise Malformed(f"unsupported dimensions {dims}: need n_ctx >= 2 and positive sizes")
+    if family.positional == "rotary" and family.rotary_dim > d_head:
+        raise Malformed(f"rotary_dim {family.rotary_dim} exceeds d_head {d_head}")
     return dims
+
+
+def family_from_tl_config(cfg: dict) -> Family:
+    """The family of a TransformerLens HookedTransformerConfig (as a dict, e.g.
+    cfg.to_dict()); Malformed naming any setting outside the supported families."""
+    def get(name, default=None):
+        return cfg.get(name, default)
+
+    def refuse(what):
+        raise Malformed(f"unsupported model: {what}")
+
+    if get("n_layers", 1) != 1:
+        refuse(f"n_layers = {get('n_layers')} (only one layer is supported)")
+    norm = get("normalization_type")
+    if norm not in NORMALIZATIONS:
+        refuse(f"normalization_type = {norm!r} (supported: LN, LNPre, None)")
+    if get("final_rms") or get("use_normalization_before_and_after"):
+        refuse("RMS / extra normalization")
+    attn_only = bool(get("attn_only", False))
+    d_mlp = 0 if attn_only else int(get("d_mlp") or 0)
+    act = get("act_fn")
+    if d_mlp and act != "relu":
+        refuse(f"act_fn = {act!r} (only relu is supported)")
+    pos = get("positional_embedding_type", "standard")
+    if pos not in POSITIONALS:
+        refuse(f"positional_embedding_type = {pos!r} (supported: standard, rotary)")
+    if get("rotary_adjacent_pairs"):
+        refuse("rotary_adjacent_pairs = True (only the rotate-half pairing is supported)")
+    if get("use_attn_scale", True) is False or get("attn_scale", None) not in (None, -1.0) \
+            and float(get("attn_scale")) != math.sqrt(float(get("d_head"))):
+        refuse("an attention scale other than sqrt(d_head)")
+    for flag in ("gated_mlp", "use_local_attn", "use_qk_norm", "original_architecture_extra"):
+        if get(flag):
+            refuse(f"{flag} = {get(flag)!r}")
+    if get("n_key_value_heads") not in (None, get("n_heads")):
+        refuse("grouped-query attention (n_key_value_heads != n_heads)")
+    if get("d_vocab_out", get("d_vocab")) not in (-1, get("d_vocab")):
+        refuse("d_vocab_out != d_vocab")
+    rotary = pos == "rotary"
+    base = get("rotary_base", 10000) if rotary else 0
+    if rotary and float(base) != int(float(base)):
+        refuse(f"rotary_base = {base!r} (an integer base is supported)")
+    family = Family(
+        normalization=norm, n_heads=int(get("n_heads", 1)), d_mlp=d_mlp, act_fn="relu",
+        positional=pos, n_ctx=int(get("n_ctx")) if rotary else 0,
+        rotary_dim=int(get("rotary_dim") or 0) if rotary else 0,
+        rotary_base=int(float(base)),
+        ln_eps=float(get("eps", 1e-5)) if norm else 0.0,
+        parallel=bool(get("parallel_attn_mlp", False)) and d_mlp > 0)
+    family.validate()
+    return family

@@ -13,8 +13,10 @@ definitions.py).
 
 from __future__ import annotations
 
+from . import elementary
 from .arith import MPMATH
 from .errors import Malformed
+from .modelspec import MAX_ROTARY_CTX
 
 
 def shape(m) -> tuple[int, int]:
@@ -93,9 +95,20 @@ def exp(a, tick=_no_tick, ar=MPMATH):
     return out
 
 
+def rope_cos(n_ctx: int, rotary_dim: int, base: int, tick=_no_tick):
+    """The (n_ctx × rotary_dim/2) table cos(i·base^(−2j/rotary_dim)), rigorously
+    (elementary.rope_table: integer roots and Taylor bounds, not mpmath's trig)."""
+    return elementary.rope_table(n_ctx, rotary_dim, base, odd=False, tick=tick)
+
+
+def rope_sin(n_ctx: int, rotary_dim: int, base: int, tick=_no_tick):
+    """The (n_ctx × rotary_dim/2) table sin(i·base^(−2j/rotary_dim)), rigorously."""
+    return elementary.rope_table(n_ctx, rotary_dim, base, odd=True, tick=tick)
+
+
 # Work charged per result element (times the inner dimension for matmul), in
 # units of one interval operation: an exp costs ~50 of them (numbers.py).
-COST = {"exp": 50}
+COST = {"exp": 50, "rope_cos": 2000, "rope_sin": 2000}
 
 # Ops that only move entries: the checker compares the recorded floats of
 # their argument with the recorded result, exactly, in every back-end.
@@ -116,6 +129,8 @@ OPS = {
     "transpose": (transpose, 1, ()),
     "div_sqrt": (div_sqrt, 1, ("n",)),
     "exp": (exp, 1, ()),
+    "rope_cos": (rope_cos, 0, ("n_ctx", "rotary_dim", "base")),
+    "rope_sin": (rope_sin, 0, ("n_ctx", "rotary_dim", "base")),
 }
 
 
@@ -147,4 +162,9 @@ def result_shape(op: str, shapes: list[tuple[int, int]], params: dict) -> tuple[
     if op == "div_sqrt":
         _need(params["n"] > 0, "div_sqrt: n must be positive")
         return shapes[0]
+    if op in ("rope_cos", "rope_sin"):
+        k, r, base = params["n_ctx"], params["rotary_dim"], params["base"]
+        _need(2 <= k <= MAX_ROTARY_CTX and r >= 2 and r % 2 == 0 and base >= 2,
+              f"{op}: needs 2 <= n_ctx <= {MAX_ROTARY_CTX}, even rotary_dim >= 2, base >= 2")
+        return (k, r // 2)
     raise Malformed(f"unknown op {op!r}")

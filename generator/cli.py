@@ -30,19 +30,22 @@ except ImportError as missing:  # installed without the generator extra
 SHIPPED = Path(__file__).with_name("models")
 
 
-def generate(model_path: str, strategy: str, float_shadow: bool = True,
+def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
              progress: bool = False) -> tuple[list[str], dict]:
     """Certificate lines for the model at `model_path`, and a summary."""
     started = time.monotonic()
     loaded = load_model(model_path)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
+    if strategy is None:  # the decomposition rules apply only to the attention-only family
+        strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
+                    else "forward-brute-force")
     by, claim, notes = STRATEGIES[strategy].certify(trace, progress=progress)
     binding = {"file_sha256": loaded.file_sha256, "file_name": Path(model_path).name}
     info = {"program": "gen-cert", "strategy_notes": notes}
     lines = trace.lines(strategy, by, claim, binding, info)
     d = loaded.weights.dims
-    summary = {"claim": claim, "total": d.d_vocab ** d.n_ctx, "lines": len(lines),
-               "bytes": sum(len(s) + 1 for s in lines),
+    summary = {"strategy": strategy, "claim": claim, "total": d.d_vocab ** d.n_ctx,
+               "lines": len(lines), "bytes": sum(len(s) + 1 for s in lines),
                "seconds": time.monotonic() - started, **notes}
     return lines, summary
 
@@ -52,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("model", nargs="?", default=str(SHIPPED / "max4_v64_seed0.pt"),
                    help="model file (.pt / .safetensors, TransformerLens state dict); "
                         "default: the shipped Max-of-4 model")
-    p.add_argument("--strategy", choices=sorted(STRATEGIES), default=default_strategy())
+    p.add_argument("--strategy", choices=sorted(STRATEGIES), default=None,
+                   help=f"default: {default_strategy()} (forward-brute-force for models with "
+                        "LayerNorm, an MLP, RoPE or several heads)")
     p.add_argument("-o", "--output", help="write here instead of stdout")
     p.add_argument("--no-float-shadow", action="store_true",
                    help="omit the generator's float32 values (used only to report the "
@@ -84,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2
     except NotApplicable as err:
-        print(f"gen-cert: strategy {args.strategy} does not apply: {err}", file=sys.stderr)
+        print(f"gen-cert: strategy {args.strategy or default_strategy()} does not apply: {err}",
+              file=sys.stderr)
         return 2
     text = "\n".join(lines) + "\n"
     if args.output:
@@ -100,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if not args.quiet:
         acc = summary["claim"] / summary["total"]
-        print(f"gen-cert: {args.strategy}: claims {summary['claim']} / {summary['total']} "
+        print(f"gen-cert: {summary['strategy']}: claims {summary['claim']} / {summary['total']} "
               f"correct (accuracy >= {acc:.6f}); {summary['lines']} lines, "
               f"{summary['bytes'] / 1e6:.2f} MB, {summary['seconds']:.1f} s; sha256 of "
               f"certificate {hashlib.sha256(text.encode()).hexdigest()[:16]}...",

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .model import ModelWeights
+from .model import FamilyWeights, ModelWeights, family_logits_float64
 
 _TINY = 1e-200  # below this denominator the common shift may have lost precision
 NEAR_TOL = 1e-9  # |margin| <= NEAR_TOL * (1 + |logit of true max|) counts as "near"
@@ -144,6 +144,8 @@ def count_correct(weights: ModelWeights, chunk_size: int = 1 << 13,
     """
     t0 = time.perf_counter()
     v, k = weights.dims.d_vocab, weights.dims.n_ctx
+    if isinstance(weights, FamilyWeights):
+        return _count_family(weights, chunk_size, query_tokens, t0)
     tab = circuit_tables(weights)
     r = 1  # number of free (broadcast) non-query positions per chunk
     while r < k - 1 and v ** (r + 1) <= chunk_size:
@@ -168,6 +170,27 @@ def count_correct(weights: ModelWeights, chunk_size: int = 1 << 13,
     if bar is not None:
         bar.close()
     correct, ties, near = (sum(col) for col in zip(*results, strict=True))
+    return GroundTruth(correct=correct, total=total, ties=ties, near_ties=near,
+                       seconds=time.perf_counter() - t0)
+
+
+def _count_family(weights: FamilyWeights, chunk_size: int, query_tokens, t0) -> GroundTruth:
+    """count_correct for any model family: the full float64 forward pass
+    (model.family_logits_float64), chunk by chunk."""
+    v, k = weights.dims.d_vocab, weights.dims.n_ctx
+    queries = set(range(v) if query_tokens is None else query_tokens)
+    if not queries or any(not 0 <= q < v for q in queries):
+        raise ValueError(f"query tokens must be a non-empty list of tokens in [0, {v})")
+    correct = ties = near = total = 0
+    step = max(1, chunk_size)
+    for start in range(0, v ** k, step):
+        seqs = enumerate_sequences(v, k, start, min(start + step, v ** k))
+        seqs = seqs[np.isin(seqs[:, -1], list(queries))]
+        if not len(seqs):
+            continue
+        logits = family_logits_float64(weights, seqs)
+        c, t, n = _tally(np.ascontiguousarray(logits.T), seqs.max(axis=1))
+        correct, ties, near, total = correct + c, ties + t, near + n, total + len(seqs)
     return GroundTruth(correct=correct, total=total, ties=ties, near_ties=near,
                        seconds=time.perf_counter() - t0)
 
@@ -221,6 +244,14 @@ def _progress_bar(total: int, progress: bool | None):
                 disable=None if progress is None else False, desc="sequences")
 
 
+def _dims_json(dims) -> dict:
+    """The dimensions, with the family only when it is not the attention-only one."""
+    out = asdict(dims)
+    if dims.family.is_attn_only:
+        del out["family"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """exact-accuracy MODEL [--json]: exit 0, or 2 if the model file is refused."""
     from .modelfile import ModelFileError, load_model
@@ -244,11 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     dims = loaded.weights.dims
     if args.json:
         print(json.dumps({"model": loaded.path, "sha256": loaded.file_sha256,
-                          "dims": asdict(dims), **gt.to_json()}))
+                          "dims": _dims_json(dims), **gt.to_json()}))
     else:
         print(f"model:    {loaded.path} (sha256 {loaded.file_sha256})")
         print(f"dims:     d_vocab={dims.d_vocab} n_ctx={dims.n_ctx} "
               f"d_model={dims.d_model} d_head={dims.d_head}")
+        if not dims.family.is_attn_only:
+            print("family:   " + ", ".join(f"{k}={v}" for k, v in dims.family.to_json().items()))
         print(f"correct:  {gt.correct} / {gt.total}  (accuracy {gt.accuracy:.8f})")
         print(f"ties:     {gt.ties} (counted wrong); near-ties: {gt.near_ties}")
         print(f"time:     {gt.seconds:.2f} s")

@@ -25,24 +25,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from checker.modelspec import PARAMETERS, Dims, infer_dims
+from checker.modelspec import ATTN_ONLY, Dims, Family, infer_dims, parameter_table
 
-# Canonical name -> (TransformerLens key, whether TL stores it with a leading head axis).
+# Canonical name -> (TransformerLens key, whether TL stores it with a leading head axis),
+# derived from the one parameter table (checker.modelspec.parameter_table).
 TL_KEYS: dict[str, tuple[str, bool]] = {
-    "W_E": ("embed.W_E", False),
-    "W_pos": ("pos_embed.W_pos", False),
-    "W_Q": ("blocks.0.attn.W_Q", True),
-    "W_K": ("blocks.0.attn.W_K", True),
-    "W_V": ("blocks.0.attn.W_V", True),
-    "W_O": ("blocks.0.attn.W_O", True),
-    "b_Q": ("blocks.0.attn.b_Q", True),
-    "b_K": ("blocks.0.attn.b_K", True),
-    "b_V": ("blocks.0.attn.b_V", True),
-    "b_O": ("blocks.0.attn.b_O", False),
-    "W_U": ("unembed.W_U", False),
-    "b_U": ("unembed.b_U", False),
-}
-assert sorted(key for key, _ in TL_KEYS.values()) == sorted(n for n, _, _ in PARAMETERS)
+    p.short: (p.key, p.pattern.split()[0] == "n") for p in parameter_table(ATTN_ONLY)}
 
 BIASES = ("b_Q", "b_K", "b_V", "b_O", "b_U")
 MASK_KEY = "blocks.0.attn.mask"
@@ -94,6 +82,11 @@ class ModelWeights:
     def names() -> tuple[str, ...]:
         """Canonical parameter names, in TL_KEYS order."""
         return tuple(f.name for f in fields(ModelWeights) if f.name != "dims")
+
+    def tl_parameters(self) -> dict[str, np.ndarray]:
+        """Every parameter in TransformerLens layout (key -> float32 array of TL shape)."""
+        return {p.key: getattr(self, p.short).reshape(self.dims.shape_of(p.key))
+                for p in parameter_table(self.dims.family)}
 
     def equals(self, other: ModelWeights) -> bool:
         """Bitwise equality of dims and every parameter."""
@@ -281,3 +274,243 @@ def logits_float64(weights: ModelWeights, tokens: np.ndarray, chunk: int = 1 << 
         resid = h0[:, -1] + z @ w["W_O"] + w["b_O"]  # (n, d)
         out[s:s + chunk] = resid @ w["W_U"] + w["b_U"]  # (n, v)
     return out
+
+
+# --- Model families (LayerNorm, MLP, RoPE, several heads) ---------------------
+# One parameter table for both sides: checker.modelspec.parameter_table.  The
+# weights are kept in TransformerLens layout (key -> float32 array of TL shape).
+
+
+@dataclass(frozen=True, eq=False)
+class FamilyWeights:
+    """All parameters of a model of any family, by TransformerLens key.
+
+    Invariant: every key of parameter_table(dims.family) is present with its
+    shape, float32, finite, read-only (absent biases are zeros)."""
+
+    dims: Dims
+    params: Mapping[str, np.ndarray]
+
+    def __post_init__(self) -> None:
+        out = {}
+        for p in parameter_table(self.dims.family):
+            arr = np.array(self.params[p.key], dtype=np.float32, copy=True, order="C")
+            if arr.shape != self.dims.shape_of(p.key):
+                raise ValueError(f"{p.key} has shape {arr.shape}, expected "
+                                 f"{self.dims.shape_of(p.key)}")
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{p.key} contains NaN or infinite values")
+            arr.flags.writeable = False
+            out[p.key] = arr
+        object.__setattr__(self, "params", out)
+
+    def tl_parameters(self) -> dict[str, np.ndarray]:
+        return dict(self.params)
+
+    def equals(self, other) -> bool:
+        return isinstance(other, FamilyWeights) and self.dims == other.dims and all(
+            np.array_equal(self.params[k], other.params[k]) for k in self.params)
+
+    @classmethod
+    def from_state_dict(cls, sd: Mapping[str, object], family: Family) -> FamilyWeights:
+        """Validate keys/shapes with checker.modelspec.infer_dims (Malformed if
+        wrong); buffers (mask, IGNORE, rotary tables) are dropped; absent biases
+        become zeros."""
+        arrays = {key: _as_numpy(value) for key, value in sd.items()}
+        dims = infer_dims({key: tuple(a.shape) for key, a in arrays.items()}, family)
+        params = {p.key: arrays[p.key] if p.key in arrays
+                  else np.zeros(dims.shape_of(p.key), np.float32)
+                  for p in parameter_table(family)}
+        return cls(dims=dims, params=params)
+
+    def to_state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: torch.from_numpy(a.copy()) for k, a in self.params.items()}
+
+    def tl_config(self) -> dict:
+        """A TransformerLens HookedTransformerConfig dict for this model (plain types)."""
+        return tl_config(self.dims)
+
+
+def tl_config(dims: Dims) -> dict:
+    """TransformerLens config (the fields that define the family), plain types."""
+    f = dims.family
+    cfg = {"n_layers": 1, "n_heads": f.n_heads, "d_vocab": dims.d_vocab,
+           "d_vocab_out": dims.d_vocab, "n_ctx": dims.n_ctx, "d_model": dims.d_model,
+           "d_head": dims.d_head, "attn_only": f.d_mlp == 0, "d_mlp": f.d_mlp or None,
+           "act_fn": f.act_fn, "normalization_type": f.normalization,
+           "positional_embedding_type": f.positional, "parallel_attn_mlp": f.parallel,
+           "eps": f.ln_eps or 1e-5}
+    if f.positional == "rotary":
+        cfg.update(rotary_dim=f.rotary_dim, rotary_base=f.rotary_base,
+                   rotary_adjacent_pairs=False)
+    return cfg
+
+
+def rope_angles(dims: Dims) -> np.ndarray:
+    """(n_ctx, rotary_dim/2) float64 angles i·base^(−2j/rotary_dim)."""
+    f = dims.family
+    j = np.arange(f.rotary_dim // 2, dtype=np.float64)
+    theta = float(f.rotary_base) ** (-2.0 * j / f.rotary_dim)
+    return np.arange(dims.n_ctx, dtype=np.float64)[:, None] * theta[None, :]
+
+
+def _rotate_np(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, r: int) -> np.ndarray:
+    """Rotate-half RoPE of x (..., k, h) with cos/sin (k, r/2) (TransformerLens)."""
+    half = r // 2
+    a, b = x[..., :half], x[..., half:r]
+    out = x.copy()
+    out[..., :half] = a * cos - b * sin
+    out[..., half:r] = b * cos + a * sin
+    return out
+
+
+def _layer_norm_np(x: np.ndarray, eps: float, w=None, b=None) -> np.ndarray:
+    c = x - x.mean(axis=-1, keepdims=True)
+    y = c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps)
+    return y if w is None else y * w + b
+
+
+def family_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
+                          chunk: int = 1 << 12) -> np.ndarray:
+    """Independent float64 forward pass of any family at the last position.
+
+    Straight from spec/theorem.md §2: (n, k) tokens -> (n, v) logits."""
+    dims, f = weights.dims, weights.dims.family
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or tokens.shape[1] != dims.n_ctx:
+        raise ValueError(f"tokens must have shape (n, {dims.n_ctx}), got {tokens.shape}")
+    w = {k: a.astype(np.float64) for k, a in weights.params.items()}
+    att = "blocks.0.attn."
+
+    def norm(x, which):
+        if f.normalization is None:
+            return x
+        if f.normalization == "LNPre":
+            return _layer_norm_np(x, f.ln_eps)
+        return _layer_norm_np(x, f.ln_eps, w[which + ".w"], w[which + ".b"])
+
+    if f.positional == "rotary":
+        angles = rope_angles(dims)
+        cos, sin = np.cos(angles), np.sin(angles)
+    out = np.empty((tokens.shape[0], dims.d_vocab))
+    for s in range(0, tokens.shape[0], chunk):
+        t = tokens[s:s + chunk]
+        x = w["embed.W_E"][t]  # (n, k, d)
+        if f.positional == "standard":
+            x = x + w["pos_embed.W_pos"]
+        a_in = norm(x, "blocks.0.ln1")
+        q = np.einsum("nd,jdh->njh", a_in[:, -1], w[att + "W_Q"]) + w[att + "b_Q"]
+        key = np.einsum("nkd,jdh->njkh", a_in, w[att + "W_K"]) + w[att + "b_K"][:, None]
+        val = np.einsum("nkd,jdh->njkh", a_in, w[att + "W_V"]) + w[att + "b_V"][:, None]
+        if f.positional == "rotary":
+            r = f.rotary_dim
+            q = _rotate_np(q[:, :, None], cos[-1:], sin[-1:], r)[:, :, 0]
+            key = _rotate_np(key, cos, sin, r)
+        scores = np.einsum("njh,njkh->njk", q, key) / math.sqrt(dims.d_head)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        attn = e / e.sum(axis=-1, keepdims=True)
+        z = np.einsum("njk,njkh->njh", attn, val)
+        resid = x[:, -1] + np.einsum("njh,jhd->nd", z, w[att + "W_O"]) + w[att + "b_O"]
+        if f.d_mlp:
+            m_in = norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
+            hidden = np.maximum(m_in @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"], 0.0)
+            resid = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
+        out[s:s + chunk] = norm(resid, "ln_final") @ w["unembed.W_U"] + w["unembed.b_U"]
+    return out
+
+
+def family_weights(weights) -> FamilyWeights:
+    """Any model's weights as FamilyWeights (attention-only ModelWeights included)."""
+    if isinstance(weights, FamilyWeights):
+        return weights
+    return FamilyWeights(dims=weights.dims, params=weights.tl_parameters())
+
+
+class _Node(nn.Module):
+    """A plain container, so that parameters get TransformerLens key paths."""
+
+
+class FamilyTransformer(nn.Module):
+    """A torch module of any family for training; state_dict() has TL keys.
+
+    Init: matrices ~ N(0, (0.8/sqrt(d_model))^2), LayerNorm w = 1, biases 0
+    (frozen, as in the paper); rotation by float32 cos/sin of the exact angles."""
+
+    def __init__(self, dims: Dims, generator: torch.Generator | None = None):
+        super().__init__()
+        self.dims = dims
+        std = 0.8 / math.sqrt(dims.d_model)
+        for p in parameter_table(dims.family):
+            shape = dims.shape_of(p.key)
+            if p.short.endswith(".w"):
+                value, grad = torch.ones(shape), True
+            elif p.short.endswith(".b") or p.short.startswith("b_"):
+                value, grad = torch.zeros(shape), False
+            else:
+                value, grad = torch.randn(shape, generator=generator) * std, True
+            self._place(p.key, nn.Parameter(value, requires_grad=grad))
+        if dims.family.positional == "rotary":
+            angles = torch.from_numpy(rope_angles(dims))
+            self.register_buffer("_cos", torch.cos(angles).float(), persistent=False)
+            self.register_buffer("_sin", torch.sin(angles).float(), persistent=False)
+
+    def _place(self, key: str, param: nn.Parameter) -> None:
+        *path, leaf = key.split(".")
+        node: nn.Module = self
+        for part in path:
+            if part == "blocks":
+                if not hasattr(node, "blocks"):
+                    node.blocks = nn.ModuleList([_Node()])
+                node = node.blocks
+            elif part.isdigit():
+                node = node[int(part)]
+            else:
+                if not hasattr(node, part):
+                    setattr(node, part, _Node())
+                node = getattr(node, part)
+        node.register_parameter(leaf, param)
+
+    def p(self, key: str) -> torch.Tensor:
+        return self.get_parameter(key)
+
+    def _norm(self, x, which):
+        f = self.dims.family
+        if f.normalization is None:
+            return x
+        c = x - x.mean(-1, keepdim=True)
+        y = c / torch.sqrt((c * c).mean(-1, keepdim=True) + f.ln_eps)
+        return y if f.normalization == "LNPre" else y * self.p(which + ".w") + self.p(which + ".b")
+
+    def _rotate(self, x, cos, sin):
+        r = self.dims.family.rotary_dim
+        half = r // 2
+        a, b = x[..., :half], x[..., half:r]
+        return torch.cat([a * cos - b * sin, b * cos + a * sin, x[..., r:]], dim=-1)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(n, k) tokens -> (n, v) logits at the last position."""
+        f, att = self.dims.family, "blocks.0.attn."
+        x = self.p("embed.W_E")[tokens]
+        if f.positional == "standard":
+            x = x + self.p("pos_embed.W_pos")
+        a_in = self._norm(x, "blocks.0.ln1")
+        q = torch.einsum("nd,jdh->njh", a_in[:, -1], self.p(att + "W_Q")) + self.p(att + "b_Q")
+        key = torch.einsum("nkd,jdh->njkh", a_in, self.p(att + "W_K")) \
+            + self.p(att + "b_K")[:, None]
+        val = torch.einsum("nkd,jdh->njkh", a_in, self.p(att + "W_V")) \
+            + self.p(att + "b_V")[:, None]
+        if f.positional == "rotary":
+            q = self._rotate(q, self._cos[-1], self._sin[-1])
+            key = self._rotate(key, self._cos, self._sin)
+        scores = torch.einsum("njh,njkh->njk", q, key) / math.sqrt(self.dims.d_head)
+        z = torch.einsum("njk,njkh->njh", torch.softmax(scores, -1), val)
+        resid = x[:, -1] + torch.einsum("njh,jhd->nd", z, self.p(att + "W_O")) \
+            + self.p(att + "b_O")
+        if f.d_mlp:
+            m_in = self._norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
+            hidden = torch.relu(m_in @ self.p("blocks.0.mlp.W_in") + self.p("blocks.0.mlp.b_in"))
+            resid = resid + hidden @ self.p("blocks.0.mlp.W_out") + self.p("blocks.0.mlp.b_out")
+        return self._norm(resid, "ln_final") @ self.p("unembed.W_U") + self.p("unembed.b_U")
+
+    def weights(self) -> FamilyWeights:
+        return FamilyWeights.from_state_dict(self.state_dict(), self.dims.family)

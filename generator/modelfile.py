@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from checker.errors import Malformed
-from checker.modelspec import IGNORED_BUFFERS
+from checker.modelspec import IGNORED_BUFFERS, ROTARY_BUFFERS, family_from_tl_config
 
-from .model import ModelWeights
+from .model import FamilyWeights, ModelWeights
 
 MAX_MODEL_BYTES = 256 * 1024 * 1024  # far above any Max-of-K model; guards memory
 TORCH_SUFFIXES = (".pt", ".pth")
@@ -46,7 +46,7 @@ class ModelFileError(Malformed):
 
 @dataclass(frozen=True)
 class LoadedModel:
-    weights: ModelWeights
+    weights: ModelWeights | FamilyWeights  # FamilyWeights when the file's config says so
     file_sha256: str  # hex sha256 of the file's bytes, exactly as parsed
     path: str
 
@@ -58,22 +58,55 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
     checker.modelspec.infer_dims, all float32 and finite; otherwise raises
     ModelFileError.  Never unpickles anything but tensors and plain containers.
     """
+    if os.path.isfile(os.path.join(path, "config.json")):  # a save_pretrained directory
+        return _load_hf_directory(path)
     data = _read_bytes(path)
     sha = hashlib.sha256(data).hexdigest()
     kind = _file_kind(path, data)
-    raw = _parse_torch(path, data) if kind == "torch" else _parse_safetensors(path, data)
+    raw, config = (_parse_torch(path, data) if kind == "torch"
+                   else _parse_safetensors(path, data))
+    if config is None:  # a config JSON beside a bare state dict (checker's own convention)
+        from checker.modelfile import sidecar_config
+
+        try:
+            config = sidecar_config(path)
+        except (Malformed, ValueError, OSError) as exc:
+            raise ModelFileError(path, f"cannot read the config beside it: {exc}") from None
     tensors = {}
     for key, value in raw.items():
         if not isinstance(key, str):
             raise ModelFileError(path, f"state dict has a non-string key {key!r}")
-        if key in IGNORED_BUFFERS:
-            continue  # causal mask / IGNORE constant: semantics fixed by the spec
+        if key in IGNORED_BUFFERS + ROTARY_BUFFERS:
+            continue  # mask / IGNORE / float32 rotary tables: semantics fixed by the spec
         tensors[key] = _to_float32(path, key, value)
     try:
-        weights = ModelWeights.from_state_dict(tensors)
+        family = None if config is None else family_from_tl_config(config)
+        if family is None or family.is_attn_only:
+            weights = ModelWeights.from_state_dict(tensors)
+        else:
+            weights = FamilyWeights.from_state_dict(tensors, family)
     except Malformed as exc:
         raise ModelFileError(path, str(exc)) from None
     return LoadedModel(weights=weights, file_sha256=sha, path=str(path))
+
+
+def _load_hf_directory(path) -> LoadedModel:
+    """A Hugging Face save_pretrained directory (GPT-NeoX, GPT-2), converted to
+    TransformerLens layout by the checker's own reader (checker/hf.py), so that the
+    certified weights are exactly what `check-cert --model DIR` reads."""
+    from checker.modelfile import read_model_tensors
+
+    try:
+        mf = read_model_tensors(path)
+        tensors = {k: _to_float32(path, k, torch.tensor(t.values, dtype=torch.float64)
+                                  .reshape(t.shape)) for k, t in mf.tensors.items()
+                   if t.dtype in ("float32", "float16", "bfloat16")}
+        family = family_from_tl_config(mf.config)
+        weights = (ModelWeights.from_state_dict(tensors) if family.is_attn_only
+                   else FamilyWeights.from_state_dict(tensors, family))
+    except Malformed as exc:
+        raise ModelFileError(path, str(exc)) from None
+    return LoadedModel(weights=weights, file_sha256=mf.sha256, path=str(path))
 
 
 def _read_bytes(path: str | os.PathLike) -> bytes:
@@ -105,18 +138,36 @@ def _file_kind(path: str | os.PathLike, data: bytes) -> str:
                                "expected .pt, .pth or .safetensors)")
 
 
+def _numpy_scalar_globals() -> list:
+    import numpy as np
+
+    multiarray = getattr(np, "_core", None) or np.core
+    return [multiarray.multiarray.scalar, np.dtype, type(np.dtype("f8")),
+            type(np.dtype("f4")), type(np.dtype("i8"))]
+
+
+_NUMPY_SCALAR_GLOBALS = _numpy_scalar_globals()
+
+
 def _parse_torch(path: str | os.PathLike, data: bytes) -> dict:
     try:
         # weights_only=True: the restricted unpickler; never pass False here.
-        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        # A TransformerLens config (cfg.to_dict()) holds numpy float64 scalars: allow
+        # exactly the numpy scalar/dtype reconstructors, which run no code of the file.
+        with torch.serialization.safe_globals(_NUMPY_SCALAR_GLOBALS):
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # any failure of an untrusted file is "malformed"
         raise ModelFileError(path, _describe_torch_error(exc)) from None
+    config = None
     if isinstance(obj, dict) and "model" in obj:
-        obj = obj["model"]  # {"model": state_dict, "model_config": ..., ...}
+        config = obj.get("config")  # a TransformerLens config dict, if saved with one
+        obj = obj["model"]  # {"model": state_dict, "config": ..., ...}
     if not isinstance(obj, dict):
         raise ModelFileError(path, f"expected a state dict (or a dict with key 'model'), "
                                    f"got {type(obj).__name__}")
-    return obj
+    if config is not None and not isinstance(config, dict):
+        raise ModelFileError(path, "the file's 'config' is not a dictionary")
+    return obj, config
 
 
 def _describe_torch_error(exc: Exception) -> str:
@@ -140,10 +191,14 @@ def _parse_safetensors(path: str | os.PathLike, data: bytes) -> dict:
     import safetensors.torch  # optional dependency (dev extra); imported only when needed
 
     try:
-        return safetensors.torch.load(data)
+        tensors = safetensors.torch.load(data)
+        n = int.from_bytes(data[:8], "little")
+        meta = json.loads(data[8:8 + n]).get("__metadata__") or {}
+        config = json.loads(meta["config"]) if "config" in meta else None
     except Exception as exc:
         raise ModelFileError(path, f"cannot load as safetensors ({type(exc).__name__}: "
                                    f"{exc})") from None
+    return tensors, config
 
 
 def _to_float32(path: str | os.PathLike, key: str, value: object) -> torch.Tensor:
@@ -206,17 +261,25 @@ def save_model(path: str | os.PathLike, weights: ModelWeights,
     _plain(metadata, "metadata")
     suffix = Path(path).suffix.lower()
     sd = weights.to_state_dict()
+    family = isinstance(weights, FamilyWeights)
     if suffix in TORCH_SUFFIXES:
         buf = io.BytesIO()  # saving to a buffer keeps the archive's inner name fixed
-        torch.save({"model": sd, "model_config": model_config(weights),
-                    "train_metrics": metadata}, buf)
+        if family:  # TransformerLens layout: {"config": cfg, "model": state_dict}
+            torch.save({"model": sd, "config": weights.tl_config(),
+                        "train_metrics": metadata}, buf)
+        else:
+            torch.save({"model": sd, "model_config": model_config(weights),
+                        "train_metrics": metadata}, buf)
         data = buf.getvalue()
     elif suffix == SAFETENSORS_SUFFIX:
         import safetensors.torch
 
         meta = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
                 for k, v in metadata.items()}
-        meta["model_config"] = json.dumps(model_config(weights), sort_keys=True)
+        if family:
+            meta["config"] = json.dumps(weights.tl_config(), sort_keys=True)
+        else:
+            meta["model_config"] = json.dumps(model_config(weights), sort_keys=True)
         data = safetensors.torch.save(sd, metadata=meta)
     else:
         raise ValueError(f"{path}: unsupported suffix {suffix!r}; use .pt, .pth or .safetensors")

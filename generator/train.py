@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from checker.modelspec import Dims
+from checker.errors import Malformed
+from checker.modelspec import Dims, Family
 
-from .model import MaxOfKTransformer
+from .model import FamilyTransformer, MaxOfKTransformer
 
 MAX_EXACT_SEQUENCES = 10 ** 9  # above this the CLI skips the exact-accuracy count
 
@@ -41,11 +42,29 @@ class TrainConfig:
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.01
+    # Model family (checker.modelspec.Family); the defaults are the attention-only model.
+    layernorm: str | None = None  # "LN" or "LNPre"
+    n_heads: int = 1
+    d_mlp: int = 0
+    rope: bool = False
+    rotary_dim: int = 0  # 0: d_head
+    rotary_base: int = 10000
+    ln_eps: float = 1e-5
+    parallel: bool = False
+
+    @property
+    def family(self) -> Family:
+        return Family(normalization=self.layernorm, n_heads=self.n_heads, d_mlp=self.d_mlp,
+                      positional="rotary" if self.rope else "standard",
+                      n_ctx=self.n_ctx if self.rope else 0,
+                      rotary_dim=(self.rotary_dim or self.d_head) if self.rope else 0,
+                      rotary_base=self.rotary_base if self.rope else 0,
+                      ln_eps=self.ln_eps if self.layernorm else 0.0, parallel=self.parallel)
 
     @property
     def dims(self) -> Dims:
         return Dims(d_vocab=self.d_vocab, n_ctx=self.n_ctx, d_model=self.d_model,
-                    d_head=self.d_head)
+                    d_head=self.d_head, family=self.family)
 
     def validate(self) -> None:
         """Raise ValueError with a clear message if the config is unusable."""
@@ -60,6 +79,10 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.seed < 2 ** 63:
             raise ValueError(f"seed must be in [0, 2^63), got {self.seed}")
+        try:
+            self.family.validate()
+        except Malformed as exc:
+            raise ValueError(str(exc)) from None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -95,7 +118,8 @@ def train_with_stats(cfg: TrainConfig, progress: bool = True) -> TrainResult:
     t0 = time.perf_counter()
     with _deterministic_torch():
         gen = torch.Generator().manual_seed(cfg.seed)
-        model = MaxOfKTransformer(cfg.dims, generator=gen)
+        make = MaxOfKTransformer if cfg.family.is_attn_only else FamilyTransformer
+        model = make(cfg.dims, generator=gen)
         params = [p for p in model.parameters() if p.requires_grad]  # biases stay zero
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas,
                                 weight_decay=cfg.weight_decay)
@@ -156,6 +180,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=d.batch)
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--layernorm", choices=["LN", "LNPre"], default=None,
+                   help="LayerNorm before attention, MLP and unembedding (TransformerLens)")
+    p.add_argument("--n-heads", type=int, default=d.n_heads)
+    p.add_argument("--mlp", type=int, default=d.d_mlp, metavar="D_MLP",
+                   help="add a ReLU MLP of this width (0: attention-only)")
+    p.add_argument("--rope", action="store_true",
+                   help="rotary positions (rotate-half) instead of a positional embedding")
+    p.add_argument("--rotary-dim", type=int, default=d.rotary_dim, help="0: d_head")
+    p.add_argument("--rotary-base", type=int, default=d.rotary_base)
+    p.add_argument("--ln-eps", type=float, default=d.ln_eps)
+    p.add_argument("--parallel", action="store_true",
+                   help="parallel attention and MLP (GPT-NeoX residual)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--no-exact", action="store_true",
                    help="skip counting the exact accuracy over all sequences")
@@ -171,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = TrainConfig(d_vocab=args.d_vocab, n_ctx=args.n_ctx, d_model=args.d_model,
                       d_head=args.d_head, seed=args.seed, steps=args.steps, batch=args.batch,
-                      lr=args.lr, weight_decay=args.weight_decay)
+                      lr=args.lr, weight_decay=args.weight_decay, layernorm=args.layernorm,
+                      n_heads=args.n_heads, d_mlp=args.mlp, rope=args.rope,
+                      rotary_dim=args.rotary_dim, rotary_base=args.rotary_base,
+                      ln_eps=args.ln_eps, parallel=args.parallel)
     try:
         cfg.validate()
     except ValueError as exc:

@@ -16,7 +16,7 @@ import safetensors.torch
 import torch
 
 from checker.errors import Malformed
-from checker.modelspec import Dims, infer_dims
+from checker.modelspec import ATTN_ONLY, Dims, Family, infer_dims
 from generator.ground_truth import main as exact_accuracy_main
 from generator.model import MaxOfKTransformer, ModelWeights
 from generator.modelfile import ModelFileError, load_model, save_model
@@ -160,7 +160,8 @@ def test_shipped_models_load():
     for entry in manifest["models"]:
         loaded = load_model(MODELS / entry["file"])
         assert loaded.file_sha256 == entry["sha256"]
-        assert loaded.weights.dims == Dims(**entry["dims"])
+        family = Family.from_json(entry["family"]) if "family" in entry else ATTN_ONLY
+        assert loaded.weights.dims == Dims(**entry["dims"], family=family)
 
 
 # --- refused --------------------------------------------------------------------------------

@@ -1,16 +1,18 @@
 """Proof rules (spec/rules.md).  Each module has INPUTS, the canonical model
 quantities it reads, and check(dims, matrices, hints, charge) -> (proven, note),
-where `proven` is a number of sequences the rule proves correct.
+where `proven` is a number of sequences the rule proves correct.  A rule whose
+inputs depend on the model family has inputs(dims) instead of INPUTS.
 
 Rules with PROPERTY = "overwhelm" prove an overwhelm claim instead
 (spec/overwhelm.md): parse_claim(obj, dims, FORM), inputs(dims, claim) -> the
 terms they read, check(dims, matrices, claim, hints, charge) -> note."""
 
-from . import brute_force, cubic, overwhelm, overwhelm_perm
+from . import brute_force, cubic, forward, overwhelm, overwhelm_perm
 
 RULES = {
     "brute_force": brute_force,
     "cubic": cubic,
+    "forward_brute_force": forward,
     "overwhelm_free": overwhelm,
     "overwhelm_perm": overwhelm_perm,
 }

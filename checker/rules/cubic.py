@@ -118,11 +118,6 @@ def _count_q(t: _Tables, good, charge, q):
     placements = {c: [(b_total - s_bound, s_bound) for s_bound in bounds]
                   for c, bounds in _subset_sum_bounds(ar, nonquery).items() if c < k - 1}
     placements[k - 1] = [(None, b_total)]
-    for c, options in placements.items():
-        for rest, _ in options:
-            if rest is not None and not ar.is_nonnegative(rest):
-                raise Rejected(f"cubic: query {q}: the attention outside {c} positions "
-                               "cannot be shown positive")
     w_query = t.beta[q][k - 1] * t.e[q][q]
     return sum(_count_q_m(t, good, q, m, b_total, placements, w_query) for m in range(q, v))
 
@@ -167,8 +162,12 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
     x_rows = {}  # u -> [upper bound of X_u[o]], for tokens whose (II) is joint
     for c, (mask, joint) in claims.items():
         claimed = [u for u in tokens if mask >> u & 1]
-        if not claimed:
+        if not claimed:  # nothing claimed: the placements of c are not used
             continue
+        for rest, _ in placements[c]:  # B − S must be a positive weight where it is used
+            if rest is not None and not ar.is_nonnegative(rest):
+                raise Rejected(f"cubic: query {q}, max {m}: the attention outside {c} "
+                               "positions cannot be shown positive")
         for u in claimed:
             if joint >> u & 1 and u not in x_rows:
                 x_rows[u] = ar.v_add(d, ar.v_diff(evou[u], evou[u][m]))

@@ -121,10 +121,38 @@ def exp(a: IMat) -> IMat:
     a few ulp; the relative allowance 2^-44 covers that many times over."""
     with np.errstate(over="raise", under="ignore"):
         lo, hi = np.exp(a.lo), np.exp(a.hi)
-    return _widen(lo * (1 - 2.0**-44), hi * (1 + 2.0**-44))
+    out = _widen(lo * (1 - 2.0**-44), hi * (1 + 2.0**-44))
+    # exp > 0: an underflowed lower end stays at 0 (rules need attention weights >= 0)
+    return IMat(np.maximum(out.lo, 0.0), out.hi)
+
+
+def rope_table_float(n_ctx: int, rotary_dim: int, base: int, odd: bool) -> np.ndarray:
+    """cos (or sin) of i·base^(−2j/rotary_dim), float64 (n_ctx, rotary_dim/2)."""
+    j = np.arange(rotary_dim // 2, dtype=np.float64)
+    angles = np.arange(n_ctx, dtype=np.float64)[:, None] * float(base) ** (-2.0 * j / rotary_dim)
+    return np.sin(angles) if odd else np.cos(angles)
+
+
+def _rope(n_ctx: int, rotary_dim: int, base: int, odd: bool) -> IMat:
+    """Enclosure of the RoPE table: mpmath at 120 bits, then ±2^-60 absolute
+    (far more than mpmath's error; untrusted anyway, the checker re-derives it)."""
+    import mpmath
+
+    with mpmath.workprec(120):
+        rows = []
+        for i in range(n_ctx):
+            row = []
+            for j in range(rotary_dim // 2):
+                angle = i * mpmath.power(base, mpmath.mpf(-2 * j) / rotary_dim)
+                row.append(float(mpmath.sin(angle) if odd else mpmath.cos(angle)))
+            rows.append(row)
+    mid = np.array(rows, dtype=np.float64)
+    return IMat(down(mid - 2.0**-60), up(mid + 2.0**-60))
 
 
 OPS = {
+    "rope_cos": lambda k, r, base: _rope(k, r, base, odd=False),
+    "rope_sin": lambda k, r, base: _rope(k, r, base, odd=True),
     "exp": exp,
     "matmul": matmul,
     "add": lambda a, b: add(a, _bcast(b, a)),

@@ -16,7 +16,7 @@ import numpy as np
 
 from checker import certificate
 from checker.definitions import model_terms
-from checker.modelspec import PARAMETERS, Dims
+from checker.modelspec import Dims, matrix_shape, parameter_table
 from checker.ops import OPS as CHECKER_OPS
 
 from . import intervals as ia
@@ -28,23 +28,13 @@ def b64(arr: np.ndarray, dtype: str) -> str:
 
 def tl_parameters(weights) -> dict[str, np.ndarray]:
     """The model's parameters in TransformerLens layout, float32 (zeros for
-    absent biases)."""
-    dims: Dims = weights.dims
-    out = {}
-    for name, _, _ in PARAMETERS:
-        short = name.rsplit(".", 1)[1]
-        arr = np.asarray(getattr(weights, short), dtype=np.float32)
-        out[name] = arr.reshape(dims.shape_of(name))
-    return out
+    absent biases), in the order of checker.modelspec.parameter_table."""
+    return weights.tl_parameters()
 
 
 def weight_matrix(name: str, arr: np.ndarray) -> np.ndarray:
-    """The 2-D matrix the checker reads a TL parameter as."""
-    if arr.ndim == 3:
-        return arr[0]
-    if arr.ndim == 1:
-        return arr[None, :]
-    return arr
+    """The 2-D matrix the checker reads a TL parameter as (modelspec.matrix_shape)."""
+    return arr.reshape(matrix_shape(arr.shape))
 
 
 class Trace:
@@ -52,12 +42,14 @@ class Trace:
 
     def __init__(self, weights, float_shadow: bool = True):
         self.dims: Dims = weights.dims
+        self.weights = weights  # ModelWeights or FamilyWeights
         self.body: list[dict] = []  # lines 1.. (the header is made last)
         self.values: dict[int, ia.IMat] = {}
         self.shadow: dict[int, np.ndarray] = {}  # generator's plain float32 values
         self.by_term: dict[tuple, int] = {}
         self.float_shadow = float_shadow
         params = tl_parameters(weights)
+        shorts = {p.key: p.short for p in parameter_table(self.dims.family)}
         flat = {n: (a.shape, tuple(float(x) for x in a.ravel())) for n, a in params.items()}
         self.weights_sha256 = certificate.weights_digest(self.dims, flat)
         for name, arr in params.items():
@@ -66,7 +58,7 @@ class Trace:
             m = weight_matrix(name, arr)
             self.values[i] = ia.IMat.point(m)
             self.shadow[i] = m.astype(np.float32)
-            self.by_term[("param", name.rsplit(".", 1)[1])] = i
+            self.by_term[("param", shorts[name])] = i
         self.definitions = model_terms(self.dims)
 
     def _append(self, line: dict) -> int:
@@ -83,17 +75,38 @@ class Trace:
         args = [self.emit(t) for t in rest if isinstance(t, tuple)]
         ints = [t for t in rest if not isinstance(t, tuple)]
         params = CHECKER_OPS[op][2]  # the checker's own names for the op's parameters
-        value = ia.OPS[op](*[self.values[a] for a in args], *ints)
+        value = self._enclose(op, args, ints)
         line = {"kind": "op", "op": op, "args": args, "shape": list(value.shape),
                 "lo": b64(value.lo, "<f8"), "hi": b64(value.hi, "<f8")}
         if params:
             line["params"] = dict(zip(params, ints))
-        shadow = _float32_op(op, [self.shadow[a] for a in args], ints)
-        if self.float_shadow:
+        with np.errstate(all="ignore"):  # float32 overflow shows as inf, handled below
+            shadow = _float32_op(op, [self.shadow[a] for a in args], ints)
+        # the shadow is informational: where float32 overflows (inf/NaN, which the format
+        # refuses) it is left out for that line rather than costing the certificate
+        if self.float_shadow and np.isfinite(shadow).all():
             line["float"] = b64(shadow, "<f4")
         i = self._append(line)
         self.values[i], self.shadow[i], self.by_term[term] = value, shadow, i
         return i
+
+    def _enclose(self, op: str, args: list[int], ints: list[int]) -> ia.IMat:
+        """The recorded enclosure of `op`; NotApplicable if it cannot be recorded in binary64
+        (e.g. exp of attention scores above ~709)."""
+        from .strategies import NotApplicable
+
+        inputs = [self.values[a] for a in args]
+        try:
+            value = ia.OPS[op](*inputs, *ints)
+        except FloatingPointError:
+            value = None
+        if value is None or not (np.isfinite(value.lo).all() and np.isfinite(value.hi).all()):
+            largest = max(float(np.max(np.abs(np.concatenate([m.lo.ravel(), m.hi.ravel()]))))
+                          for m in inputs)
+            raise NotApplicable(f"{op} of values up to {largest:.3g} in magnitude overflows "
+                                "binary64, so it cannot be recorded in a certificate (attention "
+                                "scores this large make exp(EQKE) or exp(EQKP) infinite)")
+        return value
 
     def matrix(self, name: str) -> ia.IMat:
         """The recorded enclosure of a model quantity (EQKE, EVOU, ...)."""
@@ -101,6 +114,12 @@ class Trace:
 
     def quantity(self, name: str) -> int:
         """The line id of a model quantity, emitting its derivation if needed."""
+        if name not in self.definitions:
+            from .strategies import NotApplicable
+
+            raise NotApplicable(f"{name} is not defined for this model family (the "
+                                "decomposition rules need the attention-only model; use "
+                                "--strategy forward-brute-force)")
         return self.emit(self.definitions[name])
 
     def rule(self, rule: str, inputs: list[str], claim: int, hints=None) -> int:
@@ -121,6 +140,8 @@ class Trace:
                   "version": certificate.VERSION, "arithmetic": certificate.ARITHMETIC,
                   "theorem": theorem, "strategy": strategy, "model": model_binding,
                   "generator": generator_info}
+        if not d.family.is_attn_only:
+            header["family"] = d.family.to_json()
         qed = {"id": len(self.body) + 1, "kind": "qed", "by": by}
         return [json.dumps(x, separators=(",", ":")) for x in [header, *self.body, qed]]
 
@@ -144,4 +165,6 @@ def _float32_op(op: str, args: list[np.ndarray], ints: list[int]) -> np.ndarray:
         return (args[0] / np.sqrt(f(ints[0]))).astype(f)
     if op == "exp":
         return np.exp(args[0]).astype(f)
+    if op in ("rope_cos", "rope_sin"):
+        return ia.rope_table_float(*ints, odd=op == "rope_sin").astype(f)
     raise ValueError(op)

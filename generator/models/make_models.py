@@ -35,6 +35,10 @@ SHIPPED: dict[str, TrainConfig] = {
                                      steps=3000),
     "max3_v32_seed0.pt": TrainConfig(d_vocab=32, n_ctx=3, d_model=16, d_head=16, seed=0,
                                      steps=3000),
+    # LayerNorm + ReLU MLP + RoPE + two heads, TransformerLens layout with its config.
+    "max3_v8_ln_mlp_rope_seed0.pt": TrainConfig(
+        d_vocab=8, n_ctx=3, d_model=16, d_head=8, seed=0, steps=3000, layernorm="LN",
+        n_heads=2, d_mlp=32, rope=True),
 }
 
 
@@ -44,9 +48,12 @@ def make_one(name: str, cfg: TrainConfig, directory: Path) -> dict:
     weights = result.model.weights()
     sha = save_model(directory / name, weights, training_metadata(cfg, result))
     gt = count_correct(weights, progress=False)
+    dims = {k: v for k, v in asdict(cfg.dims).items() if k != "family"}
+    family = {} if cfg.family.is_attn_only else {"family": cfg.family.to_json()}
     return {
         "file": name,
-        "dims": asdict(cfg.dims),
+        "dims": dims,
+        **family,
         "train_config": cfg.to_json(),
         "correct": gt.correct,
         "total": gt.total,
@@ -59,8 +66,19 @@ def make_one(name: str, cfg: TrainConfig, directory: Path) -> dict:
         "count_seconds": round(gt.seconds, 2),
         "remake": (f"python -m generator.train --out generator/models/{name} "
                    f"--d-vocab {cfg.d_vocab} --n-ctx {cfg.n_ctx} --d-model {cfg.d_model} "
-                   f"--d-head {cfg.d_head} --seed {cfg.seed} --steps {cfg.steps}"),
+                   f"--d-head {cfg.d_head} --seed {cfg.seed} --steps {cfg.steps}"
+                   + family_flags(cfg)),
     }
+
+
+def family_flags(cfg: TrainConfig) -> str:
+    """The train-max-of-k flags selecting cfg's family ("" for attention-only)."""
+    flags = [f"--layernorm {cfg.layernorm}"] if cfg.layernorm else []
+    flags += [f"--n-heads {cfg.n_heads}"] if cfg.n_heads != 1 else []
+    flags += [f"--mlp {cfg.d_mlp}"] if cfg.d_mlp else []
+    flags += ["--rope"] if cfg.rope else []
+    flags += ["--parallel"] if cfg.parallel else []
+    return "".join(" " + f for f in flags)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ class NotApplicable(Exception):
     """The strategy does not apply to this model (the message says why)."""
 
 
-from . import brute_force, cubic  # noqa: E402  (they use NotApplicable)
+from . import brute_force, cubic, forward_brute_force  # noqa: E402  (they use NotApplicable)
 
-STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic}
+STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic,
+              forward_brute_force.NAME: forward_brute_force}

@@ -17,6 +17,13 @@ from . import NotApplicable
 
 NAME = "cubic"
 TOL = 1e-7
+# The checker needs B − S > 0 shown from its enclosures (~2^-40 relative) wherever a claim uses
+# a placement; where the mid-point value is below this fraction of B, nothing is claimed.
+REST_TOL = 1e-9
+# Output differences like EU[q, o] − EU[q, m] can cancel far below their terms, while the
+# recorded enclosures are ~2^-40 wide relative to the terms: each bound must also clear this
+# fraction of the terms' size (times the attention weight it carries).
+CANCEL_TOL = 1e-9
 INPUTS = ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 
 
@@ -26,7 +33,8 @@ def certify(trace, progress=False):
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
     e, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
-    good, exact, count, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
+    with np.errstate(all="ignore"):  # overflow gives inf/NaN bounds, which claim nothing
+        good, exact, count, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
     hints = {"good": [[m, q, c, mask] + ([exact[(m, q, c)]] if (m, q, c) in exact else [])
                       for (m, q, c), mask in sorted(good.items()) if mask]}
     line = trace.rule("cubic", INPUTS, count, hints)
@@ -62,6 +70,7 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
     # top-3 of each EVOU row, for max_{o ∉ {m, t}} EVOU[t, o]
     order = np.argsort(-evou, axis=1)[:, :3]
     tokens = np.arange(v)
+    mag = CANCEL_TOL * 2 * (np.abs(eu).max() + np.abs(pvou).max() + np.abs(evou).max())
     good, exact, count, failed = {}, {}, 0, 0
     for q in progress_bar(range(v), "cubic search", enabled=progress):
         b = beta[q, :k - 1]
@@ -78,7 +87,9 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
             others = np.ones(v, bool)
             others[m] = False
             zero = b_total * p + qv
-            ok0 = bool((zero[others] < -TOL * (np.abs(b_total * p) + np.abs(qv))[others]).all())
+            slack0 = mag * (b_total * e[q, m] + beta[q, k - 1] * e[q, q])
+            ok0 = bool((zero[others] < -TOL * (np.abs(b_total * p) + np.abs(qv))[others]
+                        - slack0).all())
             good[(m, q, 0)] = int(ok0)
             count += int(ok0)
             if m == 0:
@@ -104,17 +115,20 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
                     bound_ii = _excluding(a_idx, a_first, a_second, t) + s * spread
                     scale_i = np.abs(rest * p[t]) + np.abs(qv[t]) + np.abs(s * x_t)
                     scale_ii = np.abs(_excluding(a_idx, a_first, a_second, t)) + np.abs(s * spread)
-                    ok_i &= bound_i < -TOL * scale_i
-                    ok_split &= bound_ii < -TOL * (scale_ii + 1e-300)
-                    bounds.append((a, s))
+                    slack = mag * (rest * e[q, m] + beta[q, k - 1] * e[q, q] + s)  # (t,)
+                    ok_i &= bound_i < -TOL * scale_i - slack
+                    ok_split &= bound_ii < -TOL * (scale_ii + 1e-300) - slack
+                    bounds.append((a, s, slack))
+                if c < k - 1 and not min(b_total - s for s in sums[c]) > REST_TOL * b_total:
+                    ok_i[:] = False  # B − S could not be shown positive: claim nothing
                 joint = ok_i & ~ok_split  # try the exact joint maximum over o for these
                 if joint.any():
                     if x_rows is None:
                         x_rows = dvec[None, :] + evou[t] - evou[t, m][:, None]  # (t, o)
-                    for a, s in bounds:
+                    for a, s, slack in bounds:
                         f = a[None, :] + s[:, None] * x_rows
                         scale = np.abs(a)[None, :] + np.abs(s[:, None] * x_rows)
-                        fine = f < -TOL * (scale + 1e-300)
+                        fine = f < -TOL * (scale + 1e-300) - slack[:, None]
                         fine[:, m] = True
                         fine[t, t] = True  # o = t is (I)
                         joint &= fine.all(axis=1)

@@ -1,0 +1,184 @@
+"""Rule forward_brute_force: every sequence's full forward pass, over intervals.
+
+Theorem (spec/rules.md §forward_brute_force).  For every model of a family in
+spec/theorem.md §1 and every sequence t, the rule computes an interval
+enclosure of each logit ℓ_o(t) by evaluating the model's definition (§2)
+with outward-rounded interval arithmetic from the exact weights: LayerNorm
+with the checker's own rigorous sqrt (elementary.py), softmax with its own exp
+(numbers.py), RoPE with the enclosed cos/sin tables ROPE_COS/ROPE_SIN (op lines
+checked against elementary.rope_table), ReLU exactly.  A sequence with max m is
+certified when the lower end of ℓ_m − ℓ_o is > 0 for every o ≠ m; the rule
+proves the number of certified sequences.  Every enclosure contains the true
+real value, so a certified sequence is correct (a tie is never certified).
+
+Cost: d_vocab^n_ctx · (per-sequence work, `_sequence_cost`) interval operations.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from mpmath import iv
+
+from .. import ops
+from ..elementary import sqrt_interval, square_interval
+from ..errors import Malformed
+from ..modelspec import parameter_table
+from ..numbers import exp_interval, inv_sqrt_interval
+
+ROPE_INPUTS = ("ROPE_COS", "ROPE_SIN")
+_ZERO = iv.mpf(0)
+_EXP_COST = 50  # as ops.COST["exp"]
+
+
+def inputs(dims) -> tuple[str, ...]:
+    """Every weight of the family (by short name), and the RoPE tables if rotary."""
+    names = tuple(p.short for p in parameter_table(dims.family))
+    return names + (ROPE_INPUTS if dims.family.positional == "rotary" else ())
+
+
+def _sequence_cost(dims) -> int:
+    f, k, d, h, v = dims.family, dims.n_ctx, dims.d_model, dims.d_head, dims.d_vocab
+    attn = f.n_heads * (2 * k * h + k * _EXP_COST + h * d)
+    return attn + 2 * d * f.d_mlp + d * v + 20 * d + v
+
+
+def check(dims, m, hints, charge, jobs=1):
+    if hints is not None:
+        raise Malformed("rule forward_brute_force takes no hints")
+    v, k = dims.d_vocab, dims.n_ctx
+    charge(v ** k * _sequence_cost(dims))
+    certified = sum(1 for _ in certified_sequences(dims, m, charge))
+    return certified, f"{certified} of {v ** k} sequences certified correct (full forward pass)"
+
+
+def certified_sequences(dims, m, charge):
+    """Yield every sequence (a tuple of tokens) the enclosures prove correct."""
+    model = _Model(dims, m, charge)
+    for n, tokens in enumerate(itertools.product(range(dims.d_vocab), repeat=dims.n_ctx)):
+        if n % 64 == 0:
+            charge(0)  # enforces the time limit
+        if _certified(model.logits(tokens), max(tokens)):
+            yield tokens
+
+
+def _certified(logits: list, top: int) -> bool:
+    """ℓ_top − ℓ_o > 0 for every o ≠ top, for every real in the enclosures."""
+    return all((logits[top] - x > _ZERO) is True for o, x in enumerate(logits) if o != top)
+
+
+# --- interval vector helpers (a vector is a list of iv.mpf) -------------------
+
+def _vecmat(x: list, mat: list) -> list:
+    """Row vector x (length n) times matrix (n × c), exactly then rounded once."""
+    return ops.matmul([x], mat)[0]
+
+
+def _add(x: list, y: list) -> list:
+    return [a + b for a, b in zip(x, y)]
+
+
+def _relu(x: list) -> list:
+    """max(t, 0) over each interval: exact on the endpoints."""
+    return [iv.mpf((max(a.a, 0), max(a.b, 0))) if a.a < 0 else a for a in x]
+
+
+def layer_norm(x: list, eps: float, w: list | None, b: list | None) -> list:
+    """TransformerLens LayerNorm over the vector x (LNPre when w, b are None):
+    c = x − mean(x);  y = c / sqrt(mean(c²) + eps) (· w + b).
+    Each step encloses its exact real result (sqrt by elementary.sqrt_interval);
+    the scale is > 0 since eps > 0."""
+    n = len(x)
+    mean = iv.fsum(x) / n
+    c = [a - mean for a in x]
+    var = iv.fsum(square_interval(a) for a in c) / n
+    scale = sqrt_interval(var + iv.mpf(eps))
+    y = [a / scale for a in c]
+    if w is None:
+        return y
+    return [a * wi + bi for a, wi, bi in zip(y, w, b)]
+
+
+def _rotate(x: list, cos_row: list, sin_row: list, rotary_dim: int) -> list:
+    """TransformerLens rotate-half RoPE of one query/key vector at one position:
+    for j < r/2, (x_j, x_{j+r/2}) -> (x_j cos − x_{j+r/2} sin, x_{j+r/2} cos + x_j sin);
+    coordinates from rotary_dim on pass through."""
+    half = rotary_dim // 2
+    out = list(x)
+    for j in range(half):
+        a, b = x[j], x[j + half]
+        out[j] = a * cos_row[j] - b * sin_row[j]
+        out[j + half] = b * cos_row[j] + a * sin_row[j]
+    return out
+
+
+class _Model:
+    """The family's forward pass, with the per-(position, token) tables of the
+    attention inputs computed once."""
+
+    def __init__(self, dims, m, charge):
+        f = dims.family
+        self.dims, self.f, self.m = dims, f, m
+        v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
+        charge(f.n_heads * 3 * v * k * d * h + v * k * 20 * d)
+        self.scale = inv_sqrt_interval(h)
+        # residual stream before the block, at position i with token t: row [i][t]
+        self.resid0 = [[_add(m["W_E"][t], m["W_pos"][i]) if f.positional == "standard"
+                        else list(m["W_E"][t]) for t in range(v)] for i in range(k)]
+        normed = [[self.norm("ln1", x) for x in row] for row in self.resid0]
+        self.q, self.key, self.val = [], [], []  # per head: [i][t] -> vector
+        for j in range(f.n_heads):
+            q, key, val = ([[self.project(x, name, j) for x in row] for row in normed]
+                           for name in "QKV")
+            if f.positional == "rotary":
+                q = [[self.rotate(x, i) for x in row] for i, row in enumerate(q)]
+                key = [[self.rotate(x, i) for x in row] for i, row in enumerate(key)]
+            self.q.append(q)
+            self.key.append(key)
+            self.val.append(val)
+        w_o = m["W_O"]
+        self.w_o = [w_o[j * h:(j + 1) * h] for j in range(f.n_heads)]
+
+    def norm(self, which: str, x: list) -> list:
+        if self.f.normalization is None:
+            return x
+        if self.f.normalization == "LNPre":
+            return layer_norm(x, self.f.ln_eps, None, None)
+        return layer_norm(x, self.f.ln_eps, self.m[which + ".w"][0], self.m[which + ".b"][0])
+
+    def project(self, x: list, name: str, head: int) -> list:
+        """x W_name[head] + b_name[head]."""
+        d = self.dims.d_model
+        w = self.m["W_" + name][head * d:(head + 1) * d]
+        return _add(_vecmat(x, w), self.m["b_" + name][head])
+
+    def rotate(self, x: list, i: int) -> list:
+        return _rotate(x, self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i], self.f.rotary_dim)
+
+    def attention(self, tokens) -> list:
+        """Σ_heads z_head W_O[head] + b_O at the last position."""
+        last = len(tokens) - 1
+        out = list(self.m["b_O"][0])
+        for j in range(self.f.n_heads):
+            query = self.q[j][last][tokens[last]]
+            keys = [self.key[j][i][t] for i, t in enumerate(tokens)]
+            scores = [s * self.scale for s in _vecmat(query, ops.transpose(keys))]
+            shift = max(s.a for s in scores)  # any real shift leaves softmax unchanged
+            weights = [exp_interval(s - shift) for s in scores]
+            total = iv.fsum(weights)
+            attn = [w / total for w in weights]
+            z = _vecmat(attn, [self.val[j][i][t] for i, t in enumerate(tokens)])
+            out = _add(out, _vecmat(z, self.w_o[j]))
+        return out
+
+    def mlp(self, x: list) -> list:
+        m = self.m
+        hidden = _relu(_add(_vecmat(self.norm("ln2", x), m["W_in"]), m["b_in"][0]))
+        return _add(_vecmat(hidden, m["W_out"]), m["b_out"][0])
+
+    def logits(self, tokens) -> list:
+        x = self.resid0[len(tokens) - 1][tokens[-1]]
+        resid = _add(x, self.attention(tokens))
+        if self.f.d_mlp:
+            resid = _add(resid, self.mlp(x if self.f.parallel else resid))
+        return _add(_vecmat(self.norm("ln_final", resid), self.m["W_U"]), self.m["b_U"][0])

@@ -1,0 +1,204 @@
+"""The report directory: results.csv, table1.md, run.json, index.html (+ plots).
+
+Every bound in table1.md is a mean over results.csv rows whose status is
+"verified", i.e. over certificates check-cert accepted; each such row names
+its certificate file and sha256.  A row of the paper's table that no strategy
+of this project reproduces yet says so; nothing is filled in.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import statistics
+from pathlib import Path
+
+from . import jobs
+from .catalog import paper_row
+from .paper import PAPER, PAPER_MODELS, TABLE1
+
+NOT_IMPLEMENTED = "not yet implemented"
+FIGURES = (("fig3_length_vs_bound.png", "Figure 3: proof length vs. normalized bound"),
+           ("fig4_bound_vs_sigma_ratio.png", "Figure 4: normalized bound vs. EQKE σ1/σ2"),
+           ("fig5_length_vs_unexplained.png",
+            "Figure 5: proof length vs. unexplained dimensionality"))
+COLUMNS = ("Proof (paper's row)", "our strategy", "complexity (paper)",
+           f"paper b/s̄ ({PAPER_MODELS} models)", "ours b/s̄ (mean ± sd)",
+           "ours certified accuracy (mean ± sd)", "verified / models", "paper est. FLOPs",
+           "our checker work (median)", "paper unexplained dims", "our unexplained dims (median)")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=jobs.RESULT_FIELDS, extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in jobs.RESULT_FIELDS})
+    jobs._write_atomic(str(path), buf.getvalue().encode())
+
+
+def mean_sd(values: list[float]) -> str:
+    """'m ± s' (4 significant decimals; scientific below 1e-3); '' if empty."""
+    if not values:
+        return ""
+    m = statistics.mean(values)
+    s = statistics.stdev(values) if len(values) > 1 else 0.0
+    if 0 < abs(m) < 1e-3:
+        return f"({m:.3g} ± {s:.2g})"
+    return f"{m:.4f} ± {s:.4f}"
+
+
+def _median(values: list) -> str:
+    values = [v for v in values if v is not None and v != ""]
+    return f"{statistics.median(float(v) for v in values):.3g}" if values else ""
+
+
+def strategy_cells(rows: list[dict], strategy: str) -> dict:
+    """Our columns of the table for one strategy, from its verified rows."""
+    mine = [r for r in rows if r["strategy"] == strategy]
+    ok = [r for r in mine if r["status"] == jobs.VERIFIED]
+    cells = {"our strategy": f"`{strategy}`",
+             "ours b/s̄ (mean ± sd)": mean_sd([r["normalized_bound"] for r in ok
+                                               if r.get("normalized_bound") is not None]),
+             "ours certified accuracy (mean ± sd)": mean_sd([r["accuracy_bound"] for r in ok]),
+             "verified / models": f"{len(ok)} / {len(mine)}",
+             "our checker work (median)": _median([r.get("checker_work") for r in ok]),
+             "our unexplained dims (median)": _median([r.get("unexplained_dims") for r in ok])}
+    if len(ok) < len(mine):
+        why = sorted({f"{r['status']}: {r.get('reason') or ''}".strip() for r in mine
+                      if r["status"] != jobs.VERIFIED})
+        cells["verified / models"] += " (" + "; ".join(why) + ")"
+    return cells
+
+
+def table1(rows: list[dict], strategies: list[str]) -> list[dict]:
+    """The paper's rows with ours beside them, then our strategies it lacks."""
+    by_row: dict[str, list[str]] = {}
+    extra = []
+    for name in strategies:
+        label = paper_row(name)
+        (by_row.setdefault(label, []) if label else extra).append(name)
+    table = []
+    for prow in TABLE1:
+        paper_cells = {"Proof (paper's row)": prow.label, "complexity (paper)": prow.complexity,
+                       f"paper b/s̄ ({PAPER_MODELS} models)": mean_sd_paper(prow),
+                       "paper est. FLOPs": f"2^{prow.log2_flops}",
+                       "paper unexplained dims": f"2^{prow.log2_unexplained}"}
+        ours = by_row.get(prow.label) or [None]
+        for name in ours:
+            cells = (strategy_cells(rows, name) if name else
+                     {"our strategy": NOT_IMPLEMENTED})
+            table.append({c: "" for c in COLUMNS} | paper_cells | cells)
+    for name in extra:
+        table.append({c: "" for c in COLUMNS} | {"Proof (paper's row)": "(not in the paper)"}
+                     | strategy_cells(rows, name))
+    return table
+
+
+def mean_sd_paper(prow) -> str:
+    if prow.bound_mean < 1e-3:
+        return f"({prow.bound_mean:.3g} ± {prow.bound_sd:.2g})"
+    return f"{prow.bound_mean} ± {prow.bound_sd}"
+
+
+def unsound_rows(rows: list[dict]) -> list[dict]:
+    """Verified bounds above the exact count: must never happen (a checker bug
+    or an exact-count bug); the report lists them loudly."""
+    return [r for r in rows if r["status"] == jobs.VERIFIED and r.get("exact") is not None
+            and r["bound"] > r["exact"]]
+
+
+def markdown_table(table: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in table:
+        lines.append("| " + " | ".join(str(row[c]).replace("|", "\\|") for c in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def describe_zoo(rows: list[dict], run: dict) -> str:
+    models = {r["model"]: r for r in rows}
+    dims = sorted({(r.get("d_vocab"), r.get("n_ctx"), r.get("d_model")) for r in models.values()},
+                  key=str)
+    dims_text = ", ".join(f"d_vocab {v}, n_ctx {k}, d_model {d}" for v, k, d in dims)
+    return (f"{len(models)} models ({dims_text}); strategies: "
+            + ", ".join(f"`{s}`" for s in run["strategies"])
+            + f"; maxk-certify {run['project_version']}.")
+
+
+def write_table1(path: Path, rows: list[dict], run: dict) -> None:
+    table = table1(rows, run["strategies"])
+    bad = unsound_rows(rows)
+    text = [
+        "# Table 1, reproduced", "",
+        f"Ours: {describe_zoo(rows, run)}  Paper: {PAPER}, Table 1, {PAPER_MODELS} Max-of-4 "
+        "models (d_vocab 64, d_model 32); its FLOPs and unexplained dimensions are rounded to "
+        "powers of two.", "",
+        "b/s̄ is the normalized accuracy bound: the correct count certified by a certificate "
+        "that `check-cert` verified, divided by the exact count (float64 enumeration of every "
+        "input, `generator.ground_truth`). \"Certified accuracy\" is the certified count over "
+        "all d_vocab^n_ctx inputs: sound over the reals, no float64 in it. Every mean is over "
+        "the `verified` rows of `results.csv`; each names its certificate (`cert_path`, "
+        "`cert_sha256`). The paper's bounds were computed in float32 and trusted as is. "
+        "Checker work (scalar interval operations) and unexplained dimensions are blank where "
+        "this `check-cert` does not report them.", "",
+        markdown_table(table), ""]
+    if bad:
+        text += ["## ALERT: verified bound above the exact count", "",
+                 *(f"- {r['strategy']} on {r['model']}: bound {r['bound']} > exact "
+                   f"{r['exact']}" for r in bad), ""]
+    jobs._write_atomic(str(path), "\n".join(text).encode())
+
+
+def write_index(path: Path, rows: list[dict], run: dict) -> None:
+    table = table1(rows, run["strategies"])
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{esc(str(r[c]).strip('`'))}</td>" for c in COLUMNS)
+                   + "</tr>" for r in table)
+    figs = "".join(f'<figure><img src="{f}" alt="{esc(t)}"><figcaption>{esc(t)}</figcaption>'
+                   "</figure>" for f, t in FIGURES if (path.parent / f).exists())
+    failures = "".join(f"<li>{esc(f['job'])}: {esc('; '.join(f['failures']))}</li>"
+                       for f in run["failed"])
+    retried = "".join(f"<li>{esc(f['job'])}: {esc('; '.join(f['failures']))} "
+                      f"({'recovered on retry' if f['recovered'] else 'failed again'})</li>"
+                      for f in run["retried"])
+    alerts = "".join(f"<li>{esc(r['strategy'])} on {esc(r['model'])}: bound {r['bound']} &gt; "
+                     f"exact {r['exact']}</li>" for r in unsound_rows(rows))
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>certify-zoo report</title>
+<style>body{{font-family:sans-serif;max-width:1400px;margin:1em auto}}
+table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}
+figure{{display:inline-block;margin:8px}}img{{max-width:640px}}.alert{{color:#b00}}</style>
+</head><body>
+<h1>certify-zoo report</h1>
+<p>{esc(describe_zoo(rows, run).replace('`', ''))} Run: {run['seconds']:.0f} s wall,
+peak memory {run['peak_mib']:.0f} MiB (all processes), {run['computed']} jobs computed,
+{run['cached']} taken from the cache. Data: <a href="results.csv">results.csv</a>,
+<a href="table1.md">table1.md</a>, <a href="run.json">run.json</a>.</p>
+{'<h2 class="alert">ALERT: verified bound above exact count</h2><ul>' + alerts + '</ul>'
+ if alerts else ''}
+<h2>Table 1: paper vs. ours</h2>
+<p>b/s̄ = certified count (check-cert verified) / exact count. Paper: {esc(PAPER)},
+{PAPER_MODELS} models, float32, trusted.</p>
+<table><tr>{head}</tr>{body}</table>
+<h2>Figures</h2>{figs}
+<h2>Failures</h2><ul>{failures or '<li>none</li>'}</ul>
+<h2>Retried jobs</h2><ul>{retried or '<li>none</li>'}</ul>
+</body></html>
+"""
+    jobs._write_atomic(str(path), page.encode())
+
+
+def write_report(out: Path, rows: list[dict], run: dict) -> None:
+    """Everything in the report directory `out` (figures first, index last)."""
+    from .plots import write_figures
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "results.csv", rows)
+    jobs._write_atomic(str(out / "run.json"), (json.dumps(run, indent=1) + "\n").encode())
+    write_table1(out / "table1.md", rows, run)
+    write_figures(out, rows)
+    write_index(out / "index.html", rows, run)

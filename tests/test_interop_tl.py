@@ -1,0 +1,113 @@
+"""TransformerLens interop: real HookedTransformer models (random weights) of each
+supported family, saved as users do ({"config": cfg.to_dict(), "model": state_dict}),
+loaded by the generator and bound by the checker; our float64 forward equals
+TransformerLens's own forward to float32 tolerance.  Skipped without the `interop`
+extra (transformer-lens>=3,<4)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+tl = pytest.importorskip("transformer_lens")
+
+from checker.cli import main as check_cert  # noqa: E402
+from checker.errors import Malformed  # noqa: E402
+from checker.modelfile import read_model_tensors  # noqa: E402
+from generator.cli import generate  # noqa: E402
+from generator.model import family_logits_float64, family_weights  # noqa: E402
+from generator.modelfile import load_model  # noqa: E402
+
+BASE = dict(n_layers=1, d_model=8, n_ctx=3, d_head=4, d_vocab=5, seed=0)
+CONFIGS = {
+    "ln_mlp_rope": dict(n_heads=2, d_mlp=16, act_fn="relu", normalization_type="LN",
+                        positional_embedding_type="rotary", rotary_dim=4),
+    "lnpre_attn_only_3heads": dict(n_heads=3, attn_only=True, normalization_type="LNPre"),
+    "ln_parallel_partial_rope": dict(n_heads=2, d_mlp=8, act_fn="relu",
+                                     normalization_type="LN", parallel_attn_mlp=True,
+                                     positional_embedding_type="rotary", rotary_dim=2,
+                                     rotary_base=500, eps=1e-3),
+    "mlp_learned_pos": dict(n_heads=1, d_mlp=8, act_fn="relu", normalization_type=None),
+    "attn_only_classic": dict(n_heads=1, attn_only=True, normalization_type=None),
+}
+
+
+def hooked(name: str):
+    """A HookedTransformer of the family, every parameter random (biases and LN too)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = tl.HookedTransformerConfig(**BASE, **CONFIGS[name])
+        model = tl.HookedTransformer(cfg)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.7 + (1.0 if p.ndim == 1 and
+                                                                 p.shape[0] == 8 else 0.0))
+    return model.eval()
+
+
+def save_tl(model, path):
+    torch.save({"config": model.cfg.to_dict(), "model": model.state_dict()}, path)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_forward_equals_transformer_lens(tmp_path, name):
+    model = hooked(name)
+    path = tmp_path / "m.pt"
+    save_tl(model, path)
+    weights = family_weights(load_model(path).weights)
+    tokens = torch.randint(0, 5, (64, 3), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        theirs = model(tokens)[:, -1].double().numpy()
+    ours = family_logits_float64(weights, tokens.numpy())
+    assert np.allclose(ours, theirs, rtol=1e-5, atol=1e-5), np.abs(ours - theirs).max()
+
+
+def test_checker_reads_tl_config_safely(tmp_path):
+    """cfg.to_dict() holds numpy float64 scalars and a torch.dtype: the checker's
+    whitelist unpickler decodes them to plain values."""
+    path = tmp_path / "m.pt"
+    save_tl(hooked("ln_mlp_rope"), path)
+    config = read_model_tensors(path).config
+    assert config["attn_scale"] == 2.0 and type(config["attn_scale"]) is float
+    assert config["dtype"] == "torch.float32"
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope", "attn_only_classic"])
+def test_certificate_of_a_tl_model_binds_to_its_file(tmp_path, name):
+    path = tmp_path / "m.pt"
+    save_tl(hooked(name), path)
+    lines, summary = generate(str(path), "forward-brute-force")
+    cert = tmp_path / "c.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    assert check_cert([str(cert), "--model", str(path)]) == 0
+
+
+def test_unsupported_tl_models_are_named(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = tl.HookedTransformerConfig(**BASE, n_heads=1, d_mlp=8, act_fn="gelu")
+        model = tl.HookedTransformer(cfg)
+    path = tmp_path / "g.pt"
+    save_tl(model, path)
+    with pytest.raises(Malformed, match="act_fn = 'gelu'"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("config_name", ["m.config.json", "config.json"])
+def test_state_dict_with_config_json_beside_it(tmp_path, config_name):
+    import json
+
+    model = hooked("ln_parallel_partial_rope")
+    path = tmp_path / "m.pt"
+    torch.save(model.state_dict(), path)
+    (tmp_path / config_name).write_text(json.dumps(model.cfg.to_dict(), default=str))
+    weights = family_weights(load_model(path).weights)
+    assert weights.dims.family.parallel and weights.dims.family.rotary_base == 500
+    lines, _ = generate(str(path), "forward-brute-force")
+    cert = tmp_path / "c.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    assert check_cert([str(cert), "--model", str(path)]) == 0
