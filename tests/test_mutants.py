@@ -9,6 +9,7 @@ traceback or an "internal error".
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import time
@@ -38,6 +39,10 @@ from checker.cli import main
 from checker.errors import Malformed, Rejected
 
 PREFIX = {1: "REJECTED: ", 2: "MALFORMED: "}
+# Both arithmetic back-ends must refuse every mutant and verify every original.
+ARITH = [pytest.param("mpmath"),
+         pytest.param("arb", marks=pytest.mark.skipif(
+             importlib.util.find_spec("flint") is None, reason="python-flint not installed"))]
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +68,15 @@ def assert_refused(code: int, out: str, err: str, expected: int, needle: str = "
 
 # -- the unmutated certificates verify ---------------------------------------------
 
+@pytest.mark.parametrize("arith", ARITH)
 @pytest.mark.parametrize("which", ["brute", "cubic", "trained_brute"])
 @pytest.mark.parametrize("with_model", [False, True])
-def test_originals_verify(art, capsys, which, with_model):
+def test_originals_verify(art, capsys, which, with_model, arith):
     lines = getattr(art, which)
     model = art.trained if which.startswith("trained") else art.model
     path = write_lines(lines, f"orig_{which}.jsonl")
     extra = ["--model", model] if with_model else []
+    extra += ["--arith", arith]
     code, out, err = run(capsys, path, *extra)
     assert code == 0, err
     assert out.startswith("VERIFIED") and err == ""
@@ -575,11 +582,12 @@ def test_mutant_names_unique():
     assert len(names) == len(set(names))
 
 
+@pytest.mark.parametrize("arith", ARITH)
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_mutant_refused(art, capsys, mutant):
+def test_mutant_refused(art, capsys, mutant, arith):
     path, args = _materialise(art, mutant)
     started = time.monotonic()
-    code, out, err = run(capsys, path, *args)
+    code, out, err = run(capsys, path, *args, "--arith", arith)
     assert_refused(code, out, err, mutant.code, mutant.needle)
     assert time.monotonic() - started < 10
 
@@ -705,10 +713,11 @@ def bad_cubic_hint(art):
     pytest.fail("every cubic token of the random model is good")
 
 
-def test_cubic_flipped_hint_rejected(bad_cubic_hint, capsys):
+@pytest.mark.parametrize("arith", ARITH)
+def test_cubic_flipped_hint_rejected(bad_cubic_hint, capsys, arith):
     key, mask, objs = bad_cubic_hint
     path = write_lines(dump(objs), "cubic_flipped.jsonl")
-    code, out, err = run(capsys, path)
+    code, out, err = run(capsys, path, "--arith", arith)
     assert_refused(code, out, err, 1, "is claimed")
 
 
@@ -907,16 +916,17 @@ def test_exp_exploit_certifies_no_more_than_the_truth(exp_exploit):
     assert certified <= truth, f"brute_force certifies {certified} sequences, {truth} are correct"
 
 
-def test_exp_exploit_false_theorem_refused(exp_exploit, capsys):
+@pytest.mark.parametrize("arith", ARITH)
+def test_exp_exploit_false_theorem_refused(exp_exploit, capsys, arith):
     """A tight certificate claiming one more correct sequence than exist (over the
     reals), with --model: the checker must not say VERIFIED."""
     path, weights, truth, certified = exp_exploit
     cert = write_lines(dump(_tight_certificate(path, claim=truth + 1)), "exp_exploit.jsonl")
-    code, out, err = run(capsys, cert, "--model", path)
+    code, out, err = run(capsys, cert, "--model", path, "--arith", arith)
     assert_refused(code, out, err, 1, "proves")
     # ... while the truth itself verifies
     cert = write_lines(dump(_tight_certificate(path, claim=truth)), "exp_exploit_ok.jsonl")
-    code, out, err = run(capsys, cert, "--model", path)
+    code, out, err = run(capsys, cert, "--model", path, "--arith", arith)
     assert code == 0, err
 
 

@@ -50,13 +50,19 @@ class ArbArithmetic(Arithmetic):
     def __init__(self, flint):
         self.arb, self.arb_mat = flint.arb, flint.arb_mat
         self.zero = flint.arb(0)
+        self.neg_inf = flint.arb("-inf")  # below every finite bound (top_upper)
         self.exp_limit = flint.arb(EXP_ARGUMENT_LIMIT)
         self.exp_floor = flint.arb(-EXP_ARGUMENT_LIMIT // 2)  # −2^12, as numbers._EXP_FLOOR
 
     # -- enclosures of recorded numbers -----------------------------------
     def interval(self, lo, hi):
         arb = self.arb
-        return arb(lo) if lo == hi else arb(lo).union(arb(hi))
+        if lo == hi:
+            return arb(lo)
+        ball = arb(lo).union(arb(hi))  # arb_union: contains [lo, hi]
+        # A recorded lower end 0 (an exp that underflowed, say) must stay >= 0, as
+        # in mpmath: arb_nonnegative_part encloses ball ∩ [0, ∞) ⊇ [lo, hi].
+        return ball.nonnegative_part() if lo >= 0 else ball
 
     def point(self, x):
         return self.arb(x)  # arf_set_d: exact for a finite binary64
@@ -93,11 +99,16 @@ class ArbArithmetic(Arithmetic):
         if top >= self.exp_limit:
             raise Malformed(f"exp of an argument above {EXP_ARGUMENT_LIMIT} (its value could "
                             "not be recorded)")
-        if x.lower() <= -self.exp_limit:  # as numbers.py: lower bound 0 below −2^13
+        bottom = x.lower()
+        if bottom <= -self.exp_limit:  # as numbers.py: lower bound 0 below −2^13
+            low = self.zero
             if top <= -self.exp_limit:
                 top = self.exp_floor
-            return self.zero.union(top.exp())
-        return x.exp()  # arb_exp
+        else:
+            low = bottom.exp()  # arb_exp at the exact lower end (exp is increasing)
+        # arb_nonnegative_part keeps the lower end >= 0 (exp > 0), where the union
+        # could reach below 0 by rounding: a ball containing [exp(bottom), exp(top)]
+        return low.union(top.exp()).nonnegative_part()
 
     def inv_sqrt(self, n):
         return self.arb(n).rsqrt()  # arb_rsqrt
@@ -151,15 +162,31 @@ class ArbArithmetic(Arithmetic):
         self.up_mul(w, self.zero)
         return [w * x + y for x, y in zip(xs, ys)]
 
+    def v_affine_scalar(self, w, xs, y):
+        self.up_mul(w, self.zero)
+        return [w * x + y for x in xs]
+
     def all_below_zero(self, xs, skip=()):
-        zero = self.zero
-        return all(x < zero for i, x in enumerate(xs) if i not in skip)
+        below = self.zero.__gt__  # arb_gt(0, x): every point of x is < 0
+        start = 0
+        for i in sorted(skip):  # the entries between the skipped ones
+            if not all(map(below, xs[start:i])):
+                return False
+            start = i + 1
+        return all(map(below, xs[start:]))
 
     def top_upper(self, xs, skip):
-        # exact points compare exactly (arb_gt); each upper endpoint is taken once
-        ups = [x.upper() for x in xs]
-        rest = [i for i in range(len(xs)) if i != skip]
-        index = max(rest, key=ups.__getitem__)
-        best = ups[index]
-        second = max((ups[i] for i in rest if i != index), default=best)
-        return (index, best, second)
+        # exact points compare exactly (arb_gt, arb_eq); each upper end taken once
+        ups = list(map(self.arb.upper, xs))
+        ups[skip] = self.neg_inf
+        best = max(ups)
+        index = ups.index(best)
+        ups[index] = self.neg_inf
+        second = max(ups)
+        return (index, best, best if second is self.neg_inf else second)
+
+    def v_mul_each(self, ws, xs):
+        zero = self.zero
+        if not all(w >= zero for w in ws):
+            self.up_mul(self.zero - 1, zero)  # raises the weight's Rejected
+        return [w * x for w, x in zip(ws, xs)]

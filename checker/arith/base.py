@@ -123,9 +123,17 @@ class Arithmetic:
         """[upper bound of W·X_i] for W in element w (Rejected unless w >= 0), X_i <= xs[i]."""
         return [self.up_mul(w, x) for x in xs]
 
+    def v_mul_each(self, ws, xs) -> list:
+        """[upper bound of W_i·X_i] for W_i in element ws[i] (each >= 0), X_i <= xs[i]."""
+        return [self.up_mul(w, x) for w, x in zip(ws, xs)]
+
     def v_affine(self, w, xs, ys) -> list:
         """[upper bound of W·X_i + Y_i] (w as in v_mul, X_i <= xs[i], Y_i <= ys[i])."""
         return self.v_add(self.v_mul(w, xs), ys)
+
+    def v_affine_scalar(self, w, xs, y) -> list:
+        """[upper bound of W·X_i + Y] (w as in v_mul, X_i <= xs[i], Y <= y)."""
+        return self.v_affine(w, xs, [y] * len(xs))
 
     def all_below_zero(self, xs, skip=()) -> bool:
         """Exactly: every bound xs[i], i not in skip, is < 0."""

@@ -126,7 +126,6 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
     """Confirm the claimed good sets for (q, m, ·) and return their count.
     Vectors are indexed by the output o; their entry o = m is never read."""
     k, eu, evou, ar = t.k, t.eu[q], t.evou, t.ar
-    up_add, up_mul = ar.up_add, ar.up_mul
     d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
     d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
     x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
@@ -143,15 +142,23 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
         count += 1
     max_c = k - 1 if q == m else k - 2
     claims = {c: good.get((m, q, c), (0, 0)) for c in range(1, max_c + 1)}
-    tokens = sorted({u for mask, _ in claims.values() for u in range(m) if mask >> u & 1})
+    union = 0
+    for mask, _ in claims.values():
+        union |= mask
+    tokens = [u for u in range(m) if union >> u & 1]
     d_top = ar.top_upper(d, m)
     e_q = t.e[q]
     # (I) needs S·e_u·X_u[u]: h_self[u] >= e_u·X_u[u], then S·h_self[u] (S >= 0).
-    h_self = {u: up_mul(e_q[u], up_add(d[u], t.dv_self[m][u])) for u in tokens}
+    dv_self, dv_rest = t.dv_self[m], t.dv_rest[m]
+    h_self = dict(zip(tokens, ar.v_mul_each([e_q[u] for u in tokens],
+                                            ar.v_add([d[u] for u in tokens],
+                                                     [dv_self[u] for u in tokens]))))
     # (II), split, needs S·e_u·(max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]); no entry
     # when no such o exists (v = 2: (II) is vacuous)
-    h_spread = {u: up_mul(e_q[u], up_add(_excluding(d_top, u), t.dv_rest[m][u]))
-                for u in tokens if t.dv_rest[m][u] is not None}
+    spread = [u for u in tokens if dv_rest[u] is not None]
+    h_spread = dict(zip(spread, ar.v_mul_each(
+        [e_q[u] for u in spread],
+        ar.v_add([_excluding(d_top, u) for u in spread], [dv_rest[u] for u in spread]))))
     x_rows = {}  # u -> [upper bound of X_u[o]], for tokens whose (II) is joint
     for c, (mask, joint) in claims.items():
         claimed = [u for u in tokens if mask >> u & 1]
@@ -164,25 +171,30 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
         for u in claimed:
             if joint >> u & 1 and u not in x_rows:
                 x_rows[u] = ar.v_add(d, ar.v_diff(evou[u], evou[u][m]))
+
+        def good_tokens(us, a_s, top, s_bound, joint=joint):
+            """Checks (I) and (II) for the tokens us at one S, vectorised.  (II),
+            split: max_{o∉{m,u}} Ã_S[o] is the largest entry, or the second
+            largest for the token that is the largest (top = ar.top_upper)."""
+            index, first, second = top
+            split = [u for u in us if not joint >> u & 1 and u in h_spread]
+            h_split = [h_spread[u] for u in split]
+            at = split.index(index) if index in split else None
+            return (ar.all_below_zero(ar.v_affine(s_bound, [h_self[u] for u in us],
+                                                  [a_s[u] for u in us]))  # (I)
+                    and ar.all_below_zero(ar.v_affine_scalar(s_bound, h_split, first),
+                                          skip=() if at is None else (at,))  # (II), split
+                    and (at is None or ar.below_zero(
+                        ar.up_add(second, ar.up_mul(s_bound, h_split[at]))))
+                    and all(ar.all_below_zero(ar.v_affine(s_bound * e_q[u], x_rows[u], a_s),
+                                              skip=(m, u))  # (II), exact: o ∉ {m, u}
+                            for u in us if joint >> u & 1))
+
         for rest, s_bound in placements[c]:
             a_s = qv if rest is None else ar.v_affine(rest, p, qv)
             top = ar.top_upper(a_s, m)
-
-            def good_tokens(us, a_s=a_s, top=top, s_bound=s_bound, joint=joint):
-                """Checks (I) and (II) for the tokens us, at this S, vectorised."""
-                index, first, second = top
-                split = [u for u in us if not joint >> u & 1 and u in h_spread]
-                return (ar.all_below_zero(ar.v_affine(s_bound, [h_self[u] for u in us],
-                                                      [a_s[u] for u in us]))  # (I)
-                        and ar.all_below_zero(ar.v_affine(  # (II), split
-                            s_bound, [h_spread[u] for u in split],
-                            [second if u == index else first for u in split]))
-                        and all(ar.all_below_zero(ar.v_affine(s_bound * e_q[u], x_rows[u], a_s),
-                                                  skip=(m, u))  # (II), exact: o ∉ {m, u}
-                                for u in us if joint >> u & 1))
-
-            if not good_tokens(claimed):
-                u = next(u for u in claimed if not good_tokens([u]))
+            if not good_tokens(claimed, a_s, top, s_bound):
+                u = next(u for u in claimed if not good_tokens([u], a_s, top, s_bound))
                 raise Rejected(f"cubic: token {u} is claimed good for query {q}, max {m}, "
                                f"{c} non-max copies, but its bound is not negative")
         count += comb(k - 1, c) * len(claimed) ** c
