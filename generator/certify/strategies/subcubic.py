@@ -72,6 +72,13 @@ def grid() -> list[Options]:
     return [Options(d, n) for d in get_args(Direct) for n in NEAR_CHOICES]
 
 
+# For certify-zoo (generator/zoo/catalog.py): the variants it runs and the
+# paper's Table 1 row each one reproduces (measured best, and the best without mean+diff).
+VARIANTS = (Options().name(), Options("max_diff", 4).name())
+PAPER_ROWS = {Options().name(): "Sub-cubic",
+              Options("max_diff", 4).name(): "Sub-cubic without mean+diff"}
+
+
 def certify(trace, progress=False, options: Options = Options()):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
