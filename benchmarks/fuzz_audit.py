@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from checker import arith  # noqa: E402
 from checker.certificate import Limits  # noqa: E402
 from checker.cli import check_file  # noqa: E402
 from checker.errors import Malformed, Rejected  # noqa: E402
@@ -192,6 +193,8 @@ class Tally:
     false_theorems: list = field(default_factory=list)
     generator_errors: list = field(default_factory=list)
     mutants: Counter = field(default_factory=Counter)  # kind (+ " accepted") -> n
+    backend_disagreements: list = field(default_factory=list)  # mpmath vs Arb verdicts
+    backend_checks: int = 0  # certificates checked by both back-ends
 
     def summary(self) -> dict:
         return {"models": self.models,
@@ -202,7 +205,44 @@ class Tally:
                 "claimed_total": self.claimed,
                 "mutants": dict(sorted(self.mutants.items())),
                 "false_theorems": len(self.false_theorems),
-                "generator_errors": len(self.generator_errors)}
+                "generator_errors": len(self.generator_errors),
+                "checked_by_both_backends": self.backend_checks,
+                "backend_disagreements": len(self.backend_disagreements)}
+
+
+def _second_backend():
+    """Arb, when python-flint is installed: every certificate is checked by both back-ends
+    and any difference in verdict or count is a finding (spec/arithmetic.md)."""
+    try:
+        return arith.get("arb")
+    except arith.Unavailable:
+        return None
+
+
+SECOND_BACKEND = _second_backend()
+
+
+def check_both(cert: Path, model_path: Path, tally: Tally, what: str):
+    """check_file with the reference back-end (its outcome is returned or raised), and
+    again with Arb when available; a different outcome is recorded in the tally."""
+    outcomes = []
+    for ar in (arith.MPMATH, SECOND_BACKEND):
+        if ar is None:
+            continue
+        try:
+            report = check_file(str(cert), Limits(), str(model_path), jobs=1, arith=ar)
+            outcomes.append(("accepted", report.facts.correct, report))
+        except (Rejected, Malformed) as err:
+            outcomes.append((type(err).__name__, None, err))
+    if len(outcomes) == 2:
+        tally.backend_checks += 1
+        if outcomes[0][:2] != outcomes[1][:2]:
+            tally.backend_disagreements.append(
+                f"{what}: mpmath {outcomes[0][:2]} vs arb {outcomes[1][:2]}: {outcomes[1][2]}"[:300])
+    kind, _, result = outcomes[0]
+    if kind != "accepted":
+        raise result
+    return result
 
 
 def audit_model(weights: ModelWeights, tag: str, workdir: Path, tally: Tally, rng,
@@ -224,7 +264,7 @@ def audit_model(weights: ModelWeights, tag: str, workdir: Path, tally: Tally, rn
         cert = workdir / f"{tag}.{name}.jsonl"
         cert.write_text("\n".join(lines) + "\n")
         try:
-            report = check_file(str(cert), Limits(), str(model_path), jobs=1)
+            report = check_both(cert, model_path, tally, f"{tag} {name}")
         except Rejected as err:
             tally.certificates[name, "rejected"] += 1
             tally.generator_errors.append(f"{tag} {name}: checker rejected: {err}"[:300])
@@ -246,7 +286,7 @@ def audit_model(weights: ModelWeights, tag: str, workdir: Path, tally: Tally, rn
             cert.write_text("\n".join(mutated) + "\n")
             tally.mutants[kind] += 1
             try:
-                report = check_file(str(cert), Limits(), str(model_path), jobs=1)
+                report = check_both(cert, model_path, tally, f"{tag} {name} mutant {kind}")
             except (Rejected, Malformed):
                 continue
             tally.mutants[kind + " accepted"] += 1

@@ -25,6 +25,9 @@ def test_ci_slice_has_no_false_theorem():
     s = tally.summary()
     assert s["false_theorems"] == 0, tally.false_theorems
     assert s["generator_errors"] == 0, tally.generator_errors
+    assert s["backend_disagreements"] == 0, tally.backend_disagreements
+    if fuzz_audit.SECOND_BACKEND is not None:  # Arb installed: every check was done twice
+        assert s["checked_by_both_backends"] > 0, s
     for name in STRATEGIES:  # not vacuous: every strategy had claims re-checked
         assert tally.certificates[name, "accepted"] >= 3, s
     assert s["claimed_total"] > 0 and s["covered_sequences_confirmed"] > 0, s
