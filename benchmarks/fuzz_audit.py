@@ -237,8 +237,8 @@ def check_both(cert: Path, model_path: Path, tally: Tally, what: str):
     if len(outcomes) == 2:
         tally.backend_checks += 1
         if outcomes[0][:2] != outcomes[1][:2]:
-            tally.backend_disagreements.append(
-                f"{what}: mpmath {outcomes[0][:2]} vs arb {outcomes[1][:2]}: {outcomes[1][2]}"[:300])
+            message = f"{what}: mpmath {outcomes[0][:2]} vs arb {outcomes[1][:2]}"
+            tally.backend_disagreements.append(f"{message}: {outcomes[1][2]}"[:300])
     kind, _, result = outcomes[0]
     if kind != "accepted":
         raise result

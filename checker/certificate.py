@@ -96,7 +96,7 @@ class Report:
     # unexplained dimensionality of the rules' black boxes
     work: int = 0
     bytes: int = 0
-    dimensionality: int = 0
+    dimensionality: int | None = 0  # None once a rule without a definition is used
     family: dict | None = None  # the model family, unless attention-only
 
 
@@ -392,8 +392,10 @@ class CertificateChecker:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
                            f"sequences, but the line claims {claim}")
         self.proven[lineno] = claim
-        if hasattr(rule, "dimensionality"):
+        if hasattr(rule, "dimensionality") and self.report.dimensionality is not None:
             self.report.dimensionality += rule.dimensionality(self.dims)
+        else:  # the rule defines none (spec/rules.md §proof length): the sum is undefined
+            self.report.dimensionality = None
         self.report.rule_notes.append(f"{obj['rule']}: {note}")
 
     def _overwhelm_rule(self, obj: dict, lineno: int, rule) -> None:

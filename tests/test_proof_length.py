@@ -118,3 +118,13 @@ def test_a_wrong_operation_count_fails_closed(certs, monkeypatch):
     with pytest.raises(Malformed, match="counted"):
         for text in certs["subcubic:direct=mean+diff,near=2"].read_text().splitlines():
             checker.feed(text)
+
+
+def test_dimensionality_is_undefined_when_a_rule_defines_none(capsys):
+    """exact has no definition (its residue depends on the hints): null, never 0."""
+    from checker.cli import main
+
+    code = main([str(Path(__file__).resolve().parents[1] / "certs" / "max5_v16_seed0.exact.jsonl"),
+                 "--json", "--jobs", "1"])
+    s = json.loads(capsys.readouterr().out)
+    assert code == 0 and s["unexplained_dimensionality"] is None
