@@ -92,6 +92,15 @@ def _tensor(cls, shape, values, dtype):
     return cls(shape=tuple(shape), values=tuple(values), dtype=dtype)
 
 
+def _lookup(t):
+    """t[key], or Malformed naming the missing key."""
+    def get(key):
+        if key not in t:
+            raise Malformed(f"Hugging Face state dict lacks {key}")
+        return t[key]
+    return get
+
+
 def _neox(config, t):
     """GPT-NeoX: fused query_key_value (rows ordered head, {q,k,v}, d_head), nn.Linear
     weights (out, in), rotary on the first rotary_dim coordinates, untied embed_out."""
@@ -107,10 +116,7 @@ def _neox(config, t):
     T = type(next(iter(t.values())))
     out = {}
 
-    def get(key):
-        if key not in t:
-            raise Malformed(f"Hugging Face state dict lacks {key}")
-        return t[key]
+    get = _lookup(t)
 
     def linear_t(key):  # (out, in) -> (in, out)
         w = get(key)
@@ -173,10 +179,7 @@ def _gpt2(config, t):
     T = type(next(iter(t.values())))
     out = {}
 
-    def get(key):
-        if key not in t:
-            raise Malformed(f"Hugging Face state dict lacks {key}")
-        return t[key]
+    get = _lookup(t)
 
     out["embed.W_E"] = get("transformer.wte.weight")
     out["pos_embed.W_pos"] = get("transformer.wpe.weight")

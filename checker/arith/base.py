@@ -101,6 +101,15 @@ class Arithmetic:
         """An upper bound of W·X for W in element w (Rejected unless w >= 0) and X <= a."""
         raise NotImplementedError
 
+    def up_max(self, xs):
+        """The largest of the upper bounds xs (non-empty), compared exactly: an upper
+        bound of the max of the bounded reals."""
+        best = xs[0]
+        for x in xs[1:]:
+            if self.greater(x, best):
+                best = x
+        return best
+
     def below_zero(self, a) -> bool:
         """Exactly: the upper bound a is < 0."""
         raise NotImplementedError

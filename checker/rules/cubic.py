@@ -67,7 +67,7 @@ class _Tables:
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
         self.evou = evou
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])   (non-query positions)
-        self.dp_max = [[_max_raw(ar, [up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
+        self.dp_max = [[ar.up_max([up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
                         for o in range(v)] for m in range(v)]
         # dp_query[m][o] >= PVOU[k−1, o] − PVOU[k−1, m]              (the query position)
         self.dp_query = [[up_diff(pvou[k - 1][o], pvou[k - 1][m]) for o in range(v)]
@@ -213,13 +213,6 @@ def _subset_sum_bounds(ar, betas):
     return out
 
 
-def _max_raw(ar, xs):
-    """The largest of upper bounds (exact comparisons)."""
-    best = xs[0]
-    for x in xs[1:]:
-        if ar.greater(x, best):
-            best = x
-    return best
 
 
 def _excluding(top, t):

@@ -145,13 +145,6 @@ class AtPosition:
         return total
 
 
-def max_bound(ar, xs):
-    """The largest of upper bounds (exact comparisons): an upper bound of the max."""
-    best = xs[0]
-    for x in xs[1:]:
-        if ar.greater(x, best):
-            best = x
-    return best
 
 
 # -- the rule -------------------------------------------------------------------
@@ -174,7 +167,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
                 continue
             total = at.fixed_part(claim.prefix, claim.query, m)
             for j in range(s, p):  # the free positions
-                total = ar.up_add(total, max_bound(ar, [at.term(j, u, m) for u in alphabet]))
+                total = ar.up_add(total, ar.up_max([at.term(j, u, m) for u in alphabet]))
             if not ar.below_zero(total):
                 raise Rejected(f"overwhelm_free: with {p - s} free tokens (query at position "
                                f"{p}), the bound on logit {m} − logit {claim.output} is not "

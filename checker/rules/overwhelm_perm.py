@@ -30,7 +30,6 @@ from .overwhelm import (
     AtPosition,
     Bounds,
     inputs,
-    max_bound,
     parse_claim,
     positions,
 )
@@ -63,7 +62,7 @@ def dual_bound(ar, cost, u):
     u_points = [ar.point(x) for x in u]
     total = None
     for a in range(len(cost[0]) if cost else 0):
-        v_a = max_bound(ar, [ar.up_minus(cost[j][a], u_points[j]) for j in range(len(cost))])
+        v_a = ar.up_max([ar.up_minus(cost[j][a], u_points[j]) for j in range(len(cost))])
         total = v_a if total is None else ar.up_add(total, v_a)
     for u_j in u_points:
         total = ar.upper(u_j) if total is None else ar.up_add(total, ar.upper(u_j))
