@@ -35,25 +35,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import generate, load, run
 
-from checker import ops  # noqa: E402
-from checker.rules import brute_force  # noqa: E402
-from generator.certify.strategies import subcubic  # noqa: E402
-from generator.ground_truth import count_correct  # noqa: E402
-from generator.modelfile import load_model, save_model  # noqa: E402
-from generator.train import TrainConfig, train  # noqa: E402
-from generator.zoo.catalog import paper_row  # noqa: E402
-from generator.zoo.paper import TABLE1  # noqa: E402
+from checker import ops
+from checker.rules import brute_force
+from generator.certify.strategies import subcubic
+from generator.ground_truth import count_correct
+from generator.modelfile import load_model, save_model
+from generator.train import TrainConfig, train
+from generator.zoo.catalog import paper_row
+from generator.zoo.paper import TABLE1
 
 # Our own ablations of the subcubic option grid (`--extra`), beside the declared variants.
 EXTRA_ROWS = ("subcubic:direct=min,near=4", "subcubic:direct=mean+diff,near=4",
@@ -88,12 +84,11 @@ def _paper_bound(label: str) -> str:
     return f"{row.bound_mean:.4g} ± {row.bound_sd:.2g}"
 
 
-def run(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
-    """(wall seconds, CPU seconds of the child and its workers, result)."""
+def run_timed(cmd: list[str]):
+    """common.run, with the CPU seconds of the child and its workers:
+    (wall seconds, CPU seconds, completed process)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    wall = time.monotonic() - started
+    wall, done = run(cmd)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, done
@@ -116,13 +111,10 @@ def certify(model_path: Path, strategy: str, args, run_checker: bool = True) -> 
     cert = cert_path(model_path, strategy)
     gen_s = float("nan")
     if not (args.reuse_certs and cert.exists()):
-        gen_s, _, gen = run([sys.executable, "-m", "generator.cli", str(model_path),
-                             "--strategy", strategy, "-o", str(cert), "-q"])
-        if gen.returncode != 0:
-            raise SystemExit(f"gen-cert failed on {model_path.name} {strategy}: {gen.stderr}")
+        gen_s = generate(model_path, strategy, cert)
     out = {"gen_s": gen_s, "bytes": cert.stat().st_size, "ops_work": op_lines_work(cert)}
     if run_checker:
-        check_s, cpu_s, chk = run([sys.executable, "-m", "checker", str(cert), "--model",
+        check_s, cpu_s, chk = run_timed([sys.executable, "-m", "checker", str(cert), "--model",
                                    str(model_path), "--json", "--jobs", str(args.jobs),
                                    "--arith", args.arith, "--max-work", BIG_WORK,
                                    "--max-seconds", BIG_SECONDS])
@@ -181,7 +173,7 @@ def table(args) -> list[dict]:
             done[strategy] = r
             print(f"seed {seed} {strategy:38s} ratio {r['ratio']:.4f} work {r['work']:>12,d} "
                   f"check {r['check_s']:6.1f} s (cpu {r['cpu_s']:6.1f}) gen {r['gen_s']:5.1f} s "
-                  f"{r['bytes'] / 1e6:.2f} MB  load {os.getloadavg()[0]:.1f}", flush=True)
+                  f"{r['bytes'] / 1e6:.2f} MB  load {load()}", flush=True)
         if NOT_RUN in strategies:
             done[NOT_RUN] = dict(brute_force_row(done["cubic"], 64, 4), seed=seed,
                                  strategy=NOT_RUN)
@@ -241,7 +233,7 @@ def scaling(args) -> dict:
             series[strategy].append((v, r["work"], r["work"] - r["ops_work"]))
             print(f"| {v} | `{strategy}` | {r['work']:,d} | {r['work'] - r['ops_work']:,d} | "
                   f"{r['check_s']:.1f} | {r['cpu_s']:.1f} | {r['bytes'] / 1e6:.1f} | "
-                  f"{os.getloadavg()[0]:.1f} |", flush=True)
+                  f"{load()} |", flush=True)
     print("\n| strategy | d_vocab | total work ∝ d_vocab^a | rule work ∝ d_vocab^a | "
           "last doubling (total, rule) |")
     print("|---|---|---|---|---|")
@@ -296,7 +288,7 @@ def main() -> None:
     p.add_argument("--plot", help="write the scaling plot to this file (e.g. .svg)")
     p.add_argument("--cache", default="/tmp/maxk-bench-models")
     args = p.parse_args()
-    print(f"load {os.getloadavg()}, arithmetic {args.arith}, jobs {args.jobs}", flush=True)
+    print(f"load {load()}, arithmetic {args.arith}, jobs {args.jobs}", flush=True)
     if args.part in ("table", "both"):
         table(args)
     if args.part in ("scaling", "both"):
