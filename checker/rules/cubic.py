@@ -196,7 +196,7 @@ def entry_work(v: int, k: int, good: dict, tables) -> int:
 
 
 def _popcount(mask: int) -> int:
-    return bin(mask).count("1")
+    return mask.bit_count()
 
 
 class _Tables:
@@ -207,20 +207,24 @@ class _Tables:
 
     def __init__(self, ar: _Counted, mats, v, k):
         self.v, self.k, self.ar = v, k, ar  # ar counts the tables' operations
-        up_diff = ar.up_diff
         self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
         self.evou = evou
+        base = ar.base  # element-by-element loops below count their work per row
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])   (non-query positions)
-        self.dp_max = [[ar.up_max([up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
-                        for o in range(v)] for m in range(v)]
+        self.dp_max = []
+        for m in range(v):
+            diffs = [ar.v_diff(pvou[i], pvou[i][m]) for i in range(k - 1)]
+            self.dp_max.append([base.up_max(column) for column in zip(*diffs)])
+            ar.count += v * (k - 2)  # the compare-and-selects of the v maxima
         # dp_query[m][o] >= PVOU[k−1, o] − PVOU[k−1, m]              (the query position)
-        self.dp_query = [[up_diff(pvou[k - 1][o], pvou[k - 1][m]) for o in range(v)]
-                         for m in range(v)]
+        self.dp_query = [ar.v_diff(pvou[k - 1], pvou[k - 1][m]) for m in range(v)]
         # dv_m[m][o] >= ΔV_m[o] = EVOU[m, o] − EVOU[m, m]
-        self.dv_m = [[up_diff(evou[m][o], evou[m][m]) for o in range(v)] for m in range(v)]
+        self.dv_m = [ar.v_diff(evou[m], evou[m][m]) for m in range(v)]
         # dv_self[m][t] >= ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
-        self.dv_self = [[up_diff(evou[t][t], evou[t][m]) for t in range(v)] for m in range(v)]
+        self.dv_self = [[base.up_diff(evou[t][t], evou[t][m]) for t in range(v)]
+                        for m in range(v)]
+        ar.count += v * v
         # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o] (None if there is no such o)
         tops = [_top3(ar, row) for row in evou]
         self.dv_rest = [[_rest_of_row(ar, tops[t], m, t, evou[t][m]) for t in range(v)]
