@@ -264,3 +264,16 @@ def test_the_cubic_count_is_live(certs, monkeypatch):
     with pytest.raises(Malformed, match="counted"):
         for text in certs["cubic"].read_text().splitlines():
             checker.feed(text)
+
+
+def test_a_wrong_count_of_the_exact_residue_fails_closed(monkeypatch):
+    """The exact rule's residue: its closed form and the operations counted must agree."""
+    from checker.rules import exact
+
+    path = ROOT / "certs" / "max5_v16_seed0.exact.jsonl"
+    work, _ = _rule_work_reported(path)  # agrees: accepted
+    assert work > 0
+    real = exact._class_work
+    monkeypatch.setattr(exact, "_class_work", lambda *a: real(*a) + 1)
+    with pytest.raises(Malformed, match="counted"):
+        _rule_work_reported(path)
