@@ -25,7 +25,8 @@ non-query tokens are all good is correct (separability of the sign of
   Σ_{m, q<=m, c} C(k−1, c)·|good(q, m, c)|^c   (c = 0: 1 if the all-m
   sequence passes, the query being q).
 Hints: the good sets, as bitmasks; the checker confirms each claimed t' and
-counts only claimed ones.  Cost O(v³·k) interval operations.
+counts only claimed ones.  Cost O(v³·k) interval operations, counted exactly
+(table_work + entry_work, spec/rules.md §proof length; a mismatch is exit 2).
 
 Written against the arithmetic back-end interface (checker/arith): `ar` is
 mpmath or Arb; every check is an exact comparison of an upper bound with 0.
