@@ -16,6 +16,9 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
   near    the near band: tokens m−g−near < t ≤ m−g are bounded one by one
           (attention × value jointly), smaller tokens through prefix maxima;
           near = 0 is the paper's Alg. 5 pessimisation.
+  eu      the direct path's source: "full" (EU multiplied out; the default) or
+          a low-rank handler that never forms EU (subcubic_direct.HANDLERS:
+          quad, quad_mean, svd_query, lowrank0/1/2/4; spec/rules.md §low-rank EU).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 
 from ...progress import progress_bar
 from . import NotApplicable
+from . import subcubic_direct as low_eu
 
 NAME = "subcubic"
 RULE = "subcubic_gap"
@@ -36,6 +40,8 @@ TOL = 1e-7
 INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
+Eu = Literal["full", "quad", "quad_mean", "svd_query", "lowrank0", "lowrank1", "lowrank2",
+             "lowrank4"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +50,11 @@ class Options:
 
     direct: Direct = "min"
     near: int = 2
+    eu: Eu = "full"
 
     def name(self) -> str:
-        return f"{NAME}:direct={self.direct},near={self.near}"
+        eu = "" if self.eu == "full" else f",eu={self.eu}"
+        return f"{NAME}:direct={self.direct},near={self.near}{eu}"
 
     @staticmethod
     def parse(text: str) -> Options:
@@ -57,19 +65,22 @@ class Options:
         fields = {}
         for part in filter(None, rest.split(",")):
             key, eq, value = part.partition("=")
-            if not eq or key not in ("direct", "near") or key in fields:
-                raise ValueError(f"bad option {part!r} (options: direct=..., near=N)")
+            if not eq or key not in ("direct", "near", "eu") or key in fields:
+                raise ValueError(f"bad option {part!r} (options: direct=..., near=N, eu=...)")
             fields[key] = value
         options = Options(direct=fields.get("direct", Options.direct),
-                          near=int(fields.get("near", Options.near)))
-        if options.direct not in get_args(Direct) or options.near < 0:
+                          near=int(fields.get("near", Options.near)),
+                          eu=fields.get("eu", Options.eu))
+        if (options.direct not in get_args(Direct) or options.near < 0
+                or options.eu not in get_args(Eu)):
             raise ValueError(f"bad options {text!r}; choose from {[o.name() for o in grid()]}")
         return options
 
 
 def grid() -> list[Options]:
     """Every named option combination (`--list`)."""
-    return [Options(d, n) for d in get_args(Direct) for n in NEAR_CHOICES]
+    return [Options(d, n, eu) for eu in get_args(Eu) for d in get_args(Direct)
+            for n in NEAR_CHOICES]
 
 
 # For certify-zoo (generator/zoo/catalog.py): the variants it runs and the
@@ -77,6 +88,10 @@ def grid() -> list[Options]:
 VARIANTS = (Options().name(), Options("max_diff", 4).name())
 PAPER_ROWS = {Options().name(): "Sub-cubic",
               Options("max_diff", 4).name(): "Sub-cubic without mean+diff"}
+# Low-rank EU (never forms EU; subcubic_direct): the measured best of the
+# handlers (benchmarks/RESULTS.md §low-rank EU) and the paper's own variants.
+VARIANTS += (Options("min", 2, "lowrank1").name(), Options("min", 2, "lowrank0").name())
+PAPER_ROWS.update({Options("min", 2, "lowrank1").name(): "Low-rank EU"})
 
 
 def certify(trace, progress=False, options: Options = Options()):
@@ -84,14 +99,22 @@ def certify(trace, progress=False, options: Options = Options()):
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
-    eqke, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
+    inputs, low, eu_hints = INPUTS, None, None
+    if options.eu != "full":  # low-rank EU: EU's factors instead of EU
+        inputs = INPUTS[:-1] + low_eu.INPUTS
+        x, w_u, b_u = (trace.matrix(n).mid for n in low_eu.INPUTS)
+        eu_hints, low = low_eu.hints(low_eu.HANDLERS[options.eu], x, w_u, b_u[0])
+    eqke, beta, evou, pvou = (trace.matrix(n).mid for n in INPUTS[:-1])
+    eu = trace.matrix("EU").mid if low is None else None
     e = np.exp(eqke)
     enclosure = trace.matrix("EXP_EQKP")
     gaps, count, stats = find_gaps(v, k, e, beta, evou, pvou, eu, options, progress,
-                                   beta_bounds=(enclosure.lo, enclosure.hi))
+                                   beta_bounds=(enclosure.lo, enclosure.hi), low=low)
     hints = {"direct": options.direct, "gaps": [list(key) + list(gh) for key, gh in
                                                 sorted(gaps.items())]}
-    line = trace.rule(RULE, INPUTS, count, hints)
+    if eu_hints is not None:
+        hints["eu"] = eu_hints
+    line = trace.rule(RULE, inputs, count, hints)
     return line, count, {**stats, "options": dataclasses.asdict(options)}
 
 
@@ -106,7 +129,7 @@ def row_gaps(mat):
 class Tables:
     """Mirror of the checker's _Tables (float64)."""
 
-    def __init__(self, e, beta, evou, pvou, eu, k, direct):
+    def __init__(self, e, beta, evou, pvou, eu, k, direct, low=None):
         self.e, self.beta, self.k, self.direct = e, beta, k, direct
         self.rho = row_gaps(evou)  # (t, m)
         pos = row_gaps(pvou)  # (i, m)
@@ -115,10 +138,10 @@ class Tables:
         self.e_hi = np.maximum.accumulate(e, axis=1)  # (q, j)
         self.e_lo = np.minimum.accumulate(e, axis=1)
         if direct in ("max_diff", "min"):
-            self.u = row_gaps(eu)
+            self.u = low[0] if low else row_gaps(eu)
         if direct in ("mean+diff", "min"):
-            mean = eu.mean(axis=0)
-            self.n = row_gaps(eu - mean[None, :])
+            mean = low[1] if low else eu.mean(axis=0)
+            self.n = low[2] if low else row_gaps(eu - mean[None, :])
             self.e_bar = row_gaps(mean[None, :])[0]
             self.c = np.diag(row_gaps(mean[None, :] + evou))
 
@@ -158,12 +181,12 @@ def mu_all_gaps(t: Tables, q, m, a_p, near):
 
 
 def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False,
-              beta_bounds=None):
+              beta_bounds=None, low=None):
     """{(m, q, c): (g, h)} the rule will confirm, the count they prove, stats.
     beta_bounds = (lo, hi) of the recorded EXP_EQKP: an entry is claimed only
     if the checker can show B − S_c^hi >= 0 from them (it rejects otherwise)."""
     beta_lo, beta_hi = beta_bounds if beta_bounds is not None else (beta, beta)
-    t = Tables(e, beta, evou, pvou, eu, k, options.direct)
+    t = Tables(e, beta, evou, pvou, eu, k, options.direct, low)
     gaps, count, lost = {}, 0, 0
     for q in progress_bar(range(v), "subcubic gap search", enabled=progress):
         b = beta[q, :k - 1]
