@@ -9,18 +9,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from checker.cli import main as check_cert
-from checker.rules import subcubic_direct
-from generator.certify.strategies import subcubic
-from generator.ground_truth import count_correct
-
 from test_subcubic_soundness import (  # helpers only (no test functions imported)
     CASES,
     assert_all_correct,
     certify,
     covered,
 )
+
+from checker.cli import main as check_cert
+from checker.rules import subcubic_direct
+from generator.certify.strategies import subcubic
+from generator.ground_truth import count_correct
 
 # every handler, with each way of composing the coefficients
 OPTIONS = ["subcubic:direct=min,near=2,eu=lowrank1", "subcubic:direct=max_diff,near=0,eu=quad",
@@ -84,9 +83,12 @@ MUTANTS = {
     "raised claim": (lambda r, ls: r.update(claim=r["claim"] + 1), 1),
     "wrong input term (W_E for EU_LEFT)": (lambda r, ls: r["inputs"].update(
         EU_LEFT=next(x["id"] for x in ls if x.get("name") == "embed.W_E")), 1),
-    "EU given as well": (lambda r, ls: r["inputs"].update(EU_LEFT=r["inputs"]["W_U"]), 1),
+    "wrong input term (W_U for EU_LEFT)": (lambda r, ls: r["inputs"].update(
+        EU_LEFT=r["inputs"]["W_U"]), 1),
     "rank above d_model": (lambda r, ls: r["hints"]["eu"].update(rank=10 ** 6), 2),
     "non-finite basis": (lambda r, ls: r["hints"]["eu"]["basis"][0].__setitem__(0, 1e308 * 10), 2),
+    "huge integer in the basis": (lambda r, ls: r["hints"]["eu"]["basis"][0].__setitem__(
+        0, 10 ** 400), 2),
     "bool mean": (lambda r, ls: r["hints"]["eu"].update(mean=1), 2),
     "missing inverse": (lambda r, ls: r["hints"]["eu"].pop("inverse"), 2),
     "forged inverse (T' = 0)": (_identity_forged, 1),

@@ -72,9 +72,10 @@ def is_identity(spec) -> bool:
 
 
 def _number(x) -> bool:
-    if type(x) not in (int, float) or not math.isfinite(x):
+    if type(x) is int:
+        return abs(x) <= 2 ** MAX_BASIS_EXPONENT
+    if type(x) is not float or not math.isfinite(x):
         return False
-    x = float(x)
     return x == 0 or 2.0 ** -MAX_BASIS_EXPONENT <= abs(x) <= 2.0 ** MAX_BASIS_EXPONENT
 
 
