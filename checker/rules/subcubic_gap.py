@@ -28,11 +28,21 @@ from math import comb
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..ops import COST
+from . import subcubic_attention as attention
 
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
+HINTED_INPUTS = True  # inputs() and dimensionality() depend on the hints (certificate.py)
+
+
+def inputs(dims, hints=None) -> tuple[str, ...]:
+    """The inputs for these hints: with "attention" hints (low-rank EQKE,
+    subcubic_attention.py) EQKE's factors replace EQKE."""
+    if isinstance(hints, dict) and "attention" in hints:
+        return attention.INPUTS + INPUTS[1:]
+    return INPUTS
 
 
 class _Arith:
@@ -116,11 +126,15 @@ def entry_work(dims, gaps: dict, direct: str, extremes) -> int:
     return total + EXP_COST * len(exps)
 
 
-def dimensionality(dims) -> int:
+def dimensionality(dims, hints=None) -> int:
     """Unexplained dimensionality (spec/rules.md §proof length): EQKE, EVOU and
     EU still enter entry by entry (v² each; through row maxima, prefix maxima
-    and the mean row, but every entry is read), EQKP and PVOU (kv each)."""
+    and the mean row, but every entry is read), EQKP and PVOU (kv each); with
+    low-rank EQKE, EQKE's share is subcubic_attention.dimensionality."""
     v, k = dims.d_vocab, dims.n_ctx
+    if isinstance(hints, dict) and "attention" in hints:
+        eqke = attention.dimensionality(dims, attention.parse(hints["attention"], dims))
+        return eqke + 2 * v * v + 2 * k * v
     return 3 * v * v + 2 * k * v
 
 
@@ -129,6 +143,9 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     if v < 2:
         raise Malformed("rule subcubic_gap needs d_vocab >= 2")
     direct, gaps = parse_hints(hints, v, k)
+    if "attention" in hints:  # low-rank EQKE: a per-query-shifted enclosure (Lemma S)
+        spec = attention.parse(hints["attention"], dims)
+        mats = {**mats, "EQKE": attention.enclosure(dims, mats, spec, charge, arith)}
     expected = table_work(dims, direct)
     charge(expected)
     ar = _Arith(arith)
@@ -357,10 +374,11 @@ def _prefix(items, combine):
 
 
 def parse_hints(hints, v, k):
-    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]} ->
+    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]}
+    (and optionally "attention": subcubic_attention.parse) ->
     (direct, {(m, q, c): (g, h)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤ m + 1 and
     g ≤ m (every covered token is < m); for c = 0, g = h = 0."""
-    if not (isinstance(hints, dict) and set(hints) == {"direct", "gaps"}
+    if not (isinstance(hints, dict) and set(hints) - {"attention"} == {"direct", "gaps"}
             and hints["direct"] in DIRECT and isinstance(hints["gaps"], list)):
         raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff", "mean+diff" '
                         'or "min", "gaps": [[m, q, c, g, h], ...]}')

@@ -16,6 +16,11 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
   near    the near band: tokens m−g−near < t ≤ m−g are bounded one by one
           (attention × value jointly), smaller tokens through prefix maxima;
           near = 0 is the paper's Alg. 5 pessimisation.
+  attn    attention handling: "full" (EQKE multiplied out; the default) or
+          "rank1" / "rank2" (low-rank EQKE from its factors, spec/rules.md
+          §low-rank EQKE; subcubic_attention.py), with
+  err     the attention error's bound: "cs" (balanced Cauchy–Schwarz,
+          O(v·h² + v²)) or "exact" (multiplied out, O(v²·h), for comparison).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy as np
 
 from ...progress import progress_bar
 from . import NotApplicable
+from . import subcubic_attention as attention
 
 NAME = "subcubic"
 RULE = "subcubic_gap"
@@ -36,6 +42,8 @@ TOL = 1e-7
 INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
+Attn = Literal["full", "rank1", "rank2"]
+Err = Literal["cs", "exact"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +52,12 @@ class Options:
 
     direct: Direct = "min"
     near: int = 2
+    attn: Attn = "full"
+    err: Err = "cs"  # only with attn != "full"
 
     def name(self) -> str:
-        return f"{NAME}:direct={self.direct},near={self.near}"
+        low_rank = "" if self.attn == "full" else f",attn={self.attn},err={self.err}"
+        return f"{NAME}:direct={self.direct},near={self.near}{low_rank}"
 
     @staticmethod
     def parse(text: str) -> Options:
@@ -57,19 +68,25 @@ class Options:
         fields = {}
         for part in filter(None, rest.split(",")):
             key, eq, value = part.partition("=")
-            if not eq or key not in ("direct", "near") or key in fields:
-                raise ValueError(f"bad option {part!r} (options: direct=..., near=N)")
+            if not eq or key not in ("direct", "near", "attn", "err") or key in fields:
+                raise ValueError(f"bad option {part!r} (options: direct=..., near=N, attn=..., "
+                                 "err=...)")
             fields[key] = value
         options = Options(direct=fields.get("direct", Options.direct),
-                          near=int(fields.get("near", Options.near)))
-        if options.direct not in get_args(Direct) or options.near < 0:
+                          near=int(fields.get("near", Options.near)),
+                          attn=fields.get("attn", Options.attn), err=fields.get("err", Options.err))
+        if (options.direct not in get_args(Direct) or options.near < 0
+                or options.attn not in get_args(Attn) or options.err not in get_args(Err)
+                or options.attn == "full" and "err" in fields):
             raise ValueError(f"bad options {text!r}; choose from {[o.name() for o in grid()]}")
         return options
 
 
 def grid() -> list[Options]:
     """Every named option combination (`--list`)."""
-    return [Options(d, n) for d in get_args(Direct) for n in NEAR_CHOICES]
+    full = [Options(d, n) for d in get_args(Direct) for n in NEAR_CHOICES]
+    return full + [Options(d, n, a, e) for d in get_args(Direct) for n in NEAR_CHOICES
+                   for a in get_args(Attn)[1:] for e in get_args(Err)]
 
 
 # For certify-zoo (generator/zoo/catalog.py): the variants it runs and the
@@ -84,14 +101,24 @@ def certify(trace, progress=False, options: Options = Options()):
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
-    eqke, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
-    e = np.exp(eqke)
+    beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS[1:])
+    inputs, extra = INPUTS, {}
+    if options.attn == "full":
+        e = np.exp(trace.matrix("EQKE").mid)
+    else:  # low-rank EQKE: a per-query-shifted enclosure from its factors (Lemma L)
+        q_tok, k_tok = (trace.matrix(n).mid for n in attention.INPUTS)
+        rank = attention.RANKS[options.attn]
+        mats = attention.factor_hints(q_tok, k_tok, rank, options.err)
+        lo, hi = attention.enclosure(q_tok, k_tok, mats, options.err)
+        e = (np.exp(lo), np.exp(hi))
+        inputs, extra = attention.INPUTS + INPUTS[1:], {
+            "attention": attention.hints(mats, rank, options.err)}
     enclosure = trace.matrix("EXP_EQKP")
     gaps, count, stats = find_gaps(v, k, e, beta, evou, pvou, eu, options, progress,
                                    beta_bounds=(enclosure.lo, enclosure.hi))
     hints = {"direct": options.direct, "gaps": [list(key) + list(gh) for key, gh in
-                                                sorted(gaps.items())]}
-    line = trace.rule(RULE, INPUTS, count, hints)
+                                                sorted(gaps.items())], **extra}
+    line = trace.rule(RULE, inputs, count, hints)
     return line, count, {**stats, "options": dataclasses.asdict(options)}
 
 
@@ -107,13 +134,15 @@ class Tables:
     """Mirror of the checker's _Tables (float64)."""
 
     def __init__(self, e, beta, evou, pvou, eu, k, direct):
-        self.e, self.beta, self.k, self.direct = e, beta, k, direct
+        """e: exp(EQKE), or (lo, hi) of an enclosure of exp(EQKE − c_q)."""
+        self.e_pair = e if isinstance(e, tuple) else (e, e)
+        self.beta, self.k, self.direct = beta, k, direct
         self.rho = row_gaps(evou)  # (t, m)
         pos = row_gaps(pvou)  # (i, m)
         self.p_query, self.p_rest = pos[k - 1], pos[:k - 1].max(axis=0)
         self.rho_pre = np.maximum.accumulate(self.rho, axis=0)  # (j, m)
-        self.e_hi = np.maximum.accumulate(e, axis=1)  # (q, j)
-        self.e_lo = np.minimum.accumulate(e, axis=1)
+        self.e_hi = np.maximum.accumulate(self.e_pair[1], axis=1)  # (q, j)
+        self.e_lo = np.minimum.accumulate(self.e_pair[0], axis=1)
         if direct in ("max_diff", "min"):
             self.u = row_gaps(eu)
         if direct in ("mean+diff", "min"):
@@ -121,6 +150,11 @@ class Tables:
             self.n = row_gaps(eu - mean[None, :])
             self.e_bar = row_gaps(mean[None, :])[0]
             self.c = np.diag(row_gaps(mean[None, :] + evou))
+
+    def times(self, q, t, a):
+        """The checker's upper bound of e_t·A for A ≤ a (the enclosure's end by sign)."""
+        lo, hi = self.e_pair
+        return np.where(a >= 0, hi[q, t] * a, lo[q, t] * a)
 
     def alphas(self, q, m):
         if self.direct == "min":
@@ -151,7 +185,8 @@ def mu_all_gaps(t: Tables, q, m, a_p, near):
     for off in range(near):  # near tokens j − off, for off < near
         u = j - off
         ok = u >= 0
-        val = np.where(ok, t.e[q, np.maximum(u, 0)] * (a_p + t.rho[np.maximum(u, 0), m]), -np.inf)
+        val = np.where(ok, t.times(q, np.maximum(u, 0), a_p + t.rho[np.maximum(u, 0), m]),
+                       -np.inf)
         scale = np.maximum(scale, np.where(ok, np.abs(val), 0.0))
         best = np.maximum(best, val)
     return best, scale
@@ -169,13 +204,13 @@ def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False,
         b = beta[q, :k - 1]
         srt = np.sort(b)
         b_total = b.sum()
-        w_query = beta[q, k - 1] * e[q, q]
+        w_query = beta[q, k - 1] * np.array([t.e_pair[0][q, q], t.e_pair[1][q, q]])
         his = np.sort(beta_hi[q, :k - 1])[::-1]
         rest_ok = {c: beta_lo[q, :k - 1].sum() - his[:c].sum() > 1e-9 * b_total
                    for c in range(1, k - 1)}
         for m in range(q, v):
             a_m, a_q, a_p = t.alphas(q, m)
-            term_q, term_m = w_query * a_q, e[q, m] * a_m
+            term_q, term_m = w_query[int(a_q >= 0)] * a_q, t.times(q, m, a_m)
             zero = b_total * term_m + term_q
             if zero < -TOL * (abs(b_total * term_m) + abs(term_q)):
                 gaps[(m, q, 0)] = (0, 0)
