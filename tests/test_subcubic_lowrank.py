@@ -29,7 +29,7 @@ from checker.rules import subcubic_attention as checker_attention
 from generator.certify.strategies import subcubic
 from generator.certify.strategies import subcubic_attention as attention
 from generator.ground_truth import count_correct
-from tests.test_subcubic_soundness import CASES, assert_all_correct, certify, covered
+from tests.test_subcubic_soundness import CASES, _trained, assert_all_correct, certify, covered
 
 LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=max_diff,near=0,attn=rank2,err=cs",
@@ -78,24 +78,47 @@ def _assert_lemma_l(q, k, mats, error, rows):
 
 @pytest.mark.parametrize("error", ["cs", "exact"])
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("garbage", [False, True])
-def test_lemma_l_enclosure_contains_shifted_eqke(seed, error, garbage):
+@pytest.mark.parametrize("forge", ["none", "garbage", "no G, H", "only D"])
+def test_lemma_l_enclosure_contains_shifted_eqke(seed, error, forge):
+    """Any reals are sound hints (the enclosure only widens): random ones, no
+    error factors (the remainder D carries the whole error), or nothing at all
+    (D = I: EQKE is bounded through ‖Q_q‖·‖D‖_F·‖K_t‖ alone)."""
     q, k = _factors(seed)
     mats = attention.factor_hints(q, k, 1 + seed % 2, error)
-    if garbage:  # any reals are sound hints: the enclosure only widens
-        rng = np.random.default_rng(100 + seed)
-        mats = {n: rng.standard_normal(m.shape) for n, m in mats.items()}
+    rng = np.random.default_rng(100 + seed)
+    forged = {"garbage": lambda n, m: rng.standard_normal(m.shape),
+              "no G, H": lambda n, m: 0 * m if n in "GH" else m,
+              "only D": lambda n, m: 0 * m}
+    if forge in forged:
+        mats = {n: forged[forge](n, m) for n, m in mats.items()}
     rows = _checker_enclosure(q, k, attention.hints(mats, 1 + seed % 2, error))
     _assert_lemma_l(q, k, mats, error, rows)
-    if not garbage:  # and it is tight: the generator's float mirror agrees
+    if forge == "none":  # and it is tight: the generator's float mirror agrees
         lo, hi = attention.enclosure(q, k, mats, error)
         widths = np.array([[float(x.delta) for x in r] for r in rows])
         assert np.all(widths <= (hi - lo) + 1e-9)
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
+def _rank2_trap(alpha, seed=7):
+    """A trained model with a rank-one change of W_K that makes token 0 attractive to
+    about half of the queries (EQKE's second component): ~5% (alpha 4) or ~40%
+    (alpha 8) of the sequences become wrong, and a rank-1 proof that ignored or
+    underestimated its error term would certify some of them (checked: it does)."""
+    weights = _trained(8, 4, 8, 800, seed)
+    y = np.random.default_rng(seed).standard_normal(weights.W_K.shape[1])
+    e_bar = weights.W_E + weights.W_pos.mean(axis=0)
+    x = alpha * e_bar[0] / (e_bar[0] @ e_bar[0])
+    return weights.replace(W_K=(weights.W_K + np.outer(x, y / np.linalg.norm(y)))
+                           .astype(np.float32))
+
+
+LOW_RANK_CASES = {**CASES, "v8k4-rank2-trap-4": lambda: _rank2_trap(4.0),
+                  "v8k4-rank2-trap-8": lambda: _rank2_trap(8.0)}
+
+
+@pytest.fixture(scope="module", params=sorted(LOW_RANK_CASES))
 def case(request):
-    return request.param, CASES[request.param]()
+    return request.param, LOW_RANK_CASES[request.param]()
 
 
 @pytest.mark.parametrize("strategy", LOW_RANK)
