@@ -33,7 +33,9 @@ from tests.test_subcubic_soundness import CASES, _trained, assert_all_correct, c
 
 LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=max_diff,near=0,attn=rank2,err=cs",
-            "subcubic:direct=mean+diff,near=1,attn=rank1,err=exact"]
+            "subcubic:direct=mean+diff,near=1,attn=rank1,err=exact",
+            "subcubic:direct=min,near=1,attn=rank1,err=rowdiff",
+            "subcubic:direct=min,near=2,attn=rank2,err=mean+rowdiff"]
 
 
 def _factors(seed, v=9, h=5, rank_one=3.0):
@@ -67,16 +69,21 @@ def _assert_lemma_l(q, k, mats, error, rows):
     fk = [[Fraction(float(x)) for x in r] for r in k]
     for i, qr in enumerate(fq):
         shift = Fraction(0)
-        if error == "cs":
+        if error != "exact":
             qg = [sum(a * Fraction(float(g)) for a, g in zip(qr, col)) for col in mats["G"].T]
+            kh = [[sum(a * Fraction(float(g)) for a, g in zip(kr, col)) for col in mats["H"].T]
+                  for kr in fk]
+        if error == "cs":
             shift = sum(x * Fraction(float(c)) for x, c in zip(qg, mats["c"][0]))
+        elif error != "exact":  # rowdiff: c_q = min_t (QG)_q·(KH)_t
+            shift = min(sum(x * y for x, y in zip(qg, row)) for row in kh)
         for t, kr in enumerate(fk):
             value = sum(a * b for a, b in zip(qr, kr)) - shift
             lo, hi = rows[i][t]._mpi_
             assert _exact(lo) <= value <= _exact(hi), (i, t)
 
 
-@pytest.mark.parametrize("error", ["cs", "exact"])
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "exact"])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("forge", ["none", "garbage", "no G, H", "only D"])
 def test_lemma_l_enclosure_contains_shifted_eqke(seed, error, forge):

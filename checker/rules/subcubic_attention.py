@@ -14,13 +14,17 @@ ANY such reals, with D = I − A·B^T − G·H^T (the checker computes it),
 
 and, for each query q, c_q := (QG)_q·c is a constant of the row, so that
   EQKE[q, t] − c_q ∈ L[q, t] ± (‖(QG)_q‖·‖(KH)_t − c‖ + ‖Q_q‖·‖D‖_F·‖K_t‖)
-(Cauchy–Schwarz twice; ‖D‖_op ≤ ‖D‖_F), L = (QA)(KB)^T.  Rule subcubic_gap
+(Cauchy–Schwarz twice; ‖D‖_op ≤ ‖D‖_F), L = (QA)(KB)^T.  error = "rowdiff"
+bounds the middle term by the max row-diff trick instead (rowdiff.py, Thm 21;
+"mean+rowdiff": Thm 24 with the column means of QG): with c_q = min_t of it,
+  EQKE[q, t] − c_q ∈ L[q, t] + [0, δ_q] ± ‖Q_q‖·‖D‖_F·‖K_t‖,
+  δ_q ≥ range((QG)_q·(KH)^T).  Rule subcubic_gap
 is invariant under a per-query shift of EQKE's row (Lemma S), so this
 enclosure replaces EQKE.  error = "exact" multiplies the error out instead:
 EQKE = L + X·K^T with X = Q − (QA)·B^T (O(v²·h), for comparison).
 No hint is trusted: a bad hint only makes the enclosure wide.
 
-Cost (exact, `work`): "cs" O(v·h² + v²·r) — the v²·h product EQKE is never
+Cost (exact, `work`): "cs", "rowdiff" O(v·h² + v²·r) — the v²·h product EQKE is never
 formed; "exact" O(v²·h).
 """
 
@@ -28,15 +32,20 @@ from __future__ import annotations
 
 import math
 
+from mpmath import iv
+
 from ..errors import Malformed
 from ..numbers import decode_floats
+from . import rowdiff
 
 INPUTS = ("QUERY_TOK", "KEY_TOK")  # replace "EQKE" among the rule's inputs
-ERRORS = ("cs", "exact")  # how the error term Q(I − AB^T)K^T is bounded
+ERRORS = ("cs", "rowdiff", "mean+rowdiff", "exact")  # how Q(I − AB^T)K^T is bounded
 SQRT_COST = 3  # an upper bound of a square root: float sqrt, one square, one comparison
-ENTRY_COST = 5  # per (q, t): two products, a sum, ×[−1, 1], + L (cs)
+ENTRY_COST = {"cs": 5, "rowdiff": 4, "mean+rowdiff": 4}  # per (q, t), see _entries
 SQRT_RETRIES = 8  # widenings of a float square root before giving up (never needed)
-_KEYS = {"cs": {"rank", "error", "A", "B", "G", "H", "c"}, "exact": {"rank", "error", "A", "B"}}
+_KEYS = {"cs": {"rank", "error", "A", "B", "G", "H", "c"}, "exact": {"rank", "error", "A", "B"},
+         "rowdiff": {"rank", "error", "A", "B", "G", "H"},
+         "mean+rowdiff": {"rank", "error", "A", "B", "G", "H"}}
 
 
 class Spec:
@@ -53,7 +62,8 @@ def parse(hints, dims) -> Spec:
     if not (isinstance(hints, dict) and hints.get("error") in ERRORS
             and set(hints) == _KEYS[hints["error"]]):
         raise Malformed('rule subcubic_gap: "attention" hints must be {"rank", "error": '
-                        '"cs" | "exact", "A", "B" and for "cs" "G", "H", "c"}')
+                        '"cs" | "rowdiff" | "mean+rowdiff" | "exact", "A", "B", and "G", "H" '
+                        '(but for "exact") and "c" (for "cs")}')
     rank = hints["rank"]
     if type(rank) is not int or not 1 <= rank <= h:
         raise Malformed(f"rule subcubic_gap: attention rank must be an integer in [1, {h}]")
@@ -75,17 +85,22 @@ def work(dims, spec: Spec) -> int:
         return total + v * r * h + v * h + v * h * v + v * v  # (QA)B^T, X, X·K^T, L + err
     total += 2 * v * h * h  # QG, KH
     total += h * r * h + h * h * h + 2 * h * h + h * h  # AB^T, GH^T, D, ‖D‖_F²
-    total += 5 * v * h  # ‖(QG)_q‖², (KH)_t − c and its ‖·‖², ‖Q_q‖², ‖K_t‖²
-    total += v + 4 * v * SQRT_COST  # ‖Q_q‖²·‖D‖_F², four square roots per token
-    return total + ENTRY_COST * v * v
+    total += 2 * v * h + v + 2 * v * SQRT_COST  # ‖Q_q‖², ‖K_t‖², n_q, k_t
+    if spec.error == "cs":  # ‖(QG)_q‖², (KH)_t − c and its ‖·‖², two square roots
+        total += 3 * v * h + 2 * v * SQRT_COST
+    else:  # δ_q (rowdiff.py), the column means of QG (Thm 24), δ_q·[0, 1]
+        mean = spec.error == "mean+rowdiff"
+        total += rowdiff.chain_work(v, [(h, v)], [mean]) + (v * h if mean else 0) + v
+    return total + ENTRY_COST[spec.error] * v * v
 
 
 def dimensionality(dims, spec: Spec) -> int:
     """Unexplained dimensionality of EQKE's black box (spec/rules.md §proof length):
     "cs": the enclosure is a function of QA, KB (2vr reals) and four norms per
-    token (4v); "exact": the error enters entry by entry (v²)."""
+    token (4v); "rowdiff": of QA, KB, δ_q, n_q, k_t (3v); "exact": the error
+    enters entry by entry (v²)."""
     v, r = dims.d_vocab, spec.rank
-    return 2 * v * r + (4 * v if spec.error == "cs" else v * v)
+    return 2 * v * r + {"cs": 4 * v, "exact": v * v}.get(spec.error, 3 * v)
 
 
 def enclosure(dims, mats, spec: Spec, charge, ar):
@@ -103,7 +118,7 @@ def enclosure(dims, mats, spec: Spec, charge, ar):
     if spec.error == "exact":
         out = _exact(counter, q_tok, k_tok, qa, hint["B"], low)
     else:
-        out = _cauchy_schwarz(counter, q_tok, k_tok, hint, low)
+        out = _factored(counter, q_tok, k_tok, hint, low, spec.error)
     if counter.count != expected:
         raise Malformed(f"internal error: low-rank EQKE counted {counter.count} operations, "
                         f"charged {expected}")
@@ -117,9 +132,10 @@ def _exact(counter, q_tok, k_tok, qa, b, low):
     return counter.add(low, err)
 
 
-def _cauchy_schwarz(counter, q_tok, k_tok, hint, low):
-    """L[q, t] ± (x_q·y_t + n_q·k_t) with x_q ≥ ‖(QG)_q‖, y_t ≥ ‖(KH)_t − c‖,
-    n_q ≥ ‖Q_q‖·‖D‖_F, k_t ≥ ‖K_t‖ (Lemma L)."""
+def _factored(counter, q_tok, k_tok, hint, low, error):
+    """The error (QG)(KH)^T + Q·D·K^T bounded without multiplying it out
+    (Lemma L): the D term by n_q·k_t, n_q ≥ ‖Q_q‖·‖D‖_F, k_t ≥ ‖K_t‖; the
+    middle term by Cauchy–Schwarz ("cs") or the max row-diff trick."""
     ar = counter.ar
     h = len(hint["G"])
     qg = counter.matmul(q_tok, hint["G"])  # (v × h)
@@ -130,19 +146,41 @@ def _cauchy_schwarz(counter, q_tok, k_tok, hint, low):
     identity = [[one if i == j else zero for j in range(h)] for i in range(h)]
     d = counter.sub(counter.sub(identity, ab), gh)  # D = I − AB^T − GH^T
     d_frob = counter.squares([x for row in d for x in row])  # ‖D‖_F²
-    centre = hint["c"][0]
-    x_norm = [counter.sqrt_up(counter.squares(row)) for row in qg]
-    y_norm = [counter.sqrt_up(counter.squares(counter.sub([row], [centre])[0])) for row in kh]
     n_norm = [counter.sqrt_up(counter.mul(counter.squares(row), d_frob)) for row in q_tok]
     k_norm = [counter.sqrt_up(counter.squares(row)) for row in k_tok]
-    sym = ar.interval(-1.0, 1.0)
+    if error == "cs":
+        centre = hint["c"][0]
+        x_norm = [counter.sqrt_up(counter.squares(row)) for row in qg]
+        y_norm = [counter.sqrt_up(counter.squares(counter.sub([row], [centre])[0]))
+                  for row in kh]
+        return _entries(counter, low, lambda q, t, sym: (x_norm[q] * y_norm[t]
+                                                         + n_norm[q] * k_norm[t]) * sym, error)
+    summaries = [rowdiff.column_means(counter, qg)] if error == "mean+rowdiff" else None
+    deltas = rowdiff.product_row_ranges(counter, qg, [_transpose(kh)], summaries)
+    up = ar.interval(0.0, 1.0)
+    deltas = [_upper_element(ar, x) * up for x in deltas]  # [0, δ_q]
+    counter.count += len(deltas)
+    return _entries(counter, low, lambda q, t, sym: deltas[q] + n_norm[q] * k_norm[t] * sym,
+                    error)
+
+
+def _entries(counter, low, spread, error):
+    """[L[q][t] + spread(q, t, [−1, 1])]: ENTRY_COST[error] units per entry
+    (cs: two products, a sum, × [−1, 1], + L; rowdiff: a product, × [−1, 1],
+    + [0, δ_q], + L)."""
+    sym = counter.ar.interval(-1.0, 1.0)
     out = []
     for q, row in enumerate(low):
         counter.tick()
-        xq, nq = x_norm[q], n_norm[q]
-        out.append([l + (xq * y + nq * k) * sym for l, y, k in zip(row, y_norm, k_norm)])
-    counter.count += ENTRY_COST * len(low) * len(low[0])
+        out.append([x + spread(q, t, sym) for t, x in enumerate(row)])
+    counter.count += ENTRY_COST[error] * len(low) * len(low[0])
     return out
+
+
+def _upper_element(ar, u):
+    """The point element at the upper bound u (mpmath: a raw number; Arb: a ball
+    whose upper end is the bound)."""
+    return iv.make_mpf((u, u)) if ar.name == "mpmath" else ar.upper_point(u)
 
 
 class _Counter:

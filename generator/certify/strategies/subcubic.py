@@ -20,7 +20,9 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
           "rank1" / "rank2" (low-rank EQKE from its factors, spec/rules.md
           §low-rank EQKE; subcubic_attention.py), with
   err     the attention error's bound: "cs" (balanced Cauchy–Schwarz,
-          O(v·h² + v²)) or "exact" (multiplied out, O(v²·h), for comparison).
+          O(v·h² + v²)), "rowdiff" / "mean+rowdiff" (the paper's max row-diff
+          trick, Thm 21 / Thm 24, on the same factors) or "exact" (multiplied
+          out, O(v²·h), for comparison).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
 Attn = Literal["full", "rank1", "rank2"]
-Err = Literal["cs", "exact"]
+Err = Literal["cs", "rowdiff", "mean+rowdiff", "exact"]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 
 INPUTS = ["QUERY_TOK", "KEY_TOK"]
 RANKS = {"rank1": 1, "rank2": 2}
+SAFETY = 1 + 1e-9  # widths enlarged so that the checker's rigorous ones are no larger
 
 
 def b64(arr) -> str:
@@ -38,13 +39,15 @@ def factor_hints(q_tok, k_tok, rank: int, error: str) -> dict:
     a[:, :r] = rq_inv @ (w[:, :r] * s[:r])
     b[:, :r] = rk_inv @ zt[:r].T
     mats = {"A": a, "B": b}
-    if error == "cs":
+    if error != "exact":
         root = np.sqrt(s[r:])
         g = np.zeros((h, h))
         hh = np.zeros((h, h))
         g[:, :n - r] = rq_inv @ (w[:, r:] * root)
         hh[:, :n - r] = rk_inv @ (zt[r:].T * root)
-        mats.update(G=g, H=hh, c=(k_tok @ hh).mean(axis=0)[None, :])
+        mats.update(G=g, H=hh)
+        if error == "cs":
+            mats["c"] = (k_tok @ hh).mean(axis=0)[None, :]
     return mats
 
 
@@ -54,8 +57,7 @@ def hints(mats: dict, rank: int, error: str) -> dict:
 
 def enclosure(q_tok, k_tok, mats: dict, error: str):
     """(lo, hi) of the checker's per-query-shifted EQKE enclosure, in float64
-    (mirror of subcubic_attention.enclosure; widths enlarged by a relative
-    1e-9 so that the checker's rigorous widths are no larger)."""
+    (mirror of subcubic_attention.enclosure; widths enlarged by SAFETY)."""
     low = (q_tok @ mats["A"]) @ (k_tok @ mats["B"]).T
     if error == "exact":
         x = q_tok - (q_tok @ mats["A"]) @ mats["B"].T
@@ -63,9 +65,19 @@ def enclosure(q_tok, k_tok, mats: dict, error: str):
         return mid, mid
     h = q_tok.shape[1]
     d = np.eye(h) - mats["A"] @ mats["B"].T - mats["G"] @ mats["H"].T
-    x_norm = np.linalg.norm(q_tok @ mats["G"], axis=1)
-    y_norm = np.linalg.norm(k_tok @ mats["H"] - mats["c"], axis=1)
     n_norm = np.linalg.norm(q_tok, axis=1) * np.linalg.norm(d)
     k_norm = np.linalg.norm(k_tok, axis=1)
-    width = (np.outer(x_norm, y_norm) + np.outer(n_norm, k_norm)) * (1 + 1e-9)
-    return low - width, low + width
+    qg, kh = q_tok @ mats["G"], k_tok @ mats["H"]
+    if error == "cs":
+        x_norm = np.linalg.norm(qg, axis=1)
+        y_norm = np.linalg.norm(kh - mats["c"], axis=1)
+        width = (np.outer(x_norm, y_norm) + np.outer(n_norm, k_norm)) * SAFETY
+        return low - width, low + width
+    ranges = kh.max(axis=0) - kh.min(axis=0)  # range of row j of (KH)^T
+    if error == "mean+rowdiff":  # Thm 24 with the column means of QG
+        mean = qg.mean(axis=0)
+        delta = np.ptp(mean @ kh.T) + np.abs(qg - mean) @ ranges
+    else:  # Thm 21
+        delta = np.abs(qg) @ ranges
+    width = np.outer(n_norm, k_norm) * SAFETY
+    return low - width, low + delta[:, None] * SAFETY + width
