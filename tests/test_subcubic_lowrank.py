@@ -35,7 +35,8 @@ LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=max_diff,near=0,attn=rank2,err=cs",
             "subcubic:direct=mean+diff,near=1,attn=rank1,err=exact",
             "subcubic:direct=min,near=1,attn=rank1,err=rowdiff",
-            "subcubic:direct=min,near=2,attn=rank2,err=mean+rowdiff"]
+            "subcubic:direct=min,near=2,attn=rank2,err=mean+rowdiff",
+            "subcubic:direct=max_diff,near=2,attn=rank2,err=svd"]
 
 
 def _factors(seed, v=9, h=5, rank_one=3.0):
@@ -75,7 +76,7 @@ def _assert_lemma_l(q, k, mats, error, rows):
                   for kr in fk]
         if error == "cs":
             shift = sum(x * Fraction(float(c)) for x, c in zip(qg, mats["c"][0]))
-        elif error != "exact":  # rowdiff: c_q = min_t (QG)_q·(KH)_t
+        elif error != "exact":  # rowdiff, svd: c_q = min_t (QG)_q·(KH)_t
             shift = min(sum(x * y for x, y in zip(qg, row)) for row in kh)
         for t, kr in enumerate(fk):
             value = sum(a * b for a, b in zip(qr, kr)) - shift
@@ -83,7 +84,7 @@ def _assert_lemma_l(q, k, mats, error, rows):
             assert _exact(lo) <= value <= _exact(hi), (i, t)
 
 
-@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "exact"])
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact"])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("forge", ["none", "garbage", "no G, H", "only D"])
 def test_lemma_l_enclosure_contains_shifted_eqke(seed, error, forge):

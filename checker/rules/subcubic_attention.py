@@ -18,7 +18,10 @@ and, for each query q, c_q := (QG)_q·c is a constant of the row, so that
 bounds the middle term by the max row-diff trick instead (rowdiff.py, Thm 21;
 "mean+rowdiff": Thm 24 with the column means of QG): with c_q = min_t of it,
   EQKE[q, t] − c_q ∈ L[q, t] + [0, δ_q] ± ‖Q_q‖·‖D‖_F·‖K_t‖,
-  δ_q ≥ range((QG)_q·(KH)^T).  Rule subcubic_gap
+  δ_q ≥ range((QG)_q·(KH)^T).
+error = "svd" (the paper's "SVD only": √2·σ₁ of the error) uses one δ for all
+rows, δ ≥ √2·σ₁((QG)(KH)^T), certified as sqrt(2·‖(QG)^T QG‖_∞·‖(KH)^T KH‖_∞)
+(σ₁(XY^T) ≤ σ₁(X)σ₁(Y); σ₁(X)² = λ_max(X^T X) ≤ any induced norm of X^T X).  Rule subcubic_gap
 is invariant under a per-query shift of EQKE's row (Lemma S), so this
 enclosure replaces EQKE.  error = "exact" multiplies the error out instead:
 EQKE = L + X·K^T with X = Q − (QA)·B^T (O(v²·h), for comparison).
@@ -39,13 +42,14 @@ from ..numbers import decode_floats
 from . import rowdiff
 
 INPUTS = ("QUERY_TOK", "KEY_TOK")  # replace "EQKE" among the rule's inputs
-ERRORS = ("cs", "rowdiff", "mean+rowdiff", "exact")  # how Q(I − AB^T)K^T is bounded
+ERRORS = ("cs", "rowdiff", "mean+rowdiff", "svd", "exact")  # how Q(I − AB^T)K^T is bounded
 SQRT_COST = 3  # an upper bound of a square root: float sqrt, one square, one comparison
-ENTRY_COST = {"cs": 5, "rowdiff": 4, "mean+rowdiff": 4}  # per (q, t), see _entries
+ENTRY_COST = {"cs": 5, "rowdiff": 4, "mean+rowdiff": 4, "svd": 4}  # per (q, t), see _entries
 SQRT_RETRIES = 8  # widenings of a float square root before giving up (never needed)
 _KEYS = {"cs": {"rank", "error", "A", "B", "G", "H", "c"}, "exact": {"rank", "error", "A", "B"},
          "rowdiff": {"rank", "error", "A", "B", "G", "H"},
-         "mean+rowdiff": {"rank", "error", "A", "B", "G", "H"}}
+         "mean+rowdiff": {"rank", "error", "A", "B", "G", "H"},
+         "svd": {"rank", "error", "A", "B", "G", "H"}}
 
 
 class Spec:
@@ -62,8 +66,8 @@ def parse(hints, dims) -> Spec:
     if not (isinstance(hints, dict) and hints.get("error") in ERRORS
             and set(hints) == _KEYS[hints["error"]]):
         raise Malformed('rule subcubic_gap: "attention" hints must be {"rank", "error": '
-                        '"cs" | "rowdiff" | "mean+rowdiff" | "exact", "A", "B", and "G", "H" '
-                        '(but for "exact") and "c" (for "cs")}')
+                        '"cs" | "rowdiff" | "mean+rowdiff" | "svd" | "exact", "A", "B", '
+                        'and "G", "H" (but for "exact") and "c" (for "cs")}')
     rank = hints["rank"]
     if type(rank) is not int or not 1 <= rank <= h:
         raise Malformed(f"rule subcubic_gap: attention rank must be an integer in [1, {h}]")
@@ -88,6 +92,8 @@ def work(dims, spec: Spec) -> int:
     total += 2 * v * h + v + 2 * v * SQRT_COST  # ‖Q_q‖², ‖K_t‖², n_q, k_t
     if spec.error == "cs":  # ‖(QG)_q‖², (KH)_t − c and its ‖·‖², two square roots
         total += 3 * v * h + 2 * v * SQRT_COST
+    elif spec.error == "svd":  # two Gram matrices, their ∞-norms, δ, δ·[0, 1]
+        total += 2 * h * v * h + 2 * (2 * h * h + h - 1) + 2 + SQRT_COST + 1
     else:  # δ_q (rowdiff.py), the column means of QG (Thm 24), δ_q·[0, 1]
         mean = spec.error == "mean+rowdiff"
         total += rowdiff.chain_work(v, [(h, v)], [mean]) + (v * h if mean else 0) + v
@@ -97,10 +103,10 @@ def work(dims, spec: Spec) -> int:
 def dimensionality(dims, spec: Spec) -> int:
     """Unexplained dimensionality of EQKE's black box (spec/rules.md §proof length):
     "cs": the enclosure is a function of QA, KB (2vr reals) and four norms per
-    token (4v); "rowdiff": of QA, KB, δ_q, n_q, k_t (3v); "exact": the error
-    enters entry by entry (v²)."""
+    token (4v); "rowdiff": of QA, KB, δ_q, n_q, k_t (3v); "svd": of QA, KB,
+    n_q, k_t and one δ (2v + 1); "exact": the error enters entry by entry (v²)."""
     v, r = dims.d_vocab, spec.rank
-    return 2 * v * r + {"cs": 4 * v, "exact": v * v}.get(spec.error, 3 * v)
+    return 2 * v * r + {"cs": 4 * v, "exact": v * v, "svd": 2 * v + 1}.get(spec.error, 3 * v)
 
 
 def enclosure(dims, mats, spec: Spec, charge, ar):
@@ -155,13 +161,30 @@ def _factored(counter, q_tok, k_tok, hint, low, error):
                   for row in kh]
         return _entries(counter, low, lambda q, t, sym: (x_norm[q] * y_norm[t]
                                                          + n_norm[q] * k_norm[t]) * sym, error)
-    summaries = [rowdiff.column_means(counter, qg)] if error == "mean+rowdiff" else None
-    deltas = rowdiff.product_row_ranges(counter, qg, [_transpose(kh)], summaries)
     up = ar.interval(0.0, 1.0)
-    deltas = [_upper_element(ar, x) * up for x in deltas]  # [0, δ_q]
-    counter.count += len(deltas)
+    if error == "svd":  # one δ for every row
+        two = ar.point(2.0)
+        delta = counter.sqrt_up(counter.mul(counter.mul(two, _gram_norm(counter, qg)),
+                                            _gram_norm(counter, kh)))
+        deltas = [delta * up] * len(low)
+        counter.count += 1
+    else:
+        summaries = [rowdiff.column_means(counter, qg)] if error == "mean+rowdiff" else None
+        deltas = rowdiff.product_row_ranges(counter, qg, [_transpose(kh)], summaries)
+        deltas = [_upper_element(ar, x) * up for x in deltas]  # [0, δ_q]
+        counter.count += len(deltas)
     return _entries(counter, low, lambda q, t, sym: deltas[q] + n_norm[q] * k_norm[t] * sym,
                     error)
+
+
+def _gram_norm(counter, x):
+    """A point element ≥ ‖X^T X‖_∞ = max_i Σ_j |(X^T X)_ij| ≥ λ_max(X^T X) = σ₁(X)²:
+    the Gram matrix (h·v·h), h² |·| and h² sums, h − 1 comparisons."""
+    ar = counter.ar
+    gram = counter.matmul(_transpose(x), x)
+    sums = [ar.fsum([ar.abs(g) for g in row]) for row in gram]
+    counter.count += 2 * len(gram) * len(gram) + len(gram) - 1
+    return _upper_element(ar, ar.up_max([ar.upper(s) for s in sums]))
 
 
 def _entries(counter, low, spread, error):

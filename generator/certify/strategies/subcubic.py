@@ -21,7 +21,8 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
           §low-rank EQKE; subcubic_attention.py), with
   err     the attention error's bound: "cs" (balanced Cauchy–Schwarz,
           O(v·h² + v²)), "rowdiff" / "mean+rowdiff" (the paper's max row-diff
-          trick, Thm 21 / Thm 24, on the same factors) or "exact" (multiplied
+          trick, Thm 21 / Thm 24, on the same factors), "svd" (the paper's
+          "SVD only": one √2·σ₁ bound, σ₁ certified through Gram matrices) or "exact" (multiplied
           out, O(v²·h), for comparison).
 """
 
@@ -45,7 +46,7 @@ INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
 Attn = Literal["full", "rank1", "rank2"]
-Err = Literal["cs", "rowdiff", "mean+rowdiff", "exact"]
+Err = Literal["cs", "rowdiff", "mean+rowdiff", "svd", "exact"]
 
 
 @dataclass(frozen=True)

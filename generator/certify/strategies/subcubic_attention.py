@@ -74,7 +74,10 @@ def enclosure(q_tok, k_tok, mats: dict, error: str):
         width = (np.outer(x_norm, y_norm) + np.outer(n_norm, k_norm)) * SAFETY
         return low - width, low + width
     ranges = kh.max(axis=0) - kh.min(axis=0)  # range of row j of (KH)^T
-    if error == "mean+rowdiff":  # Thm 24 with the column means of QG
+    if error == "svd":  # √2·σ₁ through the Gram matrices' ∞-norms, one δ for all rows
+        norms = [np.abs(x.T @ x).sum(axis=1).max() for x in (qg, kh)]
+        delta = np.full(len(qg), np.sqrt(2 * norms[0] * norms[1]))
+    elif error == "mean+rowdiff":  # Thm 24 with the column means of QG
         mean = qg.mean(axis=0)
         delta = np.ptp(mean @ kh.T) + np.abs(qg - mean) @ ranges
     else:  # Thm 21
