@@ -28,6 +28,7 @@ from math import comb
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..ops import COST
+from . import subcubic_attention as attention
 from . import subcubic_direct as low_eu
 
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
@@ -38,11 +39,15 @@ HINTED_INPUTS = True  # inputs() and dimensionality() depend on the hints (certi
 
 
 def inputs(dims, hints=None) -> tuple[str, ...]:
-    """The inputs for these hints: with "eu" hints (low-rank EU, subcubic_direct.py)
-    EU's factors replace EU."""
+    """The inputs for these hints: with "attention" hints (low-rank EQKE,
+    subcubic_attention.py) EQKE's factors replace EQKE; with "eu" hints (low-rank
+    EU, subcubic_direct.py) EU's factors replace EU."""
+    names = INPUTS
+    if isinstance(hints, dict) and "attention" in hints:
+        names = attention.INPUTS + names[1:]
     if isinstance(hints, dict) and "eu" in hints:
-        return INPUTS[:-1] + low_eu.INPUTS
-    return INPUTS
+        names = names[:-1] + low_eu.INPUTS
+    return names
 
 
 class _Arith:
@@ -131,12 +136,15 @@ def dimensionality(dims, hints=None) -> int:
     """Unexplained dimensionality (spec/rules.md §proof length): EQKE, EVOU and
     EU still enter entry by entry (v² each; through row maxima, prefix maxima
     and the mean row, but every entry is read), EQKP and PVOU (kv each); with
+    low-rank EQKE, EQKE's share is subcubic_attention.dimensionality; with
     low-rank EU, EU's share is subcubic_direct.dimensionality."""
     v, k = dims.d_vocab, dims.n_ctx
+    eqke, eu = v * v, v * v
+    if isinstance(hints, dict) and "attention" in hints:
+        eqke = attention.dimensionality(dims, attention.parse(hints["attention"], dims))
     if isinstance(hints, dict) and "eu" in hints:
         eu = low_eu.dimensionality(dims, low_eu.parse(hints["eu"], dims))
-        return 2 * v * v + eu + 2 * k * v
-    return 3 * v * v + 2 * k * v
+    return eqke + v * v + eu + 2 * k * v
 
 
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
@@ -144,6 +152,9 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     if v < 2:
         raise Malformed("rule subcubic_gap needs d_vocab >= 2")
     direct, gaps = parse_hints(hints, v, k)
+    if "attention" in hints:  # low-rank EQKE: a per-query-shifted enclosure (Lemma S)
+        spec = attention.parse(hints["attention"], dims)
+        mats = {**mats, "EQKE": attention.enclosure(dims, mats, spec, charge, arith)}
     low = None
     if "eu" in hints:  # low-rank EU: the tables from EU's factors (subcubic_direct)
         low = low_eu.tables(dims, mats, low_eu.parse(hints["eu"], dims),
@@ -381,10 +392,10 @@ def _prefix(items, combine):
 
 def parse_hints(hints, v, k):
     """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]}
-    (and optionally "eu": subcubic_direct.parse) ->
+    (and optionally "attention": subcubic_attention.parse, "eu": subcubic_direct.parse) ->
     (direct, {(m, q, c): (g, h)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤ m + 1 and
     g ≤ m (every covered token is < m); for c = 0, g = h = 0."""
-    if not (isinstance(hints, dict) and set(hints) - {"eu"} == {"direct", "gaps"}
+    if not (isinstance(hints, dict) and set(hints) - {"attention", "eu"} == {"direct", "gaps"}
             and hints["direct"] in DIRECT and isinstance(hints["gaps"], list)):
         raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff", "mean+diff" '
                         'or "min", "gaps": [[m, q, c, g, h], ...]}')
