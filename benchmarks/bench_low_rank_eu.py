@@ -38,7 +38,11 @@ LOW = [("subcubic:direct=min,near=2,eu=" + eu, what) for eu, what in (
     ("svd_query", "paper's svd_query+max_diff (rank 1, no mean)"),
     ("quad_mean", "paper's direct-quadratic mean_query+max_diff (Thm 24)"),
     ("quad", "paper's direct-quadratic max_diff (Thm 21)"))]
-ROWS = [("cubic", "Cubic"), (subcubic.Options().name(), "Sub-cubic, EU multiplied out")] + LOW
+BOTH = [(subcubic.Options(attn="rank1", err="cs").name(), "low-rank EQKE only (helper 8a)"),
+        (subcubic.Options(attn="rank1", err="cs", eu="lowrank1").name(),
+         "Low-rank QK&EU (paper 0.627 ± 0.060)")]
+ROWS = [("cubic", "Cubic"), (subcubic.Options().name(), "Sub-cubic, EU multiplied out"),
+        *LOW, *BOTH]
 
 
 def scaling(vocabs, cache: Path, jobs: int) -> None:
@@ -65,6 +69,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=8)
     p.add_argument("--first-seed", type=int, default=100)
     p.add_argument("--no-cubic", action="store_true")
+    p.add_argument("--only", nargs="+", help="run only these strategies")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--cache", default="/tmp/8b-models")
     p.add_argument("--scaling", type=int, nargs="+", help="d_vocab values (scaling part only)")
@@ -81,7 +86,7 @@ def main() -> None:
         path, _ = trained_model(cfg, cache)
         exact = count_correct(load_model(path).weights, progress=False).correct
         for strategy, _ in ROWS:
-            if strategy == "cubic" and args.no_cubic:
+            if strategy == "cubic" and args.no_cubic or args.only and strategy not in args.only:
                 continue
             cert = path.with_suffix(f".{strategy.replace(':', '_').replace(',', '_')}.jsonl")
             generate(path, strategy, cert)
