@@ -48,7 +48,7 @@ ROWS = [("cubic", "Cubic"), (subcubic.Options().name(), "Sub-cubic, EU multiplie
 def scaling(vocabs, cache: Path, jobs: int) -> None:
     full, low = subcubic.Options().name(), subcubic.Options(eu="lowrank1").name()
     print("| d_vocab | work, EU multiplied out | work, eu=lowrank1 | difference | "
-          "bound/exact full | lowrank1 | check s full / lowrank1 |")
+          "certified, full | certified, lowrank1 | check s full / lowrank1 |")
     print("|---|---|---|---|---|---|---|")
     for v in vocabs:
         cfg = TrainConfig(d_vocab=v, n_ctx=4, d_model=32, d_head=32, seed=1, steps=400)
