@@ -177,3 +177,25 @@ def work_of(a0_rows: int, mats: list, summaries=None) -> int:
     shapes = [(len(m), len(m[0])) for m in mats]
     flags = [s is not None for s in (summaries or [None] * len(mats))]
     return chain_work(a0_rows, shapes, flags)
+
+
+def row_gaps(ar, row):
+    """The one-sided row differences: for each m, an upper bound of
+    max_{o≠m} (x_o − x_m) (n ≥ 2 entries): (the largest upper endpoint among
+    o ≠ m) − lower(x_m), from the top two upper endpoints.  Not symmetric in
+    (o, m): unlike range, it may not be multiplied by |a| (spec/rules.md).
+    Work row_gaps_work(n) = 3n (2 per entry for the top-two pass, 1 subtraction each)."""
+    b = ar.ar
+    index, best, second = 0, b.upper(row[0]), None
+    for o in range(1, len(row)):
+        value = b.upper(row[o])
+        if b.greater(value, best):
+            index, best, second = o, value, best
+        elif second is None or b.greater(value, second):
+            second = value
+    ar.count += row_gaps_work(len(row))
+    return [b.up_minus(second if m == index else best, x) for m, x in enumerate(row)]
+
+
+def row_gaps_work(n: int) -> int:
+    return 3 * n
