@@ -247,3 +247,11 @@ def test_options_round_trip_and_default_name_unchanged():
         subcubic.Options.parse("subcubic:err=cs")  # err only with a low-rank attn
     with pytest.raises(ValueError):
         subcubic.Options.parse("subcubic:attn=rank3,err=cs")
+
+
+def test_paper_rows_are_declared():
+    """benchmarks and the zoo pick the low-rank QK rows up from the strategy."""
+    rows = subcubic.PAPER_ROWS
+    for label in ("Low-rank QK", "Low-rank QK, SVD only", "Low-rank QK&EU"):
+        assert label in rows.values()
+    assert all(name in subcubic.VARIANTS for name in rows)

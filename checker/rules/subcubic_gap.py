@@ -136,14 +136,15 @@ def dimensionality(dims, hints=None) -> int:
     """Unexplained dimensionality (spec/rules.md §proof length): EQKE, EVOU and
     EU still enter entry by entry (v² each; through row maxima, prefix maxima
     and the mean row, but every entry is read), EQKP and PVOU (kv each); with
-    low-rank EQKE, EQKE's share is subcubic_attention.dimensionality; with
+    low-rank EQKE, EQKE's share is subcubic_attention.dimensionality, with
     low-rank EU, EU's share is subcubic_direct.dimensionality."""
     v, k = dims.d_vocab, dims.n_ctx
-    eqke, eu = v * v, v * v
-    if isinstance(hints, dict) and "attention" in hints:
-        eqke = attention.dimensionality(dims, attention.parse(hints["attention"], dims))
-    if isinstance(hints, dict) and "eu" in hints:
-        eu = low_eu.dimensionality(dims, low_eu.parse(hints["eu"], dims))
+    hinted = hints if isinstance(hints, dict) else {}
+    eqke = eu = v * v
+    if "attention" in hinted:
+        eqke = attention.dimensionality(dims, attention.parse(hinted["attention"], dims))
+    if "eu" in hinted:
+        eu = low_eu.dimensionality(dims, low_eu.parse(hinted["eu"], dims))
     return eqke + v * v + eu + 2 * k * v
 
 

@@ -96,7 +96,8 @@ class Options:
 
 def grid() -> list[Options]:
     """Every named option combination (`--list`)."""
-    attention = [("full", "cs")] + [(a, e) for a in get_args(Attn)[1:] for e in get_args(Err)]
+    attention = [("full", Options.err)] + [(a, e) for a in get_args(Attn)[1:]
+                                           for e in get_args(Err)]
     return [Options(d, n, a, e, eu) for eu in get_args(Eu) for a, e in attention
             for d in get_args(Direct) for n in NEAR_CHOICES]
 
@@ -108,11 +109,18 @@ PAPER_ROWS = {Options().name(): "Sub-cubic",
               Options("max_diff", 4).name(): "Sub-cubic without mean+diff"}
 # Low-rank EU (never forms EU; subcubic_direct): the measured best of the
 # handlers (benchmarks/RESULTS.md §low-rank EU) and the paper's own variants.
-VARIANTS += (Options(eu="lowrank1").name(), Options(eu="lowrank0").name())
-PAPER_ROWS.update({Options(eu="lowrank1").name(): "Low-rank EU"})
-# with helper 8a's low-rank EQKE (subcubic_attention): both factored
-VARIANTS += (Options(attn="rank1", err="cs", eu="lowrank1").name(),)
-PAPER_ROWS.update({Options(attn="rank1", err="cs", eu="lowrank1").name(): "Low-rank QK&EU"})
+VARIANTS += (Options("min", 2, eu="lowrank1").name(), Options("min", 2, eu="lowrank0").name())
+PAPER_ROWS.update({Options("min", 2, eu="lowrank1").name(): "Low-rank EU"})
+# Low-rank EQKE (never forms EQKE; subcubic_attention): the measured best (rank 2,
+# balanced Cauchy–Schwarz), rank 1, the paper's "SVD only" (rank 1, √2·σ₁), and
+# both low-rank handlers together (benchmarks/RESULTS.md §low-rank EQKE).
+LOW_RANK_QK = Options("min", 2, "rank2", "cs")
+LOW_RANK_QK_EU = Options("min", 2, "rank2", "cs", "lowrank1")
+VARIANTS += (LOW_RANK_QK.name(), Options("min", 2, "rank1", "cs").name(),
+             Options("min", 2, "rank1", "svd").name(), LOW_RANK_QK_EU.name())
+PAPER_ROWS.update({LOW_RANK_QK.name(): "Low-rank QK",
+                   Options("min", 2, "rank1", "svd").name(): "Low-rank QK, SVD only",
+                   LOW_RANK_QK_EU.name(): "Low-rank QK&EU"})
 
 
 def certify(trace, progress=False, options: Options = Options()):
@@ -120,8 +128,13 @@ def certify(trace, progress=False, options: Options = Options()):
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
-    beta, evou, pvou = (trace.matrix(n).mid for n in INPUTS[1:4])
-    inputs, extra, low = list(INPUTS), {}, None
+    inputs, extra, low = INPUTS, {}, None
+    if options.eu != "full":  # low-rank EU: EU's factors instead of EU
+        inputs = INPUTS[:-1] + low_eu.INPUTS
+        x, w_u, b_u = (trace.matrix(n).mid for n in low_eu.INPUTS)
+        extra["eu"], low = low_eu.hints(low_eu.HANDLERS[options.eu], x, w_u, b_u[0])
+    beta, evou, pvou = (trace.matrix(n).mid for n in INPUTS[1:-1])
+    eu = trace.matrix("EU").mid if low is None else None
     if options.attn == "full":
         e = np.exp(trace.matrix("EQKE").mid)
     else:  # low-rank EQKE: a per-query-shifted enclosure from its factors (Lemma L)
@@ -130,13 +143,8 @@ def certify(trace, progress=False, options: Options = Options()):
         mats = attention.factor_hints(q_tok, k_tok, rank, options.err)
         lo, hi = attention.enclosure(q_tok, k_tok, mats, options.err)
         e = (np.exp(lo), np.exp(hi))
-        inputs = list(attention.INPUTS) + inputs[1:]
+        inputs = attention.INPUTS + inputs[1:]
         extra["attention"] = attention.hints(mats, rank, options.err)
-    if options.eu != "full":  # low-rank EU: EU's factors instead of EU (subcubic_direct)
-        inputs = inputs[:-1] + list(low_eu.INPUTS)
-        x, w_u, b_u = (trace.matrix(n).mid for n in low_eu.INPUTS)
-        extra["eu"], low = low_eu.hints(low_eu.HANDLERS[options.eu], x, w_u, b_u[0])
-    eu = trace.matrix("EU").mid if low is None else None
     enclosure = trace.matrix("EXP_EQKP")
     gaps, count, stats = find_gaps(v, k, e, beta, evou, pvou, eu, options, progress,
                                    beta_bounds=(enclosure.lo, enclosure.hi), low=low)
@@ -158,8 +166,7 @@ class Tables:
     """Mirror of the checker's _Tables (float64)."""
 
     def __init__(self, e, beta, evou, pvou, eu, k, direct, low=None):
-        """e: exp(EQKE), or (lo, hi) of an enclosure of exp(EQKE − c_q); low: the
-        direct-path tables (u, mean, n) of subcubic_direct, or None (from eu)."""
+        """e: exp(EQKE), or (lo, hi) of an enclosure of exp(EQKE − c_q)."""
         self.e_pair = e if isinstance(e, tuple) else (e, e)
         self.beta, self.k, self.direct = beta, k, direct
         self.rho = row_gaps(evou)  # (t, m)
