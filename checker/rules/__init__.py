@@ -7,13 +7,23 @@ Rules with PROPERTY = "overwhelm" prove an overwhelm claim instead
 (spec/overwhelm.md): parse_claim(obj, dims, FORM), inputs(dims, claim) -> the
 terms they read, check(dims, matrices, claim, hints, charge) -> note."""
 
-from . import brute_force, cubic, exact, forward, overwhelm, overwhelm_perm, subcubic_gap
+from . import (
+    brute_force,
+    cubic,
+    exact,
+    forward,
+    overwhelm,
+    overwhelm_family,
+    overwhelm_perm,
+    subcubic_gap,
+)
 
 RULES = {
     "brute_force": brute_force,
     "cubic": cubic,
     "exact": exact,
     "forward_brute_force": forward,
+    "overwhelm_family": overwhelm_family,
     "overwhelm_free": overwhelm,
     "overwhelm_perm": overwhelm_perm,
     "subcubic_gap": subcubic_gap,

@@ -1,0 +1,226 @@
+"""Strategy overwhelm (families): the hints of rule overwhelm_family
+(checker/rules/overwhelm_family.py, spec/rules.md §overwhelm_family).
+
+Mirrors the rule function by function, in float64 (untrusted):
+  forward._Model / Head.__init__  -> `Tables`, `head_arrays`: w(i, u), vo(i, u)
+  Head.ratio_holds (Lemma R)      -> `max_ratio`: Dinkelbach's exact maximum of
+                                     the attention average of a functional, and
+                                     its maximising string (a counterexample
+                                     candidate); the hint adds a small slack
+  AtQuery.attention_box, mlp_part, check, numerator
+                                  -> `query_margins`: the same chain on boxes
+                                     (midpoint-radius), giving the float bound of
+                                     each ℓ_m − ℓ_o
+The checker recomputes everything rigorously and accepts only what it confirms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from checker.rules import overwhelm_family as rule
+from checker.statement import Overwhelm
+
+from ...model import _layer_norm_np, rope_angles
+from .overwhelm import TOL
+
+SLACK = 1e-9  # relative slack added to each λ so the checker's rounding agrees
+ATT = "blocks.0.attn."
+
+
+@dataclass
+class FamilyMargin:
+    """The generator's verdict: `worst` = max over positions and m of the float
+    bound on ℓ_m − ℓ_o (< 0: proved), `completion` a string maximising the
+    worst head's diff functional (a counterexample candidate)."""
+
+    worst: float
+    scale: float
+    competitor: int
+    completion: tuple
+    hints: dict = field(default_factory=dict)
+    candidates: list = field(default_factory=list)
+
+    @property
+    def proved(self) -> bool:
+        return self.worst < -TOL * self.scale
+
+
+class Tables:
+    """float64 attention inputs per (position, token): q, key (rotated), value."""
+
+    def __init__(self, weights):
+        self.dims, f = weights.dims, weights.dims.family
+        self.f = f
+        w = {k: a.astype(np.float64) for k, a in weights.params.items()}
+        self.w = w
+        k, v = self.dims.n_ctx, self.dims.d_vocab
+        x = np.broadcast_to(w["embed.W_E"][None], (k, v, self.dims.d_model)).copy()
+        if f.positional == "standard":
+            x = x + w["pos_embed.W_pos"][:, None]
+        self.resid0 = x  # (k, v, d)
+        a_in = self.norm(x, "blocks.0.ln1")
+        self.q = np.einsum("ivd,jdh->jivh", a_in, w[ATT + "W_Q"]) + w[ATT + "b_Q"][:, None, None]
+        self.key = np.einsum("ivd,jdh->jivh", a_in, w[ATT + "W_K"]) + w[ATT + "b_K"][:, None, None]
+        self.val = np.einsum("ivd,jdh->jivh", a_in, w[ATT + "W_V"]) + w[ATT + "b_V"][:, None, None]
+        if f.positional == "rotary":
+            ang = rope_angles(self.dims)
+            self.q, self.key = (self.rotate(t, np.cos(ang), np.sin(ang)) for t in (self.q, self.key))
+
+    def rotate(self, t, cos, sin):
+        r = self.f.rotary_dim
+        half = r // 2
+        a, b = t[..., :half].copy(), t[..., half:r].copy()
+        out = t.copy()
+        out[..., :half] = a * cos[:, None] - b * sin[:, None]
+        out[..., half:r] = b * cos[:, None] + a * sin[:, None]
+        return out
+
+    def norm(self, x, which):
+        f, w = self.f, self.w
+        if f.normalization is None:
+            return x
+        if f.normalization == "LNPre":
+            return _layer_norm_np(x, f.ln_eps)
+        return _layer_norm_np(x, f.ln_eps, w[which + ".w"], w[which + ".b"])
+
+    def centred(self, x):
+        return x - x.mean(axis=-1, keepdims=True) if self.f.normalization is not None else x
+
+
+def head_arrays(tab: Tables, j: int, p: int, slots: list):
+    """(W (P, A), VO (P, A, d), tokens (P, A)) for head j at query position p:
+    slots padded by repeating their first token (harmless for a max)."""
+    width = max(len(s) for s in slots)
+    toks = np.array([list(s) + [s[0]] * (width - len(s)) for s in slots])  # (P, A)
+    pos = np.arange(len(slots))[:, None]
+    h = tab.dims.d_head
+    scores = tab.key[j][pos, toks] @ tab.q[j, p, slots[p][0]] / math.sqrt(h)  # (P, A)
+    w = np.exp(scores - scores[p, 0])
+    w_o = tab.centred(tab.w[ATT + "W_O"][j])  # row-centred (h, d)
+    return w, tab.val[j][pos, toks] @ w_o, toks
+
+
+def max_ratio(w: np.ndarray, y: np.ndarray, iters: int = 100):
+    """Dinkelbach: for W (P, A) and Y (P, A, F), the max over strings (one column
+    per position) of Σ_i W y / Σ_i W, per functional F; returns (λ (F,), argmax (P, F))."""
+    pick = np.zeros((w.shape[0], y.shape[2]), dtype=int)
+    rows = np.arange(w.shape[0])[:, None]
+    lam = None
+    for _ in range(iters):
+        wp = w[rows, pick]  # (P, F)
+        yp = np.take_along_axis(y, pick[:, None, :], axis=1)[:, 0]  # (P, F)
+        new = (wp * yp).sum(0) / wp.sum(0)
+        if lam is not None and np.all(new <= lam):
+            break
+        lam = new if lam is None else np.maximum(lam, new)
+        pick = (w[:, :, None] * (y - lam)).argmax(axis=1)
+    return lam, pick
+
+
+def slack(lam: np.ndarray, scale: float) -> np.ndarray:
+    return lam + SLACK * (np.abs(lam) + scale)
+
+
+def _box_mul(lo, hi, mat):
+    """Interval box (lo, hi) times a float matrix, midpoint-radius form."""
+    mid, rad = (lo + hi) / 2, (hi - lo) / 2
+    c, r = mid @ mat, rad @ np.abs(mat)
+    return c - r, c + r
+
+
+def _ln_scale(lo, hi, eps):
+    sq_lo = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(lo * lo, hi * hi))
+    sq_hi = np.maximum(lo * lo, hi * hi)
+    return math.sqrt(sq_lo.mean() + eps), math.sqrt(sq_hi.mean() + eps)
+
+
+def query_margins(tab: Tables, claim: Overwhelm, p: int):
+    """Mirror of AtQuery.check at query position p: (bounds (v,) with −inf at o,
+    hints entry [box (n_heads, d, 2), diff (n_heads, v)], candidate strings)."""
+    f, w, d, v = tab.f, tab.w, tab.dims.d_model, tab.dims.d_vocab
+    o, s = claim.output, len(claim.prefix)
+    free = list(rule.alphabet(tab.dims, claim))
+    slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
+    x_p = tab.resid0[p, claim.query]
+    base = tab.centred(x_p + w[ATT + "b_O"])
+    u = w["unembed.W_U"]
+    d_u = u - u[:, o:o + 1]  # (d, v)
+    w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
+    b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
+    g = w_f[:, None] * d_u  # (d, v)
+    box = np.zeros((f.n_heads, d, 2))
+    diff = np.zeros((f.n_heads, v))
+    lo, hi = base.copy(), base.copy()
+    attn_part = np.zeros(v)
+    candidates = []
+    for j in range(f.n_heads):
+        wt, vo, toks = head_arrays(tab, j, p, slots)
+        scale = float(np.abs(vo).max()) + 1e-12
+        top, _ = max_ratio(wt, vo)
+        bot, _ = max_ratio(wt, -vo)
+        box[j, :, 1], box[j, :, 0] = slack(top, scale), -slack(bot, scale)
+        lo, hi = lo + box[j, :, 0], hi + box[j, :, 1]
+        y = vo @ g  # (P, A, v)
+        lam, pick = max_ratio(wt, y)
+        diff[j] = slack(lam, float(np.abs(y).max()) + 1e-12)
+        diff[j, o] = 0.0
+        attn_part += diff[j]
+        candidates += [tuple(int(toks[i, pick[i, m]]) for i in range(s, p))
+                       for m in range(v) if m != o]
+    numer = base @ g + attn_part
+    f_lo, f_hi = lo, hi
+    if f.d_mlp:
+        if f.parallel:
+            h_lo = h_hi = np.maximum(tab.norm(x_p, "blocks.0.ln2") @ w["blocks.0.mlp.W_in"]
+                                     + w["blocks.0.mlp.b_in"], 0)
+        else:
+            y_lo, y_hi = lo, hi
+            if f.normalization is not None:
+                s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps)
+                cands = np.stack([lo / s_lo, lo / s_hi, hi / s_lo, hi / s_hi])
+                y_lo, y_hi = cands.min(0), cands.max(0)
+                if f.normalization == "LN":
+                    ww, bb = w["blocks.0.ln2.w"], w["blocks.0.ln2.b"]
+                    y_lo, y_hi = (np.minimum(y_lo * ww, y_hi * ww) + bb,
+                                  np.maximum(y_lo * ww, y_hi * ww) + bb)
+            p_lo, p_hi = _box_mul(y_lo, y_hi, w["blocks.0.mlp.W_in"])
+            h_lo = np.maximum(p_lo + w["blocks.0.mlp.b_in"], 0)
+            h_hi = np.maximum(p_hi + w["blocks.0.mlp.b_in"], 0)
+        w_out_c = tab.centred(w["blocks.0.mlp.W_out"])
+        b_out_c = tab.centred(w["blocks.0.mlp.b_out"])
+        m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
+        f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
+        _, n_hi = _box_mul(h_lo, h_hi, w_out_c @ g)
+        numer = numer + n_hi + b_out_c @ g
+    s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps) if f.normalization else (1.0, 1.0)
+    bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
+        + w["unembed.b_U"] - w["unembed.b_U"][o]
+    bound[o] = -np.inf
+    return bound, [box, diff], candidates
+
+
+def encode_hints(entries: list) -> dict:
+    from ..trace import b64
+
+    return {"bounds": [[p, b64(box, "<f8"), b64(diff, "<f8")] for p, (box, diff) in entries]}
+
+
+def family_margins(weights, claim: Overwhelm) -> FamilyMargin:
+    """Mirror of rule overwhelm_family.check: the worst bound over positions and m."""
+    tab = Tables(weights)
+    best, entries, candidates = None, [], []
+    for p in rule.positions(claim):
+        bound, (box, diff), cands = query_margins(tab, claim, p)
+        entries.append((p, (box, diff)))
+        candidates += cands
+        m = int(np.argmax(bound))
+        scale = 1.0 + float(np.abs(bound[np.isfinite(bound)]).max())
+        if best is None or bound[m] / scale > best.worst / best.scale:
+            best = FamilyMargin(float(bound[m]), scale, m, cands[0] if cands else ())
+    best.hints = encode_hints(entries)
+    best.candidates = candidates
+    return best
