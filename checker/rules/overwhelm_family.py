@@ -6,49 +6,49 @@ Claim: as rule overwhelm_free (prefix s, query q, output o, free strings over
 an alphabet A, lengths L); the permutation form is accepted through its
 relaxation (every permutation of X is a string of length |X| over set(X)).
 For each query position p = |s| + n, n ∈ L, the rule proves ℓ_m − ℓ_o < 0 for
-every m ≠ o and every admissible t, in six steps, each a function below:
+every m ≠ o and every admissible t.  Notation: c(x) = x − mean(x) (the
+identity without LayerNorm; LayerNorm reads only c(r)); z_j = Σ_i a_ji vo_j(i, t_i)
+with vo_j(i, u) = val_j(i, u)·c(W_O[j]) (rows of W_O centred: c is linear);
+r_c = c(x_p + b_O) + Σ_j z_j is the query position's centred residual after
+attention.  Every quantity below is a linear functional r_c·a plus known terms.
 
- 1. tables: the attention inputs of every (position i, token u) — per-token
-    LayerNorm makes LN1(x_i) a function of (i, u) only — over intervals
-    (forward._Model: rigorous sqrt, RoPE by the enclosed exact angles).
- 2. attention weights: for head j, w_j(i, u) = exp(s_j(i, u) − c_j), with
-    s_j(i, u) = q_j(p)·key_j(i, u)/sqrt(h) (RoPE: key rotated by i, query by
-    p) and any real shift c_j; the extremal logits of a free position are the
-    min/max over u ∈ A (implicit in step 3's max over u).
- 3. ratio bounds (Lemma R): for a head j and any scalar y_j(i, u), the
-    attention average Σ_i a_i y_i = Σ w_i y_i / Σ w_i over a string t is ≤ λ
-    for EVERY admissible t if
+ 1. tables: per-token LayerNorm makes LN1(x_i) a function of (i, u), so keys,
+    values and the query are tables (forward._Model: rigorous sqrt; RoPE by the
+    enclosed exact angles; key at i rotated by i, query by p).
+ 2. attention weights w_j(i, u) = exp(s_j(i, u) − c_j) > 0 for any real c_j.
+ 3. Lemma R (ratio): Σ_i a_ji y(i, t_i) = Σ w y / Σ w ≤ λ for EVERY admissible t if
         Σ_{fixed i} w(i,t_i)(y(i,t_i) − λ) + Σ_{free i} max_{u∈A} w(i,u)(y(i,u) − λ) ≤ 0
-    (w > 0; the maximum over t of the separable left side is the sum of the
-    per-position maxima).  λ is a hint; the rule only confirms the inequality.
-    This is exact for one functional (Dinkelbach): the best λ is the max.
- 4. the post-attention residual of the query position, centred (LayerNorm
-    reads only r − mean(r); without LayerNorm "centred" is the identity):
-    r_c = c(x_p) + c(b_O) + Σ_j z_j,  z_j = Σ_i a_ji c(val_j(i, t_i) W_O[j]),
-    enclosed in a box whose per-head per-coordinate ends are Lemma R bounds.
- 5. LayerNorm over a box (Lemma LN): for r_c in a box, σ = sqrt(mean(r_c²) + ε)
-    lies in [sqrt(Σ min r_c,k²/d + ε), sqrt(Σ max r_c,k²/d + ε)] and each output
-    coordinate in r_c,k/σ·w_k + b_k (interval arithmetic).  The MLP on a box
-    is interval matmul + ReLU (exact on endpoints); parallel: exact at x_p.
- 6. each logit difference directly: with D_m = U[:, m] − U[:, o], g_m = w_f ∘ D_m,
-        ℓ_m − ℓ_o = (r'_c · g_m)/σ_f + b_f·D_m + b_U[m] − b_U[o],
-    r'_c = r_c + c(MLP); the attention part of r'_c·g_m is bounded by one
-    Lemma R bound per head (a hint), the MLP part by the hidden box.
-Hints: {"bounds": [[p, box, diff], ...]} for every p, in order; box = base64
-f64 (n_heads × d_model × 2) of [lo, hi] per head and coordinate of z_j; diff =
-base64 f64 (n_heads × d_vocab) of upper bounds of z_j·g_m (entry o unused).
-Cost per p: n_heads·(2·d + v)·(p + 1)·|A| upper-bound products, plus the
-tables (n_heads·3·v·k·d·h) and the MLP (d·d_mlp) on boxes.  mpmath only.
+    (w > 0; the left side's maximum over t is the sum of per-position maxima).
+    λ is a hint; lower bounds by λ on −y.  Exact for one functional (Dinkelbach).
+    Bounds of r_c·a:  base·a + Σ_j [λ_lo(j, a), λ_hi(j, a)],  base = c(x_p + b_O).
+ 4. the box of r_c: a = the unit vectors (hints box).
+ 5. Lemma LN (scale): σ = sqrt(|c|²/d + ε) for c in a box and with c·e ≥ L > 0
+    (e a hinted direction) lies in [sqrt(max(Σ_k min c_k², L²/|e|²)/d + ε),
+    sqrt(Σ_k max c_k²/d + ε)] (Cauchy–Schwarz for the second lower bound).
+    MLP (sequential): pre-activation k is (r_c·a_k)/σ_2 + b_2·W_in[:,k] + b_in[k],
+    a_k = w_2 ∘ W_in[:,k], bounded by Lemma R (hints pre) — no box matmul;
+    hidden = ReLU (exact on endpoints).  Parallel: the MLP of x_p, exactly.
+ 6. each logit difference directly (D_m = U[:,m] − U[:,o], g_m = w_f ∘ D_m):
+        ℓ_m − ℓ_o = (r'_c·g_m)/σ_f + b_f·D_m + b_U[m] − b_U[o],
+    r'_c = r_c + hidden·c(W_out) + c(b_out); r_c·g_m by Lemma R (hints diff),
+    the MLP part over the hidden box; σ_f by Lemma LN on the box of r'_c with
+    direction e_f (r'_c·e_f bounded as r'_c·g_m is).
+Hints {"bounds": [[p, box, pre, diff, dir, dir_lo], ...]}, one per query position in
+order; base64 f64 arrays: box (n_heads, d, 2), pre (n_heads, d_mlp, 2), diff
+(n_heads, v) (entry o unused), dir (2, d) = (e_2, e_f) (zero: unused), dir_lo
+(n_heads, 2) the lower λ of z_j·e_2, z_j·e_f.  Cost per p: n_heads·(2d + 2·d_mlp
++ v + 2)·(p + 1)·|A| upper-bound products; tables n_heads·3·v·k·d·h once.
+mpmath only.
 """
 
 from __future__ import annotations
 
 from mpmath import iv
-
-from ..elementary import sqrt_interval, square_interval
-from ..errors import Malformed, Rejected
 from mpmath.libmp import fzero, mpf_div, mpf_lt, round_ceiling
 
+from .. import ops
+from ..elementary import sqrt_interval, square_interval
+from ..errors import Malformed, Rejected
 from ..numbers import (
     WORKING_PRECISION,
     below_zero,
@@ -69,10 +69,10 @@ PROPERTY = "overwhelm"
 ARITHMETICS = ("mpmath",)
 FORM = "any"  # free and permutation claims (the latter relaxed, see the docstring)
 ANY_FAMILY = True  # certificate.py: applies to every model family
-_ZERO = iv.mpf(0)
+HINT_FIELDS = ("box", "pre", "diff", "dir", "dir_lo")
 
 
-# -- the claim and the inputs ---------------------------------------------------------
+# -- the claim, inputs, hints ---------------------------------------------------------
 
 def parse_claim(obj, dims, form: str = FORM) -> Overwhelm:
     """A free or permutation claim (checker/rules/overwhelm.parse_claim)."""
@@ -95,186 +95,140 @@ def inputs(dims, claim: Overwhelm) -> dict[str, tuple]:
     return {name: terms[name] for name in forward.inputs(dims)}
 
 
-def parse_hints(hints, dims, claim: Overwhelm) -> dict[int, tuple]:
-    """{"bounds": [[p, box, diff], ...]} -> {p: (box[j][k] = (lo, hi), diff[j][m])}."""
+def hint_shapes(dims) -> dict[str, tuple]:
+    """The shape of each hint array at one query position."""
+    nh, d, v, dm = dims.family.n_heads, dims.d_model, dims.d_vocab, dims.family.d_mlp
+    return {"box": (nh, d, 2), "pre": (nh, dm, 2), "diff": (nh, v), "dir": (2, d),
+            "dir_lo": (nh, 2)}
+
+
+def _nest(values, shape):
+    """Flat row-major floats -> nested lists of `shape`."""
+    if len(shape) == 1:
+        return list(values)
+    step = len(values) // shape[0] if shape[0] else 0
+    return [_nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def parse_hints(hints, dims, claim: Overwhelm) -> dict[int, dict]:
+    """{"bounds": [[p, box, pre, diff, dir, dir_lo], ...]} -> {p: {field: nested floats}}."""
     want = positions(claim)
     if not (isinstance(hints, dict) and set(hints) == {"bounds"}
             and isinstance(hints["bounds"], list) and len(hints["bounds"]) == len(want)):
-        raise Malformed('rule overwhelm_family: hints must be {"bounds": [[p, box, diff], ...]} '
-                        f"with one entry per query position ({len(want)})")
-    nh, d, v = dims.family.n_heads, dims.d_model, dims.d_vocab
-    out = {}
+        raise Malformed('rule overwhelm_family: hints must be {"bounds": [[p, box, pre, diff, '
+                        f'dir, dir_lo], ...]}} with one entry per query position ({len(want)})')
+    shapes, out = hint_shapes(dims), {}
     for p, entry in zip(want, hints["bounds"]):
-        if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == p
-                and type(entry[0]) is int):
-            raise Malformed(f"rule overwhelm_family: hint entry for query position {p} must be "
-                            "[p, box, diff]")
-        box = decode_floats(entry[1], nh * d * 2, "f64", f"box hint at {p}")
-        diff = decode_floats(entry[2], nh * v, "f64", f"diff hint at {p}")
-        out[p] = ([[(box[(j * d + k) * 2], box[(j * d + k) * 2 + 1]) for k in range(d)]
-                   for j in range(nh)], [list(diff[j * v:(j + 1) * v]) for j in range(nh)])
+        if not (isinstance(entry, list) and len(entry) == 1 + len(HINT_FIELDS)
+                and type(entry[0]) is int and entry[0] == p):
+            raise Malformed(f"rule overwhelm_family: the hint entry for query position {p} must "
+                            "be [p, box, pre, diff, dir, dir_lo]")
+        out[p] = {}
+        for name, text in zip(HINT_FIELDS, entry[1:]):
+            shape = shapes[name]
+            count = shape[0] * shape[1] * (shape[2] if len(shape) == 3 else 1)
+            out[p][name] = _nest(decode_floats(text, count, "f64", f"hint {name} at {p}"), shape)
     return out
 
 
-# -- step 1-3: attention weights and the ratio lemma ----------------------------------
+# -- step 1: tables -------------------------------------------------------------------------
 
 def centred_rows(mat: list, centre: bool) -> list:
-    """Each row minus its mean (over ℝ, enclosed): x ↦ x − mean(x) is linear, so
-    (y W)_c = y (W_c) for the row-centred W_c.  Identity when centre is False."""
+    """Each row minus its mean (enclosed): (y W)_c = y·c(W) since c is linear."""
     if not centre:
         return mat
     return [[x - iv.fsum(row) / len(row) for x in row] for row in mat]
 
 
-class Head:
-    """One head at query position p: the weights w(i, u) (step 2) and the
-    centred value vectors through W_O, vo(i, u) (d,), for the positions and
-    tokens the claim can place there."""
+def centred(x: list, centre: bool) -> list:
+    if not centre:
+        return x
+    mean = iv.fsum(x) / len(x)
+    return [a - mean for a in x]
 
-    def __init__(self, model, j: int, p: int, slots: list, w_o_c: list):
-        q = model.q[j][p][slots[p][0]]  # (h,) the query token at p
-        self.slots = slots  # slots[i] = the tokens position i may hold
-        scores = {(i, u): iv.fsum(a * b for a, b in zip(q, model.key[j][i][u])) * model.scale
+
+def dot(x: list, y: list):
+    return iv.fsum(a * b for a, b in zip(x, y))
+
+
+class Tables:
+    """The model's per-(position, token) tables and, per head, the centred
+    value-output vectors vo_j(i, u) as rows of VO_j (rotary: one row per token,
+    since values are not rotated and LN1(E[u]) does not depend on i)."""
+
+    def __init__(self, dims, m, charge):
+        f = dims.family
+        self.dims, self.m, self.f = dims, m, f
+        self.centre = f.normalization is not None
+        self.model = forward._Model(dims, m, charge)
+        v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
+        self.per_position = f.positional == "standard"
+        keys = [(i, u) for i in range(k if self.per_position else 1) for u in range(v)]
+        self.vo = []
+        for j in range(f.n_heads):
+            w_o_c = centred_rows(m["W_O"][j * h:(j + 1) * h], self.centre)
+            rows = [self.model.val[j][i][u] for i, u in keys]
+            self.vo.append(ops.matmul(rows, w_o_c))  # (rows, d)
+
+    def row(self, i: int, u: int) -> int:
+        return i * self.dims.d_vocab + u if self.per_position else u
+
+    def project(self, a_columns: list) -> list:
+        """Per head, VO_j · A for A (d × F) given as F columns: rows × F intervals."""
+        a = ops.transpose(a_columns)
+        return [ops.matmul(vo, a) for vo in self.vo]
+
+
+# -- steps 2-3: attention weights and Lemma R ------------------------------------------------
+
+class Head:
+    """Head j at query position p: w(i, u) for every slot (i, u) the claim allows."""
+
+    def __init__(self, tables: Tables, j: int, p: int, slots: list):
+        model = tables.model
+        q = model.q[j][p][slots[p][0]]  # (h,) the query token at p, rotated by p
+        self.slots, self.tables = slots, tables
+        scores = {(i, u): dot(q, model.key[j][i][u]) * model.scale
                   for i, toks in enumerate(slots) for u in toks}
         shift = iv.mpf(scores[(p, slots[p][0])].mid)  # any real: softmax is shift-invariant
         self.w = {key: exp_interval(s - shift) for key, s in scores.items()}
-        self.vo = {key: forward._vecmat(model.val[j][key[0]][key[1]], w_o_c)
-                   for key in scores}
 
-    def ratio_holds(self, y, lam: float) -> bool:
-        """Lemma R: True only if Σ_i a_i y(i, t_i) ≤ λ for every admissible t, where
-        y(key) is an interval; confirmed in upward-rounded arithmetic (< 0)."""
-        lam_iv, total = iv.mpf(lam), None
+    def average_below(self, y: list, col: int, lam: float, sign: int = 1) -> bool:
+        """Lemma R: True only if Σ_i a_i·sign·y(i, t_i) ≤ λ for every admissible t,
+        y given as a matrix with rows Tables.row(i, u) and column `col`."""
+        lam_iv, total, row = iv.mpf(lam), None, self.tables.row
         for i, toks in enumerate(self.slots):
-            term = None
+            best = None
             for u in toks:
-                b = up_mul(self.w[(i, u)], up_diff(y((i, u)), lam_iv))
-                term = b if term is None or greater(b, term) else term
-            total = term if total is None else up_add(total, term)
+                value = y[row(i, u)][col]
+                b = up_mul(self.w[(i, u)], up_diff(value if sign > 0 else -value, lam_iv))
+                best = b if best is None or greater(b, best) else best
+            total = best if total is None else up_add(total, best)
         return below_zero(total)
 
+    def confirm(self, y: list, col: int, lo: float | None, hi: float, what: str):
+        """The interval [lo, hi] (lo None: only the upper end) of head j's attention
+        average of column `col` of y, after confirming it by Lemma R."""
+        ok = self.average_below(y, col, hi)
+        if lo is not None:
+            ok = ok and lo <= hi and self.average_below(y, col, -lo, sign=-1)
+        if not ok:
+            raise Rejected(f"overwhelm_family: the hint for {what} is not confirmed")
+        return iv.mpf((lo, hi)) if lo is not None else hi
 
-# -- step 4-5: boxes, LayerNorm, MLP ----------------------------------------------------
 
-def ln_scale(box: list, eps: float):
-    """Lemma LN: an enclosure of sqrt(mean(c²) + ε) for c in the box (a list of
-    intervals), using min/max of each c_k² (square_interval is exact)."""
+# -- step 5: LayerNorm scale ------------------------------------------------------------------
+
+def ln_scale(box: list, eps: float, e: list, lower_dot):
+    """Lemma LN: an enclosure of sqrt(|c|²/d + ε) for c in `box` with c·e >= lower_dot."""
+    d = len(box)
     sq = [square_interval(c) for c in box]
-    return sqrt_interval(iv.fsum(sq) / len(box) + iv.mpf(eps))
-
-
-def ln_box(box: list, f, w: list | None, b: list | None) -> list:
-    """LayerNorm's output over a box of centred inputs: c_k/σ·w_k + b_k."""
-    if f.normalization is None:
-        return box
-    sigma = ln_scale(box, f.ln_eps)
-    y = [c / sigma for c in box]
-    return y if w is None else [a * wk + bk for a, wk, bk in zip(y, w, b)]
-
-
-def mlp_hidden(m, f, x_in: list) -> list:
-    """ReLU(x_in W_in + b_in) over intervals, x_in already normalised."""
-    return forward._relu(forward._add(forward._vecmat(x_in, m["W_in"]), m["b_in"][0]))
-
-
-# -- the rule -----------------------------------------------------------------------------
-
-class AtQuery:
-    """Everything at one query position p, in the order of steps 2-6."""
-
-    def __init__(self, dims, m, model, claim: Overwhelm, p: int):
-        f, d, self.v = dims.family, dims.d_model, dims.d_vocab
-        self.f, self.m, self.claim, self.p = f, m, claim, p
-        self.centre = f.normalization is not None
-        s = len(claim.prefix)
-        free = list(alphabet(dims, claim))
-        slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
-        h = dims.d_head
-        w_o = m["W_O"]
-        self.heads = [Head(model, j, p, slots, centred_rows(w_o[j * h:(j + 1) * h], self.centre))
-                      for j in range(f.n_heads)]
-        x_p = model.resid0[p][claim.query]
-        self.base = self.centred(forward._add(x_p, m["b_O"][0]))  # c(x_p + b_O)  (d,)
-        self.x_p = x_p
-
-    def centred(self, x: list) -> list:
-        if not self.centre:
-            return x
-        mean = iv.fsum(x) / len(x)
-        return [a - mean for a in x]
-
-    def attention_box(self, box_hint) -> list:
-        """Step 4: the box of r_c, each head's coordinate ends confirmed by Lemma R."""
-        out = list(self.base)
-        for j, head in enumerate(self.heads):
-            for k, (lo, hi) in enumerate(box_hint[j]):
-                if not (lo <= hi and head.ratio_holds(lambda key: head.vo[key][k], hi)
-                        and head.ratio_holds(lambda key: -head.vo[key][k], -lo)):
-                    raise Rejected(f"overwhelm_family: the box hint [{lo}, {hi}] of head {j}, "
-                                   f"coordinate {k} at query position {self.p} is not confirmed")
-                out[k] = out[k] + iv.mpf((lo, hi))
-        return out
-
-    def mlp_part(self, r_box: list) -> tuple[list, list]:
-        """Step 5: (hidden box, centred W_out) of the MLP, ([], []) without one."""
-        f, m = self.f, self.m
-        if not f.d_mlp:
-            return [], []
-        if f.parallel:
-            x_in = forward.layer_norm(self.x_p, f.ln_eps, *self.ln_params("ln2")) \
-                if self.centre else self.x_p
-        else:
-            x_in = ln_box(r_box, f, *self.ln_params("ln2"))
-        return mlp_hidden(m, f, x_in), centred_rows(m["W_out"], self.centre)
-
-    def ln_params(self, which: str):
-        if self.f.normalization == "LN":
-            return self.m[which + ".w"][0], self.m[which + ".b"][0]
-        return None, None
-
-    def check(self, box_hint, diff_hint) -> None:
-        """Steps 4-6: raise Rejected unless ℓ_m − ℓ_o < 0 for every m ≠ o."""
-        m, o = self.m, self.claim.output
-        r_box = self.attention_box(box_hint)
-        hidden, w_out_c = self.mlp_part(r_box)
-        mlp_c = self.centred(m["b_out"][0]) if self.f.d_mlp else None
-        final = r_box
-        if hidden:
-            final = forward._add(forward._add(r_box, forward._vecmat(hidden, w_out_c)), mlp_c)
-        sigma = ln_scale(final, self.f.ln_eps) if self.centre else iv.mpf(1)
-        w_f, b_f = self.ln_params("ln_final")
-        u = m["W_U"]
-        for t in range(self.v):
-            if t == o:
-                continue
-            g_d = [row[t] - row[o] for row in u]  # D_t
-            g = g_d if w_f is None else [a * b for a, b in zip(g_d, w_f)]
-            numer = self.numerator(t, g, diff_hint, hidden, w_out_c, mlp_c)
-            const = m["b_U"][0][t] - m["b_U"][0][o]
-            if b_f is not None:
-                const = const + iv.fsum(a * b for a, b in zip(g_d, b_f))
-            bound = up_add(_upper_ratio(numer, sigma), upper(const))
-            if not below_zero(bound):
-                raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
-                               f"logit {t} − logit {o} is not negative")
-
-    def numerator(self, t: int, g: list, diff_hint, hidden, w_out_c, mlp_c):
-        """Step 6: an upper bound of r'_c·g (a raw number): the constant part
-        exactly, each head's attention part by a confirmed Lemma R bound, the
-        MLP part over the hidden box."""
-        total = upper(iv.fsum(a * b for a, b in zip(self.base, g)))
-        for j, head in enumerate(self.heads):
-            lam = diff_hint[j][t]
-            proj = {key: iv.fsum(a * b for a, b in zip(vo, g)) for key, vo in head.vo.items()}
-            if not head.ratio_holds(proj.__getitem__, lam):
-                raise Rejected(f"overwhelm_family: the diff hint {lam} of head {j} for logit {t} "
-                               f"at query position {self.p} is not confirmed")
-            total = up_add(total, upper(iv.mpf(lam)))
-        if hidden:
-            col = [iv.fsum(a * b for a, b in zip(row, g)) for row in w_out_c]  # W_out_c g (d_mlp,)
-            total = up_add(total, upper(iv.fsum(a * b for a, b in zip(hidden, col))))
-            total = up_add(total, upper(iv.fsum(a * b for a, b in zip(mlp_c, g))))
-        return total
+    lo_sum, hi_sum = iv.fsum(sq).a, iv.fsum(sq).b
+    e_norm = iv.fsum(iv.mpf(x) * iv.mpf(x) for x in e)
+    if lower_dot is not None and lower_dot > 0 and e_norm.a > 0:
+        cs = (iv.mpf(lower_dot) ** 2 / e_norm).a  # Cauchy–Schwarz: |c|² >= (c·e)²/|e|²
+        lo_sum = max(lo_sum, cs)
+    return sqrt_interval(iv.mpf((lo_sum, hi_sum)) / d + iv.mpf(eps))
 
 
 def _upper_ratio(numer, sigma):
@@ -286,24 +240,159 @@ def _upper_ratio(numer, sigma):
     return mpf_div(numer, hi if mpf_lt(numer, fzero) else lo, WORKING_PRECISION, round_ceiling)
 
 
+# -- the rule ----------------------------------------------------------------------------------
+
+class Functionals:
+    """The claim-wide linear functionals (d-vectors) and their projections:
+    g_m (logit differences) and a_k (MLP pre-activations), per head VO_j·[G | A]."""
+
+    def __init__(self, tables: Tables, o: int):
+        m, f, v = tables.m, tables.f, tables.dims.d_vocab
+        self.w_f, self.b_f = ln_params(m, f, "ln_final")
+        u = m["W_U"]
+        self.d_u = [[row[t] - row[o] for row in u] for t in range(v)]  # D_t as (d,)
+        self.g = [d_t if self.w_f is None else [a * b for a, b in zip(d_t, self.w_f)]
+                  for d_t in self.d_u]
+        self.y_g = tables.project(self.g)
+        self.a = []
+        if f.d_mlp and not f.parallel:
+            w2, _ = ln_params(m, f, "ln2")
+            cols = ops.transpose(m["W_in"])  # (d_mlp, d)
+            self.a = [c if w2 is None else [x * y for x, y in zip(c, w2)] for c in cols]
+            self.y_a = tables.project(self.a)
+
+
+def ln_params(m, f, which: str):
+    if f.normalization == "LN":
+        return m[which + ".w"][0], m[which + ".b"][0]
+    return None, None
+
+
+class AtQuery:
+    """Steps 2-6 at one query position p."""
+
+    def __init__(self, tables: Tables, fun: Functionals, claim: Overwhelm, p: int, hint: dict):
+        self.t, self.fun, self.claim, self.p, self.hint = tables, fun, claim, p, hint
+        self.f, self.m, self.centre = tables.f, tables.m, tables.centre
+        s = len(claim.prefix)
+        free = list(alphabet(tables.dims, claim))
+        slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
+        self.heads = [Head(tables, j, p, slots) for j in range(self.f.n_heads)]
+        self.x_p = tables.model.resid0[p][claim.query]
+        self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
+
+    def functional(self, a: list, y: list, col: int, lo_hi: list, what: str):
+        """Step 3: the confirmed interval of r_c·a (lo_hi[j] = [lo, hi] per head)."""
+        total = dot(self.base, a)
+        for j, head in enumerate(self.heads):
+            total = total + head.confirm(y[j], col, lo_hi[j][0], lo_hi[j][1],
+                                         f"{what}, head {j}, query position {self.p}")
+        return total
+
+    def box(self) -> list:
+        """Step 4: the box of r_c, coordinate k from the columns of VO_j."""
+        box = self.hint["box"]
+        return [self.base[k] + iv.fsum(
+            head.confirm(self.t.vo[j], k, box[j][k][0], box[j][k][1],
+                         f"box coordinate {k}, head {j}, query position {self.p}")
+            for j, head in enumerate(self.heads)) for k in range(len(self.base))]
+
+    def direction(self, which: int, extra_lower=None):
+        """(e, a lower bound of r_c·e (+ extra_lower)) for hinted direction e_which,
+        or (e, None) when e is zero."""
+        e = self.hint["dir"][which]
+        if not any(e):
+            return e, None
+        y = self.t.project([[iv.mpf(x) for x in e]])
+        total = dot(self.base, [iv.mpf(x) for x in e])
+        for j, head in enumerate(self.heads):
+            lam = self.hint["dir_lo"][j][which]
+            if not head.average_below(y[j], 0, -lam, sign=-1):
+                raise Rejected(f"overwhelm_family: the direction hint {which} of head {j} at "
+                               f"query position {self.p} is not confirmed")
+            total = total + iv.mpf(lam)
+        if extra_lower is not None:
+            total = total + extra_lower(e)
+        return e, total.a
+
+    def hidden(self, r_box: list) -> list:
+        """Step 5: the box of the MLP's hidden layer ([] without an MLP)."""
+        f, m = self.f, self.m
+        if not f.d_mlp:
+            return []
+        if f.parallel:
+            x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
+                if self.centre else self.x_p
+            return forward._relu(forward._add(forward._vecmat(x_in, m["W_in"]), m["b_in"][0]))
+        sigma = iv.mpf(1)
+        if self.centre:
+            sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
+        _, b2 = ln_params(m, f, "ln2")
+        out = []
+        for k, a_k in enumerate(self.fun.a):
+            numer = self.functional(a_k, self.fun.y_a, k, [self.hint["pre"][j][k] for j in
+                                                           range(f.n_heads)], f"pre-activation {k}")
+            const = m["b_in"][0][k] + (dot(b2, [row[k] for row in m["W_in"]]) if b2 else 0)
+            out.append(forward._relu([numer / sigma + const])[0])
+        return out
+
+    def check(self) -> None:
+        """Step 6: raise Rejected unless ℓ_m − ℓ_o < 0 for every m ≠ o."""
+        f, m, o, fun = self.f, self.m, self.claim.output, self.fun
+        r_box = self.box()
+        hidden = self.hidden(r_box)
+        final, w_out_c, b_out_c = r_box, None, None
+        if hidden:
+            w_out_c = centred_rows(m["W_out"], self.centre)
+            b_out_c = centred(m["b_out"][0], self.centre)
+            final = forward._add(forward._add(r_box, forward._vecmat(hidden, w_out_c)), b_out_c)
+
+        def mlp_dot(a):  # hidden·(c(W_out) a) + c(b_out)·a, an interval
+            if not hidden:
+                return iv.mpf(0)
+            col = [dot(row, a) for row in w_out_c]
+            return dot(hidden, col) + dot(b_out_c, a)
+
+        sigma = iv.mpf(1)
+        if self.centre:
+            e, low = self.direction(1, lambda e: mlp_dot([iv.mpf(x) for x in e]))
+            sigma = ln_scale(final, f.ln_eps, e, low)
+        for t in range(self.t.dims.d_vocab):
+            if t == o:
+                continue
+            g = fun.g[t]
+            numer = upper(self.functional(g, fun.y_g, t, [[None, self.hint["diff"][j][t]]
+                                                          for j in range(f.n_heads)],
+                                          f"logit difference {t}"))
+            numer = up_add(numer, upper(mlp_dot(g)))
+            const = m["b_U"][0][t] - m["b_U"][0][o]
+            if fun.b_f is not None:
+                const = const + dot(fun.d_u[t], fun.b_f)
+            if not below_zero(up_add(_upper_ratio(numer, sigma), upper(const))):
+                raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
+                               f"logit {t} − logit {o} is not negative")
+
+
 def _cost(dims, claim: Overwhelm, n_alpha: int) -> int:
     f, d, v, k, h = dims.family, dims.d_model, dims.d_vocab, dims.n_ctx, dims.d_head
-    tables = f.n_heads * 3 * v * k * d * h + v * k * 20 * d
-    per_p = sum(f.n_heads * ((2 * d + v) * (p + 1) * n_alpha * 6 + (p + 1) * n_alpha * d * (d + v))
-                + 2 * d * f.d_mlp + v * (d + f.d_mlp) for p in positions(claim))
-    return tables + per_p
+    rows = v * k if f.positional == "standard" else v
+    tables = f.n_heads * (3 * v * k * d * h + rows * d * (h + v + f.d_mlp)) + v * k * 20 * d
+    functionals = 2 * d + 2 * f.d_mlp + v + 2
+    return tables + sum(f.n_heads * functionals * (p + 1) * n_alpha * 6 + rows * d
+                        + 4 * d * f.d_mlp + v * (2 * d + f.d_mlp) for p in positions(claim))
 
 
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
-    """Confirm the claim for every query position; raise Rejected otherwise."""
+    """Confirm the claim at every query position; raise Rejected otherwise."""
     free = alphabet(dims, claim)
     bounds = parse_hints(hints, dims, claim)
     charge(_cost(dims, claim, len(free)))
-    model = forward._Model(dims, mats, charge)
+    tables = Tables(dims, mats, charge)
+    fun = Functionals(tables, claim.output)
     for p in positions(claim):
         charge(0)  # enforces the time limit
-        box, diff = bounds[p]
-        AtQuery(dims, mats, model, claim, p).check(box, diff)
-    kind = "permutation (relaxed)" if claim.free_perm is not None else f"{len(free)} free token(s)"
+        AtQuery(tables, fun, claim, p, bounds[p]).check()
+    kind = ("permutations (relaxed to strings over their tokens)" if claim.free_perm is not None
+            else f"{len(free)} free token(s)")
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), {kind}, "
             f"{dims.family.n_heads} head(s) (LayerNorm/MLP/RoPE bounds)")

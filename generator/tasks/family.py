@@ -9,7 +9,7 @@ sequence is tokens[0..p], position p attends to 0..p (causal), standard
 positions use W_pos[0..p], rotary ones rotate position i by the angles i·θ_j.
 Shape letters: n batch, L length, j head, d d_model, h d_head, v d_vocab.
 
-    python -m generator.tasks.family --out generator/models/maxany_v16_k12_ln_mlp_rope_seed0.pt
+    python -m generator.tasks.family --out generator/models/maxany_v16_k16_ln_mlp_rope_seed0.pt
 """
 
 from __future__ import annotations
@@ -32,9 +32,14 @@ from .maxk import prefix_max_batch
 
 ATT = "blocks.0.attn."
 # The shipped demo: Max-of-each-prefix with LayerNorm, 2 heads, a ReLU MLP and RoPE.
-DEMO_FAMILY = Family(normalization="LN", n_heads=2, d_mlp=64, positional="rotary", n_ctx=12,
+DEMO_FAMILY = Family(normalization="LN", n_heads=2, d_mlp=64, positional="rotary", n_ctx=16,
                      rotary_dim=16, rotary_base=10000, ln_eps=1e-5)
-DEMO_DIMS = Dims(d_vocab=16, n_ctx=12, d_model=32, d_head=16, family=DEMO_FAMILY)
+DEMO_DIMS = Dims(d_vocab=16, n_ctx=16, d_model=32, d_head=16, family=DEMO_FAMILY)
+# A small one for enumeration tests (v^n completions stay small).
+SMALL_FAMILY = Family(normalization="LN", n_heads=2, d_mlp=16, positional="rotary", n_ctx=6,
+                      rotary_dim=8, rotary_base=10000, ln_eps=1e-5)
+SMALL_DIMS = Dims(d_vocab=6, n_ctx=6, d_model=16, d_head=8, family=SMALL_FAMILY)
+SMALL_STEPS = 3000
 DEMO_STEPS, DEMO_SEED, DEMO_BATCH, DEMO_LR = 6000, 0, 128, 1e-3
 
 
@@ -143,9 +148,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="train-max-any-family", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=DEMO_SEED)
-    p.add_argument("--steps", type=int, default=DEMO_STEPS)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--small", action="store_true", help="the small test model (SMALL_DIMS)")
     args = p.parse_args(argv)
-    weights, stats = train_family_task(DEMO_DIMS, prefix_max_batch, args.steps, args.seed)
+    dims = SMALL_DIMS if args.small else DEMO_DIMS
+    steps = args.steps or (SMALL_STEPS if args.small else DEMO_STEPS)
+    weights, stats = train_family_task(dims, prefix_max_batch, steps, args.seed)
     sha = save_model(args.out, weights, {"task": "max_of_prefix", **stats})
     print(f"saved {args.out} (sha256 {sha}); final loss {stats['final_loss']:.4g}, "
           f"{stats['train_seconds']} s")

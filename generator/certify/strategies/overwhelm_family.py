@@ -53,6 +53,9 @@ class Tables:
     """float64 attention inputs per (position, token): q, key (rotated), value."""
 
     def __init__(self, weights):
+        from ...model import family_weights
+
+        weights = family_weights(weights)
         self.dims, f = weights.dims, weights.dims.family
         self.f = f
         w = {k: a.astype(np.float64) for k, a in weights.params.items()}
@@ -132,81 +135,111 @@ def _box_mul(lo, hi, mat):
     return c - r, c + r
 
 
-def _ln_scale(lo, hi, eps):
-    sq_lo = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(lo * lo, hi * hi))
-    sq_hi = np.maximum(lo * lo, hi * hi)
-    return math.sqrt(sq_lo.mean() + eps), math.sqrt(sq_hi.mean() + eps)
+def _ln_scale(lo, hi, eps, e=None, low=None):
+    """Mirror of ln_scale: (σ_lo, σ_hi) from the box and a direction bound."""
+    sq_lo = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(lo * lo, hi * hi)).sum()
+    if e is not None and low is not None and low > 0 and (e @ e) > 0:
+        sq_lo = max(sq_lo, low * low / (e @ e))
+    return math.sqrt(sq_lo / len(lo) + eps), math.sqrt(np.maximum(lo * lo, hi * hi).mean() + eps)
 
 
-def query_margins(tab: Tables, claim: Overwhelm, p: int):
-    """Mirror of AtQuery.check at query position p: (bounds (v,) with −inf at o,
-    hints entry [box (n_heads, d, 2), diff (n_heads, v)], candidate strings)."""
-    f, w, d, v = tab.f, tab.w, tab.dims.d_model, tab.dims.d_vocab
-    o, s = claim.output, len(claim.prefix)
-    free = list(rule.alphabet(tab.dims, claim))
-    slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
-    x_p = tab.resid0[p, claim.query]
-    base = tab.centred(x_p + w[ATT + "b_O"])
-    u = w["unembed.W_U"]
-    d_u = u - u[:, o:o + 1]  # (d, v)
-    w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
-    b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
-    g = w_f[:, None] * d_u  # (d, v)
-    box = np.zeros((f.n_heads, d, 2))
-    diff = np.zeros((f.n_heads, v))
-    lo, hi = base.copy(), base.copy()
-    attn_part = np.zeros(v)
-    candidates = []
-    for j in range(f.n_heads):
-        wt, vo, toks = head_arrays(tab, j, p, slots)
-        scale = float(np.abs(vo).max()) + 1e-12
-        top, _ = max_ratio(wt, vo)
-        bot, _ = max_ratio(wt, -vo)
-        box[j, :, 1], box[j, :, 0] = slack(top, scale), -slack(bot, scale)
-        lo, hi = lo + box[j, :, 0], hi + box[j, :, 1]
-        y = vo @ g  # (P, A, v)
-        lam, pick = max_ratio(wt, y)
-        diff[j] = slack(lam, float(np.abs(y).max()) + 1e-12)
-        diff[j, o] = 0.0
-        attn_part += diff[j]
-        candidates += [tuple(int(toks[i, pick[i, m]]) for i in range(s, p))
-                       for m in range(v) if m != o]
-    numer = base @ g + attn_part
-    f_lo, f_hi = lo, hi
-    if f.d_mlp:
-        if f.parallel:
-            h_lo = h_hi = np.maximum(tab.norm(x_p, "blocks.0.ln2") @ w["blocks.0.mlp.W_in"]
+class _Query:
+    """Mirror of AtQuery at query position p; fills the hint arrays as it goes."""
+
+    def __init__(self, tab: Tables, claim: Overwhelm, p: int):
+        f, w = tab.f, tab.w
+        self.tab, self.claim, self.p, self.f, self.w = tab, claim, p, f, w
+        s = len(claim.prefix)
+        free = list(rule.alphabet(tab.dims, claim))
+        self.slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
+        self.x_p = tab.resid0[p, claim.query]
+        self.base = tab.centred(self.x_p + w[ATT + "b_O"])
+        self.heads = [head_arrays(tab, j, p, self.slots) for j in range(f.n_heads)]
+        shapes = rule.hint_shapes(tab.dims)
+        self.hint = {name: np.zeros(shape) for name, shape in shapes.items()}
+        self.candidates = []
+
+    def bounds(self, a: np.ndarray, upper_only: bool = False, keep=None):
+        """Lemma R per head for the functionals a (d, F): (lo (F,), hi (F,)) of r_c·a
+        and the per-head hints (n_heads, F, 2)."""
+        lo, hi = self.base @ a, self.base @ a
+        per = np.zeros((len(self.heads), a.shape[1], 2))
+        for j, (wt, vo, toks) in enumerate(self.heads):
+            y = vo @ a  # (P, A, F)
+            scale = float(np.abs(y).max()) + 1e-12
+            top, pick = max_ratio(wt, y)
+            per[j, :, 1] = slack(top, scale)
+            if keep is not None:
+                s = len(self.claim.prefix)
+                keep += [tuple(int(toks[i, pick[i, c]]) for i in range(s, self.p))
+                         for c in range(a.shape[1])]
+            if not upper_only:
+                bot, _ = max_ratio(wt, -y)
+                per[j, :, 0] = -slack(bot, scale)
+            lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
+        return lo, hi, per
+
+    def direction(self, which: int, e: np.ndarray, extra_lo: float = 0.0):
+        """Set hint dir[which] = e and dir_lo; returns the lower bound of r_c·e + extra."""
+        lo, _, per = self.bounds(e[:, None])
+        self.hint["dir"][which] = e
+        self.hint["dir_lo"][:, which] = per[:, 0, 0]
+        return float(lo[0]) + extra_lo
+
+    def margins(self) -> np.ndarray:
+        """The float bound of ℓ_m − ℓ_o per m (−inf at o)."""
+        tab, f, w, claim = self.tab, self.f, self.w, self.claim
+        d, v, o = tab.dims.d_model, tab.dims.d_vocab, claim.output
+        lo, hi, per = self.bounds(np.eye(d))
+        self.hint["box"] = per
+        h_lo = h_hi = None
+        if f.d_mlp and f.parallel:
+            h_lo = h_hi = np.maximum(tab.norm(self.x_p, "blocks.0.ln2") @ w["blocks.0.mlp.W_in"]
                                      + w["blocks.0.mlp.b_in"], 0)
-        else:
-            y_lo, y_hi = lo, hi
+        elif f.d_mlp:
+            w_in = w["blocks.0.mlp.W_in"]
+            a = w_in * w["blocks.0.ln2.w"][:, None] if f.normalization == "LN" else w_in
+            s_lo, s_hi = 1.0, 1.0
             if f.normalization is not None:
-                s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps)
-                cands = np.stack([lo / s_lo, lo / s_hi, hi / s_lo, hi / s_hi])
-                y_lo, y_hi = cands.min(0), cands.max(0)
-                if f.normalization == "LN":
-                    ww, bb = w["blocks.0.ln2.w"], w["blocks.0.ln2.b"]
-                    y_lo, y_hi = (np.minimum(y_lo * ww, y_hi * ww) + bb,
-                                  np.maximum(y_lo * ww, y_hi * ww) + bb)
-            p_lo, p_hi = _box_mul(y_lo, y_hi, w["blocks.0.mlp.W_in"])
-            h_lo = np.maximum(p_lo + w["blocks.0.mlp.b_in"], 0)
-            h_hi = np.maximum(p_hi + w["blocks.0.mlp.b_in"], 0)
-        w_out_c = tab.centred(w["blocks.0.mlp.W_out"])
-        b_out_c = tab.centred(w["blocks.0.mlp.b_out"])
-        m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
-        f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
-        _, n_hi = _box_mul(h_lo, h_hi, w_out_c @ g)
-        numer = numer + n_hi + b_out_c @ g
-    s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps) if f.normalization else (1.0, 1.0)
-    bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
-        + w["unembed.b_U"] - w["unembed.b_U"][o]
-    bound[o] = -np.inf
-    return bound, [box, diff], candidates
+                e = (lo + hi) / 2
+                s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps, e, self.direction(0, e))
+            n_lo, n_hi, self.hint["pre"] = self.bounds(a)
+            const = w["blocks.0.mlp.b_in"] + (w["blocks.0.ln2.b"] @ w_in
+                                              if f.normalization == "LN" else 0)
+            cands = np.stack([n_lo / s_lo, n_lo / s_hi, n_hi / s_lo, n_hi / s_hi])
+            h_lo, h_hi = np.maximum(cands.min(0) + const, 0), np.maximum(cands.max(0) + const, 0)
+        u = w["unembed.W_U"]
+        d_u = u - u[:, o:o + 1]  # (d, v)
+        w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
+        b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
+        g = w_f[:, None] * d_u
+        _, numer, per = self.bounds(g, upper_only=True, keep=self.candidates)
+        self.hint["diff"] = per[:, :, 1]
+        f_lo, f_hi = lo, hi
+        if h_lo is not None:
+            w_out_c, b_out_c = tab.centred(w["blocks.0.mlp.W_out"]), tab.centred(
+                w["blocks.0.mlp.b_out"])
+            m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
+            f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
+            numer = numer + _box_mul(h_lo, h_hi, w_out_c @ g)[1] + b_out_c @ g
+        s_lo, s_hi = 1.0, 1.0
+        if f.normalization is not None:
+            e = (f_lo + f_hi) / 2
+            extra = 0.0
+            if h_lo is not None:
+                extra = float(_box_mul(h_lo, h_hi, (w_out_c @ e)[:, None])[0][0] + b_out_c @ e)
+            s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps, e, self.direction(1, e, extra))
+        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
+            + w["unembed.b_U"] - w["unembed.b_U"][o]
+        bound[o] = -np.inf
+        return bound
 
 
 def encode_hints(entries: list) -> dict:
     from ..trace import b64
 
-    return {"bounds": [[p, b64(box, "<f8"), b64(diff, "<f8")] for p, (box, diff) in entries]}
+    return {"bounds": [[p] + [b64(hint[name], "<f8") for name in rule.HINT_FIELDS]
+                       for p, hint in entries]}
 
 
 def family_margins(weights, claim: Overwhelm) -> FamilyMargin:
@@ -214,13 +247,14 @@ def family_margins(weights, claim: Overwhelm) -> FamilyMargin:
     tab = Tables(weights)
     best, entries, candidates = None, [], []
     for p in rule.positions(claim):
-        bound, (box, diff), cands = query_margins(tab, claim, p)
-        entries.append((p, (box, diff)))
-        candidates += cands
+        q = _Query(tab, claim, p)
+        bound = q.margins()
+        entries.append((p, q.hint))
+        candidates += q.candidates
         m = int(np.argmax(bound))
         scale = 1.0 + float(np.abs(bound[np.isfinite(bound)]).max())
         if best is None or bound[m] / scale > best.worst / best.scale:
-            best = FamilyMargin(float(bound[m]), scale, m, cands[0] if cands else ())
+            best = FamilyMargin(float(bound[m]), scale, m, q.candidates[m] if q.candidates else ())
     best.hints = encode_hints(entries)
     best.candidates = candidates
     return best

@@ -1,0 +1,241 @@
+"""Rule overwhelm_family (spec/rules.md §overwhelm_family): Algorithm 1 on the
+model families.
+
+Soundness by enumeration: on small models of four families (untrained with
+peaky attention, and the shipped small trained LN+MLP+RoPE Max-of-prefix model)
+every claim the checker accepts -- from the generator's own certificates and
+from certificates forced for claims it did not prove -- is confirmed on EVERY
+admissible free string by the independent float64 forward pass
+(generator.tasks.family.family_logits_at, which shares no code with the rule or
+its strategy).  Mutants: every hint kind forged, a wrong output, a prefix that
+does not overwhelm (with its counterexample).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+
+import numpy as np
+import pytest
+from overwhelm_fixtures import (
+    FAMILIES,
+    MODELS,
+    UNDECIDED,
+    check_lines,
+    family_random,
+    shipped,
+    truth,
+)
+
+from checker.errors import Malformed, Rejected
+from checker.statement import Overwhelm
+from generator.overwhelm import any_logits, certify
+
+SMALL_FAMILY = MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt"
+DEMO_FAMILY = MODELS / "maxany_v16_k16_ln_mlp_rope_seed0.pt"
+
+
+def _claims_random(v=5):
+    out = []
+    for s0, q in itertools.product(range(v), range(v)):
+        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=2))
+    for s0, q in [(0, 1), (2, 3), (4, 4)]:
+        out.append(Overwhelm((s0, q), q, -1, free_perm=(0, 1)))
+    return out
+
+
+def _claims_small_trained(v=6):
+    out = []
+    for m, q in itertools.product(range(v), (0, 3, 5)):
+        out.append(Overwhelm((m,), q, m, free_cmp="<=", free=3))
+        out.append(Overwhelm((m,), q, m, free_cmp="==", free=4, over=tuple(range(m + 1))))
+    out.append(Overwhelm((5, 1), 2, 5, free_perm=(0, 3, 4)))
+    return out
+
+
+CASES = [(name, (lambda n=name: family_random(n)), _claims_random, name != "ln_mlp_rope")
+         for name in FAMILIES]
+CASES.append(("small_trained", lambda: shipped(SMALL_FAMILY), _claims_small_trained, True))
+
+
+@pytest.mark.parametrize("name, model, claims, expect_proofs", CASES, ids=[c[0] for c in CASES])
+def test_every_accepted_claim_holds_on_every_completion(name, model, claims, expect_proofs):
+    loaded = model()
+    tally = {"proved": 0, "refuted": 0, "not proved": 0}
+    for claim in claims():
+        verdict = certify(loaded, claim, float_shadow=False)
+        claim = verdict.claim
+        ok, counter, worst = truth(loaded.weights, claim)
+        tally[verdict.verdict] += 1
+        if verdict.verdict == "proved":
+            report = check_lines(verdict.lines)
+            assert report.facts.overwhelm == claim
+            assert "overwhelm_family" in report.rule_notes[0]
+            assert ok, f"{name}: ACCEPTED but false: {claim}, counterexample {counter}"
+        else:
+            try:
+                check_lines(certify(loaded, claim, float_shadow=False, force=True).lines)
+            except Rejected:
+                pass
+            else:
+                assert ok, f"{name}: ACCEPTED but false: {claim}, counterexample {counter}"
+        if verdict.verdict == "refuted":
+            seq = claim.prefix + verdict.counterexample + (claim.query,)
+            logits = any_logits(loaded.weights, np.array([seq]))[0]
+            assert np.delete(logits, claim.output).max() >= logits[claim.output] - UNDECIDED
+            assert not ok or worst < UNDECIDED
+    assert tally["refuted"] > 0, tally
+    if expect_proofs:
+        assert tally["proved"] > 0, tally
+
+
+# -- mutants ----------------------------------------------------------------------------
+
+PROVED = Overwhelm((5,), 3, 5, free_cmp="<=", free=3)
+
+
+def _proved_lines():
+    verdict = certify(shipped(SMALL_FAMILY), PROVED, float_shadow=False)
+    assert verdict.verdict == "proved"
+    return [json.loads(s) for s in verdict.lines]
+
+
+def _rule_line(lines):
+    return next(x for x in lines if x["kind"] == "rule")
+
+
+def _edit_hint(lines, entry: int, field: int, edit):
+    """Decode hint array `field` (1 box, 2 pre, 3 diff, 4 dir, 5 dir_lo) of entry, edit, re-encode."""
+    rule = _rule_line(lines)
+    raw = rule["hints"]["bounds"][entry][field]
+    arr = np.frombuffer(base64.b64decode(raw), dtype="<f8").copy()
+    edit(arr)
+    rule["hints"]["bounds"][entry][field] = base64.b64encode(arr.astype("<f8").tobytes()).decode()
+    return lines
+
+
+def test_the_unmodified_certificate_is_accepted():
+    report = check_lines(_proved_lines())
+    assert report.facts.overwhelm == PROVED
+
+
+def _widest_pair(arr):
+    pairs = arr.reshape(-1, 2)
+    return int(np.argmax(pairs[:, 1] - pairs[:, 0]))
+
+
+@pytest.mark.parametrize("entry", [1, 3])  # entry 0: no free token, the box is a point
+def test_a_forged_attention_box_is_rejected(entry):
+    def shrink(arr):  # the widest coordinate's upper end moved to its midpoint
+        k = _widest_pair(arr)
+        arr[2 * k + 1] = (arr[2 * k] + arr[2 * k + 1]) / 2
+    with pytest.raises(Rejected, match="box coordinate"):
+        check_lines(_edit_hint(_proved_lines(), entry, 1, shrink))
+
+
+def test_a_forged_box_lower_end_is_rejected():
+    def raise_lo(arr):
+        k = _widest_pair(arr)
+        arr[2 * k] = (arr[2 * k] + arr[2 * k + 1]) / 2
+    with pytest.raises(Rejected, match="box coordinate"):
+        check_lines(_edit_hint(_proved_lines(), 2, 1, raise_lo))
+
+
+def test_a_forged_mlp_preactivation_bound_is_rejected():
+    def shrink(arr):
+        k = _widest_pair(arr)
+        arr[2 * k + 1] = (arr[2 * k] + arr[2 * k + 1]) / 2
+    with pytest.raises(Rejected, match="pre-activation"):
+        check_lines(_edit_hint(_proved_lines(), 3, 2, shrink))
+
+
+def test_a_forged_logit_difference_bound_is_rejected():
+    def lower(arr):
+        arr[0] -= 1.0  # head 0, logit 0: below the true maximum of its attention average
+    with pytest.raises(Rejected, match="logit difference 0"):
+        check_lines(_edit_hint(_proved_lines(), 1, 3, lower))
+
+
+def test_a_forged_layernorm_scale_direction_is_rejected():
+    def raise_lower(arr):
+        arr[:] = arr + 100.0  # claims r_c·e is far larger than it can be
+    with pytest.raises(Rejected, match="direction hint"):
+        check_lines(_edit_hint(_proved_lines(), 2, 5, raise_lower))
+
+
+def test_a_flipped_direction_is_rejected():
+    def flip(arr):
+        arr[:] = -arr
+    with pytest.raises(Rejected, match="direction hint"):
+        check_lines(_edit_hint(_proved_lines(), 2, 4, flip))
+
+
+def test_hints_for_the_wrong_positions_are_malformed():
+    lines = _proved_lines()
+    rule = _rule_line(lines)
+    rule["hints"]["bounds"] = rule["hints"]["bounds"][:-1]
+    with pytest.raises(Malformed):
+        check_lines(lines)
+
+
+def test_a_claim_for_the_wrong_output_is_rejected():
+    claim = Overwhelm((5,), 3, 4, free_cmp="<=", free=3)
+    verdict = certify(shipped(SMALL_FAMILY), claim, float_shadow=False, force=True)
+    assert verdict.verdict == "refuted"
+    with pytest.raises(Rejected):
+        check_lines(verdict.lines)
+
+
+def test_a_prefix_that_does_not_overwhelm_is_refuted_and_rejected():
+    """Prefix [2] with free tokens up to 5: a larger free token takes over."""
+    loaded = shipped(SMALL_FAMILY)
+    claim = Overwhelm((2,), 3, 2, free_cmp="<=", free=2)
+    verdict = certify(loaded, claim, float_shadow=False, force=True)
+    assert verdict.verdict == "refuted"
+    seq = claim.prefix + verdict.counterexample + (claim.query,)
+    logits = any_logits(loaded.weights, np.array([seq]))[0]
+    assert int(np.argmax(logits)) != 2
+    with pytest.raises(Rejected):
+        check_lines(verdict.lines)
+
+
+def test_the_attention_only_rule_still_refuses_families():
+    """overwhelm_free reads the attention-only decomposition: a family certificate
+    naming it is rejected (only overwhelm_family applies to every family)."""
+    lines = _proved_lines()
+    rule = _rule_line(lines)
+    rule["rule"] = "overwhelm_free"
+    with pytest.raises(Rejected, match="attention-only"):
+        check_lines(lines)
+
+
+def test_the_family_rule_agrees_on_attention_only_models():
+    """On an attention-only model overwhelm_family (forced with --family-rule)
+    proves only true claims; the exact rule proves at least as many."""
+    from overwhelm_fixtures import SMALL_MAXANY
+
+    loaded = shipped(SMALL_MAXANY)
+    proved_family = proved_exact = 0
+    for m in range(3, 8):
+        claim = Overwhelm((m,), 5, m, free_cmp="<=", free=2, over=tuple(range(m + 1)))
+        fam = certify(loaded, claim, float_shadow=False, family_rule=True)
+        exact = certify(loaded, claim, float_shadow=False)
+        if fam.verdict == "proved":
+            check_lines(fam.lines)
+            assert truth(loaded.weights, claim)[0]
+            proved_family += 1
+        proved_exact += exact.verdict == "proved"
+    assert proved_exact >= proved_family > 0
+
+
+def test_demo_model_certifies_a_long_free_string():
+    """The shipped LN+MLP+RoPE demo: the largest token forces the output through
+    free strings of every length up to 4 (brute force confirms all 69905 of them)."""
+    loaded = shipped(DEMO_FAMILY)
+    claim = Overwhelm((15, 15), 3, 15, free_cmp="<=", free=4)
+    verdict = certify(loaded, claim, float_shadow=False)
+    assert verdict.verdict == "proved"
+    check_lines(verdict.lines)
+    assert truth(loaded.weights, claim)[0]
