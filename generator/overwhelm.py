@@ -277,6 +277,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "on an attention-only model (always used on other families)")
 
 
+def pin(args, lines: list[str]) -> None:
+    """Pin the overwhelm certificate just written in the policy `args.pin`: its
+    theorem (all atoms) and the model file's digest (spec/policy.md)."""
+    from checker import policy
+
+    header = json.loads(lines[0])
+    require = f"{header['theorem']} and model_file == sha256:{header['model']['file_sha256']}"
+    action = policy.pin(args.pin, args.output, args.model, require)
+    if not args.quiet:
+        print(f"gen-cert: {action} {args.output} in {args.pin}", file=sys.stderr)
+
+
 def run(args) -> int:
     """The overwhelm mode of gen-cert; exit 0 if every candidate was proved,
     1 if some were not, 2 on bad options."""
@@ -310,6 +322,8 @@ def run(args) -> int:
                 elif args.output:
                     path = args.output
                     Path(path).write_text(text)
+                    if getattr(args, "pin", None):
+                        pin(args, verdict.lines)
                 else:
                     sys.stdout.write(text)
             line = verdict.text(path)
