@@ -12,44 +12,24 @@ bound / exact ratio.  Not a test: it prints figures.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ROOT, check_verified, generate, model_tag, trained_model
 
-from generator.ground_truth import count_correct  # noqa: E402
-from generator.modelfile import load_model, save_model  # noqa: E402
-from generator.train import TrainConfig, train  # noqa: E402
-
-
-def run(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
-    started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    return time.monotonic() - started, done
+from generator.ground_truth import count_correct
+from generator.modelfile import load_model
+from generator.train import TrainConfig
 
 
 def bench_one(cfg: TrainConfig, cache: Path, jobs: int) -> dict:
-    tag = f"v{cfg.d_vocab}_k{cfg.n_ctx}_d{cfg.d_model}_h{cfg.d_head}_seed{cfg.seed}"
-    model_path = cache / f"{tag}.pt"
-    if not model_path.exists():
-        model = train(cfg, progress=False)
-        save_model(model_path, model.weights(), {"seed": cfg.seed})
+    tag = model_tag(cfg)
+    model_path, _ = trained_model(cfg, cache)
     truth = count_correct(load_model(model_path).weights, progress=False)
     cert = cache / f"{tag}.cubic.jsonl"
-    gen_s, gen = run([sys.executable, "-m", "generator.cli", str(model_path), "--strategy",
-                      "cubic", "-o", str(cert), "-q"])
-    if gen.returncode != 0:
-        raise SystemExit(f"gen-cert failed on {tag}: {gen.stderr}")
-    check_s, chk = run([sys.executable, "-m", "checker", str(cert), "--model", str(model_path),
-                        "--json", "--jobs", str(jobs)])
-    verdict = json.loads(chk.stdout)
-    if verdict["verdict"] != "verified":
-        raise SystemExit(f"check-cert refused {tag}: {verdict}")
+    gen_s = generate(model_path, "cubic", cert)
+    check_s, verdict = check_verified(cert, model_path, jobs)
     bound = verdict["correct"]
     if bound > truth.correct:
         raise SystemExit(f"UNSOUND: {tag} certified {bound} > exact {truth.correct}")

@@ -18,21 +18,16 @@ brute_force charges).  Not a test: it prints figures, and the machine's load.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import ROOT, check_verified, generate, load, model_tag, trained_model
 
-from generator.ground_truth import count_correct  # noqa: E402
-from generator.modelfile import load_model, save_model  # noqa: E402
-from generator.train import TrainConfig, train  # noqa: E402
+from generator.ground_truth import count_correct
+from generator.modelfile import load_model
+from generator.train import TrainConfig
 
 NOTE = re.compile(r"exact: (\d+) sequences certified: (\d+) in closed form by the cubic good "
                   r"sets \(work (\d+)\), (\d+) of the (\d+) residue sequences evaluated one by "
@@ -42,36 +37,14 @@ SCALING = ((32, 4), (128, 4), (64, 3), (64, 5))
 BIG_WORK = 10**11  # --max-work for the scaling runs (the default is 5e7)
 
 
-def run(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
-    started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    return time.monotonic() - started, done
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def bench_one(cfg: TrainConfig, cache: Path, jobs: int) -> dict:
-    tag = f"v{cfg.d_vocab}_k{cfg.n_ctx}_d{cfg.d_model}_h{cfg.d_head}_seed{cfg.seed}"
-    model_path = cache / f"{tag}.pt"
-    train_s = 0.0
-    if not model_path.exists():
-        started = time.monotonic()
-        save_model(model_path, train(cfg, progress=False).weights(), {"seed": cfg.seed})
-        train_s = time.monotonic() - started
+    tag = model_tag(cfg)
+    model_path, train_s = trained_model(cfg, cache)
     truth = count_correct(load_model(model_path).weights, progress=False)
     cert = cache / f"{tag}.exact.jsonl"
-    gen_s, gen = run([sys.executable, "-m", "generator.cli", str(model_path), "--strategy",
-                      "exact", "-o", str(cert), "-q"])
-    if gen.returncode != 0:
-        raise SystemExit(f"gen-cert failed on {tag}: {gen.stderr}")
+    gen_s = generate(model_path, "exact", cert)
     load_before = load()
-    check_s, chk = run([sys.executable, "-m", "checker", str(cert), "--model", str(model_path),
-                        "--json", "--jobs", str(jobs), "--max-work", str(BIG_WORK)])
-    verdict = json.loads(chk.stdout)
-    if verdict["verdict"] != "verified":
-        raise SystemExit(f"check-cert refused {tag}: {verdict}")
+    check_s, verdict = check_verified(cert, model_path, jobs, "--max-work", str(BIG_WORK))
     bound = verdict["correct"]
     if bound > truth.correct:
         raise SystemExit(f"UNSOUND: {tag} certified {bound} > exact {truth.correct}")

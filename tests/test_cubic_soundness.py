@@ -12,41 +12,28 @@ the enumerated number of covered sequences with the checker's count.
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import json
 
 import numpy as np
 import pytest
 import torch
+from soundness_helpers import certify, cubic_covered, random_weights, trained
 
 from checker.cli import main as check_cert
 from checker.modelspec import Dims
-from generator.cli import generate
 from generator.ground_truth import count_correct
 from generator.model import MaxOfKTransformer, logits_float64
-from generator.modelfile import save_model
-from generator.train import TrainConfig, train
 
 ARITHMETICS = ["mpmath"] + (["arb"] if importlib.util.find_spec("flint") else [])
 # A float64 margin this small cannot decide the real model's verdict.
 UNDECIDED = 1e-9
 
 
-def _trained(v, k, d, steps, seed):
-    model = train(TrainConfig(d_vocab=v, n_ctx=k, d_model=d, d_head=d, steps=steps, seed=seed),
-                  progress=False)
-    return model.weights()
+_trained = trained
 
 
 def _random(v, k, d, seed, bias_scale=0.0):
-    g = torch.Generator().manual_seed(seed)
-    weights = MaxOfKTransformer(Dims(v, k, d, d), generator=g).weights()
-    if bias_scale:
-        rng = np.random.default_rng(seed)
-        biases = {name: (rng.standard_normal(getattr(weights, name).shape) * bias_scale)
-                  .astype(np.float32) for name in ("b_Q", "b_K", "b_V", "b_O", "b_U")}
-        weights = weights.replace(**biases)
-    return weights
+    return random_weights(v, k, d, seed, bias_scale=bias_scale)
 
 
 def _random_scaled(seed):
@@ -76,23 +63,12 @@ CASES = {
 
 
 def _certify(weights, tmp_path):
-    path = tmp_path / "model.pt"
-    save_model(path, weights, None)
-    lines, _ = generate(str(path), "cubic")
-    cert = tmp_path / "cert.jsonl"
-    cert.write_text("\n".join(lines) + "\n")
-    return path, cert, lines
+    return certify(weights, tmp_path, "cubic")
 
 
 def _covered(hints, v, k):
-    """Every sequence the good sets cover (the proof of the cubic theorem)."""
-    good = {(m, q, c): mask for m, q, c, mask, *_ in hints["good"]}
-    for seq in itertools.product(range(v), repeat=k):
-        q, m = seq[-1], max(seq)
-        lower = [t for t in seq[:-1] if t < m]
-        mask = good.get((m, q, len(lower)), 0)
-        if (not lower and mask) or (lower and all(mask >> t & 1 for t in lower)):
-            yield seq
+    """Every sequence the good sets cover (the proof of the cubic theorem), sorted."""
+    return sorted(cubic_covered(hints["good"], v, k))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

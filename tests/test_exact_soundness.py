@@ -22,38 +22,19 @@ import json
 
 import numpy as np
 import pytest
-import torch
+import soundness_helpers
+from soundness_helpers import cubic_covered, random_weights, rule_inputs, trained
 
-from checker.certificate import CertificateChecker, Limits
 from checker.cli import main as check_cert
-from checker.modelspec import Dims
 from checker.rules import exact
-from generator.cli import generate
-from generator.model import MaxOfKTransformer, logits_float64
-from generator.modelfile import save_model
-from generator.train import TrainConfig, train
+from generator.model import logits_float64
 
 # A float64 logit margin this small cannot decide the real model's verdict.
 NEAR = 1e-6
 
 
-def _trained(v, k, d, steps, seed):
-    model = train(TrainConfig(d_vocab=v, n_ctx=k, d_model=d, d_head=d, steps=steps, seed=seed),
-                  progress=False)
-    return model.weights()
-
-
-def _random(v, k, d, seed, bias_scale=0.0, pos_scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    weights = MaxOfKTransformer(Dims(v, k, d, d), generator=g).weights()
-    if bias_scale:
-        rng = np.random.default_rng(seed)
-        biases = {name: (rng.standard_normal(getattr(weights, name).shape) * bias_scale)
-                  .astype(np.float32) for name in ("b_Q", "b_K", "b_V", "b_O", "b_U")}
-        weights = weights.replace(**biases)
-    if pos_scale != 1.0:
-        weights = weights.replace(W_pos=weights.W_pos * np.float32(pos_scale))
-    return weights
+_trained = trained
+_random = random_weights
 
 
 CASES = {
@@ -68,35 +49,12 @@ CASES = {
 
 
 def certify(weights, tmp_path):
-    path = tmp_path / "model.pt"
-    save_model(path, weights, None)
-    lines, _ = generate(str(path), "exact")
-    cert = tmp_path / "cert.jsonl"
-    cert.write_text("\n".join(lines) + "\n")
-    return path, cert, lines
-
-
-def rule_inputs(lines):
-    """(dims, the rule's input matrices, its hints), replayed by the checker."""
-    checker = CertificateChecker(Limits())
-    for text in lines[:-2]:  # everything before the rule and qed lines
-        checker.feed(text)
-    rule = json.loads(lines[-2])
-    mats = {name: checker.values[i].matrix for name, i in rule["inputs"].items()}
-    return checker.dims, mats, rule["hints"]
+    return soundness_helpers.certify(weights, tmp_path, "exact")
 
 
 def covered(hints, v, k):
     """The cubic cover, from the hints alone (spec/rules.md §cubic, Theorem)."""
-    good = {(m, q, c): mask for m, q, c, mask, *_ in hints["good"]}
-    out = set()
-    for seq in itertools.product(range(v), repeat=k):
-        q, m = seq[-1], max(seq)
-        lower = [t for t in seq[:-1] if t < m]
-        mask = good.get((m, q, len(lower)), 0)
-        if (not lower and mask) or (lower and all(mask >> t & 1 for t in lower)):
-            out.add(seq)
-    return out
+    return cubic_covered(hints["good"], v, k)
 
 
 def margins(weights, seqs):

@@ -19,6 +19,7 @@ import json
 import numpy as np
 import pytest
 from redteam_truth import margin, random_model
+from soundness_helpers import cubic_covered, rule_inputs
 
 from checker.certificate import CertificateChecker, Limits
 from checker.errors import Malformed, Rejected
@@ -41,13 +42,7 @@ def _generate(w, tmp_path):
     return lines
 
 
-def _replay(lines):
-    checker = CertificateChecker(Limits())
-    for text in lines[:-2]:
-        checker.feed(text)
-    rule = json.loads(lines[-2])
-    mats = {name: checker.values[i].matrix for name, i in rule["inputs"].items()}
-    return checker.dims, mats, rule["hints"]
+_replay = rule_inputs
 
 
 def _accepted(lines):
@@ -61,16 +56,7 @@ def _accepted(lines):
     return True
 
 
-def _covered(good_list, v, k):
-    good = {(m, q, c): mask for m, q, c, mask, *_ in good_list}
-    out = set()
-    for seq in itertools.product(range(v), repeat=k):
-        q, m = seq[-1], max(seq)
-        lower = [t for t in seq[:-1] if t < m]
-        mask = good.get((m, q, len(lower)), 0)
-        if (not lower and mask) or (lower and all(mask >> t & 1 for t in lower)):
-            out.add(seq)
-    return out
+_covered = cubic_covered
 
 
 def _variants(rng, hints, v, k):

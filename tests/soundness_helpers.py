@@ -1,0 +1,82 @@
+"""What the enumeration soundness tests share: small models (trained, random,
+with biases or strong positions), certifying one through gen-cert, and the set
+of sequences a cubic certificate's good sets cover (spec/rules.md §cubic).
+
+Each test keeps its own cases; the weights a given (v, k, d, seed, ...) makes
+are the same as before these helpers were shared, so the seeds found by
+searches (noted beside the cases) still select the same models.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import torch
+
+from checker.certificate import CertificateChecker, Limits
+from checker.modelspec import Dims
+from generator.cli import generate
+from generator.model import MaxOfKTransformer
+from generator.modelfile import save_model
+from generator.train import TrainConfig, train
+
+BIASES = ("b_Q", "b_K", "b_V", "b_O", "b_U")
+
+
+def trained(v, k, d, steps, seed):
+    """A model trained by the paper's recipe for `steps` steps (d_head = d)."""
+    config = TrainConfig(d_vocab=v, n_ctx=k, d_model=d, d_head=d, steps=steps, seed=seed)
+    return train(config, progress=False).weights()
+
+
+def random_weights(v, k, d, seed, bias_scale=0.0, pos_scale=1.0):
+    """A randomly initialised model; optionally random biases (N(0, bias_scale²),
+    drawn from numpy's generator seeded by `seed`) and W_pos scaled by pos_scale."""
+    g = torch.Generator().manual_seed(seed)
+    weights = MaxOfKTransformer(Dims(v, k, d, d), generator=g).weights()
+    if bias_scale:
+        rng = np.random.default_rng(seed)
+        weights = weights.replace(**{
+            name: (rng.standard_normal(getattr(weights, name).shape) * bias_scale)
+            .astype(np.float32) for name in BIASES})
+    if pos_scale != 1.0:
+        weights = weights.replace(W_pos=weights.W_pos * np.float32(pos_scale))
+    return weights
+
+
+def certify(weights, tmp_path, strategy):
+    """Save `weights`, run gen-cert's `strategy` on them: (model path, cert path, lines)."""
+    path = tmp_path / "model.pt"
+    save_model(path, weights, None)
+    lines, _ = generate(str(path), strategy)
+    cert = tmp_path / "cert.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    return path, cert, lines
+
+
+def rule_inputs(lines):
+    """(dims, the rule's input matrices, its hints) of a certificate whose last two
+    lines are its rule line and qed, as the checker replays them."""
+    checker = CertificateChecker(Limits())
+    for text in lines[:-2]:
+        checker.feed(text)
+    rule = json.loads(lines[-2])
+    mats = {name: checker.values[i].matrix for name, i in rule["inputs"].items()}
+    return checker.dims, mats, rule["hints"]
+
+
+def cubic_covered(good_entries, v, k):
+    """The set of sequences the cubic good sets cover, from the hints alone
+    (spec/rules.md §cubic, Theorem): query q, max m, the non-max tokens at
+    non-query positions all in the good set of (m, q, their number)."""
+    good = {(m, q, c): mask for m, q, c, mask, *_ in good_entries}
+    out = set()
+    for seq in itertools.product(range(v), repeat=k):
+        q, m = seq[-1], max(seq)
+        lower = [t for t in seq[:-1] if t < m]
+        mask = good.get((m, q, len(lower)), 0)
+        if (not lower and mask) or (lower and all(mask >> t & 1 for t in lower)):
+            out.add(seq)
+    return out
