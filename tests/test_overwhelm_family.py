@@ -239,3 +239,29 @@ def test_demo_model_certifies_a_long_free_string():
     assert verdict.verdict == "proved"
     check_lines(verdict.lines)
     assert truth(loaded.weights, claim)[0]
+
+
+def test_hints_of_a_narrower_claim_do_not_prove_a_false_claim():
+    """Red team: the tightest honest hints of a TRUE sub-claim (free tokens restricted
+    to one token a) spliced into a certificate of a FALSE claim (all tokens).  Lemma R
+    must see every token of every free position, so the checker rejects each splice
+    (a checker that looked at one token only would accept)."""
+    from generator.certify.strategies.overwhelm_family import family_margins
+
+    loaded = shipped(SMALL_FAMILY)
+    spliced = 0
+    for m, q in [(2, 3), (3, 0), (4, 5)]:
+        claim = Overwhelm((m,), q, m, free_cmp="<=", free=2)
+        assert not truth(loaded.weights, claim)[0]
+        lines = [json.loads(s) for s in
+                 certify(loaded, claim, float_shadow=False, force=True).lines]
+        for a in range(m + 1):
+            narrow = family_margins(loaded.weights, Overwhelm((m,), q, m, free_cmp="<=", free=2,
+                                                              over=(a,)))
+            if not narrow.proved:
+                continue
+            _rule_line(lines)["hints"] = narrow.hints
+            spliced += 1
+            with pytest.raises(Rejected):
+                check_lines(lines)
+    assert spliced > 0
