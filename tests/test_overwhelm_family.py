@@ -265,3 +265,65 @@ def test_hints_of_a_narrower_claim_do_not_prove_a_false_claim():
             with pytest.raises(Rejected):
                 check_lines(lines)
     assert spliced > 0
+
+
+# -- the steps, each against direct evaluation -----------------------------------------------
+
+def test_upper_ratio_bounds_every_quotient():
+    """Step 6's division: ⌈N̄/σ⌉ >= N/σ for every N <= N̄ and σ in the enclosure,
+    whatever N̄'s sign (dividing a negative bound by σ's lower end would not be)."""
+    from mpmath import iv, mp
+
+    from checker.rules.overwhelm_family import _upper_ratio
+
+    sigma = iv.mpf(("0.5", "2"))
+    for numer in (-3.0, -1e-3, 0.0, 2.0):
+        bound = float(mp.make_mpf(_upper_ratio(iv.mpf(numer)._mpi_[1], sigma)))
+        for s in np.linspace(0.5, 2.0, 31):
+            assert bound >= numer / s - 1e-15, (numer, s, bound)
+
+
+def test_ln_scale_encloses_sigma_on_sampled_points():
+    """Lemma LN: for random boxes and a direction e with c·e >= L on the box's
+    sampled points, sqrt(|c|²/d + ε) lies in the enclosure."""
+    from mpmath import iv
+
+    from checker.rules.overwhelm_family import ln_scale
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        d = 6
+        mid = rng.normal(size=d)
+        rad = np.abs(rng.normal(size=d)) * 0.3
+        pts = mid + rad * rng.uniform(-1, 1, size=(400, d))
+        e = mid + rng.normal(size=d) * 0.1
+        low = float((pts @ e).min())
+        box = [iv.mpf((float(a), float(b))) for a, b in zip(mid - rad, mid + rad)]
+        sigma = ln_scale(box, 1e-5, list(e), low)
+        true = np.sqrt((pts ** 2).mean(axis=1) + 1e-5)
+        assert float(sigma.a) <= true.min() and true.max() <= float(sigma.b)
+
+
+def test_lemma_r_against_enumeration():
+    """Lemma R: whenever average_below accepts λ, the attention average of y over
+    every string (2 fixed positions, 3 free ones over 3 tokens) is <= λ; and it
+    accepts the exact maximum plus a little."""
+    from mpmath import iv
+
+    from checker.rules.overwhelm_family import Head
+
+    rng = np.random.default_rng(1)
+    slots = [[1], [0, 1, 2], [0, 1, 2], [0, 1, 2], [2]]
+    for _ in range(10):
+        w = rng.uniform(0.1, 3.0, size=(5, 3))
+        y = rng.normal(size=(5, 3))
+        head = Head.__new__(Head)
+        head.slots = slots
+        head.w = {(i, u): iv.mpf(float(w[i, u])) for i in range(5) for u in range(3)}
+        head.tables = type("T", (), {"row": staticmethod(lambda i, u: 3 * i + u)})()
+        ymat = [[iv.mpf(float(y[i, u]))] for i in range(5) for u in range(3)]
+        best = max(sum(w[i, t[i]] * y[i, t[i]] for i in range(5)) /
+                   sum(w[i, t[i]] for i in range(5))
+                   for t in itertools.product(*slots))
+        assert head.average_below(ymat, 0, best + 1e-9)
+        assert not head.average_below(ymat, 0, best - 1e-6)
