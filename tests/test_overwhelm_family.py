@@ -107,7 +107,8 @@ def _rule_line(lines):
 
 
 def _edit_hint(lines, entry: int, field: int, edit):
-    """Decode hint array `field` (1 box, 2 pre, 3 diff, 4 dir, 5 dir_lo) of entry, edit, re-encode."""
+    """Decode hint array `field` (1 box, 2 pre, 3 diff, 4 dir, 5 dir_lo) of an entry,
+    edit it in place, re-encode."""
     rule = _rule_line(lines)
     raw = rule["hints"]["bounds"][entry][field]
     arr = np.frombuffer(base64.b64decode(raw), dtype="<f8").copy()

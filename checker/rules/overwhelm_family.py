@@ -256,10 +256,19 @@ class Functionals:
         self.y_g = tables.project(self.g)
         self.a = []
         if f.d_mlp and not f.parallel:
-            w2, _ = ln_params(m, f, "ln2")
+            w2, b2 = ln_params(m, f, "ln2")
             cols = ops.transpose(m["W_in"])  # (d_mlp, d)
             self.a = [c if w2 is None else [x * y for x, y in zip(c, w2)] for c in cols]
             self.y_a = tables.project(self.a)
+            # the constant of pre-activation k: b_2·W_in[:, k] + b_in[k]
+            b2_w = ops.matmul([b2], m["W_in"])[0] if b2 else [0] * f.d_mlp
+            self.pre_const = [a + b for a, b in zip(b2_w, m["b_in"][0])]
+        if f.d_mlp:  # c_rows(W_out) g_t and c(b_out)·g_t, for every t (d_mlp × v), (v,)
+            self.w_out_c = centred_rows(m["W_out"], tables.centre)
+            self.b_out_c = centred(m["b_out"][0], tables.centre)
+            g_cols = ops.transpose(self.g)  # (d, v)
+            self.out_g = ops.matmul(self.w_out_c, g_cols)
+            self.b_out_g = ops.matmul([self.b_out_c], g_cols)[0]
 
 
 def ln_params(m, f, which: str):
@@ -280,10 +289,13 @@ class AtQuery:
         self.heads = [Head(tables, j, p, slots) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
         self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
+        self.base_g = ops.matmul([self.base], ops.transpose(fun.g))[0]  # base·g_t  (v,)
+        self.base_a = ops.matmul([self.base], ops.transpose(fun.a))[0] if fun.a else []
 
-    def functional(self, a: list, y: list, col: int, lo_hi: list, what: str):
-        """Step 3: the confirmed interval of r_c·a (lo_hi[j] = [lo, hi] per head)."""
-        total = dot(self.base, a)
+    def functional(self, base_dot, y: list, col: int, lo_hi: list, what: str):
+        """Step 3: the confirmed interval of r_c·a = base·a + Σ_j z_j·a (lo_hi[j] =
+        [lo, hi] per head; lo None: upper end only), given base·a."""
+        total = base_dot
         for j, head in enumerate(self.heads):
             total = total + head.confirm(y[j], col, lo_hi[j][0], lo_hi[j][1],
                                          f"{what}, head {j}, query position {self.p}")
@@ -312,7 +324,7 @@ class AtQuery:
                                f"query position {self.p} is not confirmed")
             total = total + iv.mpf(lam)
         if extra_lower is not None:
-            total = total + extra_lower(e)
+            total = total + extra_lower(e)  # e as floats
         return e, total.a
 
     def hidden(self, r_box: list) -> list:
@@ -327,13 +339,12 @@ class AtQuery:
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
-        _, b2 = ln_params(m, f, "ln2")
         out = []
-        for k, a_k in enumerate(self.fun.a):
-            numer = self.functional(a_k, self.fun.y_a, k, [self.hint["pre"][j][k] for j in
-                                                           range(f.n_heads)], f"pre-activation {k}")
-            const = m["b_in"][0][k] + (dot(b2, [row[k] for row in m["W_in"]]) if b2 else 0)
-            out.append(forward._relu([numer / sigma + const])[0])
+        for k in range(len(self.fun.a)):
+            numer = self.functional(self.base_a[k], self.fun.y_a, k,
+                                    [self.hint["pre"][j][k] for j in range(f.n_heads)],
+                                    f"pre-activation {k}")
+            out.append(forward._relu([numer / sigma + self.fun.pre_const[k]])[0])
         return out
 
     def check(self) -> None:
@@ -341,30 +352,29 @@ class AtQuery:
         f, m, o, fun = self.f, self.m, self.claim.output, self.fun
         r_box = self.box()
         hidden = self.hidden(r_box)
-        final, w_out_c, b_out_c = r_box, None, None
+        final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
         if hidden:
-            w_out_c = centred_rows(m["W_out"], self.centre)
-            b_out_c = centred(m["b_out"][0], self.centre)
-            final = forward._add(forward._add(r_box, forward._vecmat(hidden, w_out_c)), b_out_c)
+            final = forward._add(forward._add(r_box, forward._vecmat(hidden, fun.w_out_c)),
+                                 fun.b_out_c)
+            mlp_g = forward._add(forward._vecmat(hidden, fun.out_g), fun.b_out_g)
 
-        def mlp_dot(a):  # hidden·(c(W_out) a) + c(b_out)·a, an interval
+        def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
             if not hidden:
                 return iv.mpf(0)
-            col = [dot(row, a) for row in w_out_c]
-            return dot(hidden, col) + dot(b_out_c, a)
+            col = ops.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])  # (d_mlp, 1)
+            return dot(hidden, [c[0] for c in col]) + dot(fun.b_out_c, [iv.mpf(x) for x in e])
 
         sigma = iv.mpf(1)
         if self.centre:
-            e, low = self.direction(1, lambda e: mlp_dot([iv.mpf(x) for x in e]))
+            e, low = self.direction(1, mlp_dot)
             sigma = ln_scale(final, f.ln_eps, e, low)
         for t in range(self.t.dims.d_vocab):
             if t == o:
                 continue
-            g = fun.g[t]
-            numer = upper(self.functional(g, fun.y_g, t, [[None, self.hint["diff"][j][t]]
-                                                          for j in range(f.n_heads)],
-                                          f"logit difference {t}"))
-            numer = up_add(numer, upper(mlp_dot(g)))
+            numer = upper(self.functional(self.base_g[t], fun.y_g, t,
+                                          [[None, self.hint["diff"][j][t]]
+                                           for j in range(f.n_heads)], f"logit difference {t}"))
+            numer = up_add(numer, upper(mlp_g[t]))
             const = m["b_U"][0][t] - m["b_U"][0][o]
             if fun.b_f is not None:
                 const = const + dot(fun.d_u[t], fun.b_f)

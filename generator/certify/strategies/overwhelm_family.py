@@ -71,7 +71,8 @@ class Tables:
         self.val = np.einsum("ivd,jdh->jivh", a_in, w[ATT + "W_V"]) + w[ATT + "b_V"][:, None, None]
         if f.positional == "rotary":
             ang = rope_angles(self.dims)
-            self.q, self.key = (self.rotate(t, np.cos(ang), np.sin(ang)) for t in (self.q, self.key))
+            cos, sin = np.cos(ang), np.sin(ang)
+            self.q, self.key = self.rotate(self.q, cos, sin), self.rotate(self.key, cos, sin)
 
     def rotate(self, t, cos, sin):
         r = self.f.rotary_dim
@@ -189,7 +190,7 @@ class _Query:
     def margins(self) -> np.ndarray:
         """The float bound of ℓ_m − ℓ_o per m (−inf at o)."""
         tab, f, w, claim = self.tab, self.f, self.w, self.claim
-        d, v, o = tab.dims.d_model, tab.dims.d_vocab, claim.output
+        d, o = tab.dims.d_model, claim.output
         lo, hi, per = self.bounds(np.eye(d))
         self.hint["box"] = per
         h_lo = h_hi = None
