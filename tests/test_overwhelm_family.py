@@ -328,3 +328,19 @@ def test_lemma_r_against_enumeration():
                    for t in itertools.product(*slots))
         assert head.average_below(ymat, 0, best + 1e-9)
         assert not head.average_below(ymat, 0, best - 1e-6)
+
+
+def test_shipped_family_certificate_holds_by_brute_force():
+    """certs/: the small family certificate's claim, confirmed on all 259 free strings."""
+    from overwhelm_fixtures import decoded
+
+    from checker.certificate import CertificateChecker
+
+    path = MODELS.parent.parent / "certs" / "maxany_v6_k6_ln_mlp_rope_seed0.overwhelm-5-free3.jsonl"
+    checker = CertificateChecker()
+    for line in path.read_text().splitlines():
+        checker.feed(line)
+    claim = checker.finish().facts.overwhelm
+    assert claim == Overwhelm((5,), 3, 5, free_cmp="<=", free=3)
+    assert truth(shipped(SMALL_FAMILY).weights, claim)[0]
+    assert decoded(path.read_text().splitlines())[0]["family"]["normalization"] == "LN"
