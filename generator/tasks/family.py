@@ -40,6 +40,11 @@ SMALL_FAMILY = Family(normalization="LN", n_heads=2, d_mlp=16, positional="rotar
                       rotary_dim=8, rotary_base=10000, ln_eps=1e-5)
 SMALL_DIMS = Dims(d_vocab=6, n_ctx=6, d_model=16, d_head=8, family=SMALL_FAMILY)
 SMALL_STEPS = 3000
+# Flip-flop on a family model (tokens as generator/tasks/flipflop.py).
+FLIPFLOP_FAMILY = Family(normalization="LN", n_heads=2, d_mlp=32, positional="rotary", n_ctx=32,
+                         rotary_dim=8, rotary_base=10000, ln_eps=1e-5)
+FLIPFLOP_DIMS = Dims(d_vocab=5, n_ctx=32, d_model=16, d_head=8, family=FLIPFLOP_FAMILY)
+FLIPFLOP_STEPS = 4000
 DEMO_STEPS, DEMO_SEED, DEMO_BATCH, DEMO_LR = 6000, 0, 128, 1e-3
 
 
@@ -150,7 +155,16 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=DEMO_SEED)
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--small", action="store_true", help="the small test model (SMALL_DIMS)")
+    p.add_argument("--flipflop", action="store_true", help="the flip-flop task (FLIPFLOP_DIMS)")
     args = p.parse_args(argv)
+    if args.flipflop:
+        from .flipflop import flipflop_batch
+
+        weights, stats = train_family_task(FLIPFLOP_DIMS, flipflop_batch,
+                                           args.steps or FLIPFLOP_STEPS, args.seed, batch=64)
+        sha = save_model(args.out, weights, {"task": "flipflop", **stats})
+        print(f"saved {args.out} (sha256 {sha}); final loss {stats['final_loss']:.4g}")
+        return 0
     dims = SMALL_DIMS if args.small else DEMO_DIMS
     steps = args.steps or (SMALL_STEPS if args.small else DEMO_STEPS)
     weights, stats = train_family_task(dims, prefix_max_batch, steps, args.seed)
