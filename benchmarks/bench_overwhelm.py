@@ -236,7 +236,7 @@ def families(quick: bool):
     rng = np.random.default_rng(2)
     perms = [tuple(sorted(int(t) for t in rng.integers(0, 16, size=5))) for _ in range(8)]
     tally(demo, [Overwhelm((15, 15), 3, 15, free_perm=x) for x in perms],
-          "free_perm of 5 tokens (relaxed to strings over set(X))")
+          "free_perm of 5 tokens (assignment duals)")
     for r, n in ((1, 8), (2, 9), (3, 12)):
         big(demo, Overwhelm((15,) * r, 3, 15, free_cmp="<=", free=n),
             f"prefix [15]*{r}, free <= {n}")

@@ -319,7 +319,7 @@ def test_lemma_r_against_enumeration():
         w = rng.uniform(0.1, 3.0, size=(5, 3))
         y = rng.normal(size=(5, 3))
         head = Head.__new__(Head)
-        head.slots = slots
+        head.slots, head.perm = slots, None
         head.w = {(i, u): iv.mpf(float(w[i, u])) for i in range(5) for u in range(3)}
         head.tables = type("T", (), {"row": staticmethod(lambda i, u: 3 * i + u)})()
         ymat = [[iv.mpf(float(y[i, u]))] for i in range(5) for u in range(3)]
@@ -344,3 +344,64 @@ def test_shipped_family_certificate_holds_by_brute_force():
     assert claim == Overwhelm((5,), 3, 5, free_cmp="<=", free=3)
     assert truth(shipped(SMALL_FAMILY).weights, claim)[0]
     assert decoded(path.read_text().splitlines())[0]["family"]["normalization"] == "LN"
+
+
+def test_any_perm_potentials_prove_only_truths():
+    """Lemma R-perm holds for ANY potentials: random perm_u never makes the checker
+    accept a false permutation claim; the generator's potentials prove a true one."""
+    loaded = shipped(SMALL_FAMILY)
+    rng = np.random.default_rng(3)
+    accepted = 0
+    for claim in [Overwhelm((4, 1), 2, 4, free_perm=(0, 3, 5)),  # false: 5 is larger
+                  Overwhelm((5, 1), 2, 5, free_perm=(0, 3, 4))]:  # true
+        ok = truth(loaded.weights, claim)[0]
+        verdict = certify(loaded, claim, float_shadow=False, force=True)
+        assert (verdict.verdict == "proved") == ok
+        lines = [json.loads(s) for s in verdict.lines]
+        if ok:
+            check_lines(lines)
+        for _ in range(5):
+            def scramble(arr):
+                arr[:] = rng.normal(size=arr.shape) * 10
+            try:
+                check_lines(_edit_hint(lines, 0, 6, scramble))
+                accepted += 1
+            except Rejected:
+                continue
+            assert ok, claim
+    assert accepted == 0  # random potentials are far from the duals: nothing is proved
+
+
+def test_lemma_r_perm_against_enumeration():
+    """Lemma R-perm: with the generator's potentials the checker accepts the exact
+    maximum over orderings (+ a little) and rejects below it; any accepted λ bounds
+    the attention average of every ordering (enumerated)."""
+    from mpmath import iv
+
+    from checker.rules.overwhelm_family import Head
+    from generator.certify.strategies.overwhelm_family import max_ratio_perm, perm_potentials
+
+    rng = np.random.default_rng(4)
+    items = (0, 1, 1, 2)
+    slots = [[1], list(items), list(items), list(items), list(items), [2]]
+    free = [1, 2, 3, 4]
+    for _ in range(10):
+        wt = rng.uniform(0.1, 3.0, size=(6, 3))
+        y = rng.normal(size=(6, 3))
+        w_arr = np.array([[wt[i, u] for u in (s + [s[0]] * 3)[:4]] for i, s in enumerate(slots)])
+        y_arr = np.array([[y[i, u] for u in (s + [s[0]] * 3)[:4]] for i, s in enumerate(slots)])
+        best = max((w_arr[0, 0] * y_arr[0, 0] + w_arr[5, 0] * y_arr[5, 0]
+                    + sum(w_arr[j, s] * y_arr[j, s] for j, s in zip(free, sigma)))
+                   / (w_arr[0, 0] + w_arr[5, 0] + sum(w_arr[j, s] for j, s in zip(free, sigma)))
+                   for sigma in itertools.permutations(range(4)))
+        lam, _ = max_ratio_perm(w_arr, y_arr, free)
+        assert abs(lam - best) < 1e-12
+        head = Head.__new__(Head)
+        head.slots = slots
+        head.w = {(i, u): iv.mpf(float(wt[i, u])) for i in range(6) for u in range(3)}
+        head.tables = type("T", (), {"row": staticmethod(lambda i, u: 3 * i + u)})()
+        ymat = [[iv.mpf(float(y[i, u]))] for i in range(6) for u in range(3)]
+        for target, expect in ((best + 1e-9, True), (best - 1e-6, False)):
+            u = perm_potentials(w_arr, y_arr, free, target)
+            head.perm = (free, items, {0: list(u)})
+            assert head.average_below(ymat, 0, target, key=0) is expect

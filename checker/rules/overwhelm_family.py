@@ -3,8 +3,9 @@
 spec/rules.md §overwhelm_family, the theorem in spec/overwhelm.md §1, §5b.
 
 Claim: as rule overwhelm_free (prefix s, query q, output o, free strings over
-an alphabet A, lengths L); the permutation form is accepted through its
-relaxation (every permutation of X is a string of length |X| over set(X)).
+an alphabet A, lengths L), or as rule overwhelm_perm (every ordering of a
+multiset X): then each Lemma R bound below bounds the free positions' part by
+dual potentials of the assignment problem (Lemma R-perm, hints perm_u).
 For each query position p = |s| + n, n ∈ L, the rule proves ℓ_m − ℓ_o < 0 for
 every m ≠ o and every admissible t.  Notation: c(x) = x − mean(x) (the
 identity without LayerNorm; LayerNorm reads only c(r)); z_j = Σ_i a_ji vo_j(i, t_i)
@@ -36,8 +37,10 @@ attention.  Every quantity below is a linear functional r_c·a plus known terms.
 Hints {"bounds": [[p, box, pre, diff, dir, dir_lo], ...]}, one per query position in
 order; base64 f64 arrays: box (n_heads, d, 2), pre (n_heads, d_mlp, 2), diff
 (n_heads, v) (entry o unused), dir (2, d) = (e_2, e_f) (zero: unused), dir_lo
-(n_heads, 2) the lower λ of z_j·e_2, z_j·e_f.  Cost per p: n_heads·(2d + 2·d_mlp
-+ v + 2)·(p + 1)·|A| upper-bound products; tables n_heads·3·v·k·d·h once.
+(n_heads, 2) the lower λ of z_j·e_2, z_j·e_f; for a permutation claim also perm_u
+(n_heads, n_functionals, |X|), potentials per Lemma R bound (index: `key`).
+Cost per p: n_heads·(2d + 2·d_mlp + v + 2)·(p + 1)·|A| upper-bound products
+(permutations: ·|X| more); tables n_heads·3·v·k·d·h once.
 mpmath only.
 """
 
@@ -47,6 +50,7 @@ from mpmath import iv
 from mpmath.libmp import fzero, mpf_div, mpf_lt, round_ceiling
 
 from .. import ops
+from ..arith import MPMATH
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Malformed, Rejected
 from ..numbers import (
@@ -64,10 +68,11 @@ from ..statement import Overwhelm
 from . import forward
 from .overwhelm import parse_claim as _parse_claim
 from .overwhelm import positions
+from .overwhelm_perm import dual_bound
 
 PROPERTY = "overwhelm"
 ARITHMETICS = ("mpmath",)
-FORM = "any"  # free and permutation claims (the latter relaxed, see the docstring)
+FORM = "any"  # free and permutation claims
 ANY_FAMILY = True  # certificate.py: applies to every model family
 HINT_FIELDS = ("box", "pre", "diff", "dir", "dir_lo")
 
@@ -95,11 +100,29 @@ def inputs(dims, claim: Overwhelm) -> dict[str, tuple]:
     return {name: terms[name] for name in forward.inputs(dims)}
 
 
-def hint_shapes(dims) -> dict[str, tuple]:
+def n_functionals(dims) -> int:
+    """Lemma R bounds per head: box (2d), pre (2·d_mlp), diff (v), dir (2) — see `key`."""
+    return 2 * dims.d_model + 2 * dims.family.d_mlp + dims.d_vocab + 2
+
+
+def key(dims, kind: str, k: int, side: int = 1) -> int:
+    """The index of one Lemma R bound (its potentials in perm_u): side 0 lower, 1 upper."""
+    d, dm, v = dims.d_model, dims.family.d_mlp, dims.d_vocab
+    return {"box": 2 * k + side, "pre": 2 * d + 2 * k + side, "diff": 2 * d + 2 * dm + k,
+            "dir": 2 * d + 2 * dm + v + k}[kind]
+
+
+def hint_fields(claim: Overwhelm) -> tuple:
+    """The hint arrays of one entry: perm_u (dual potentials) only for a permutation claim."""
+    return HINT_FIELDS + (("perm_u",) if claim.free_perm is not None else ())
+
+
+def hint_shapes(dims, claim: Overwhelm | None = None) -> dict[str, tuple]:
     """The shape of each hint array at one query position."""
     nh, d, v, dm = dims.family.n_heads, dims.d_model, dims.d_vocab, dims.family.d_mlp
+    n = len(claim.free_perm) if claim is not None and claim.free_perm is not None else 0
     return {"box": (nh, d, 2), "pre": (nh, dm, 2), "diff": (nh, v), "dir": (2, d),
-            "dir_lo": (nh, 2)}
+            "dir_lo": (nh, 2), "perm_u": (nh, n_functionals(dims), n)}
 
 
 def _nest(values, shape):
@@ -117,14 +140,14 @@ def parse_hints(hints, dims, claim: Overwhelm) -> dict[int, dict]:
             and isinstance(hints["bounds"], list) and len(hints["bounds"]) == len(want)):
         raise Malformed('rule overwhelm_family: hints must be {"bounds": [[p, box, pre, diff, '
                         f'dir, dir_lo], ...]}} with one entry per query position ({len(want)})')
-    shapes, out = hint_shapes(dims), {}
+    shapes, out, fields = hint_shapes(dims, claim), {}, hint_fields(claim)
     for p, entry in zip(want, hints["bounds"]):
-        if not (isinstance(entry, list) and len(entry) == 1 + len(HINT_FIELDS)
+        if not (isinstance(entry, list) and len(entry) == 1 + len(fields)
                 and type(entry[0]) is int and entry[0] == p):
             raise Malformed(f"rule overwhelm_family: the hint entry for query position {p} must "
-                            "be [p, box, pre, diff, dir, dir_lo]")
+                            f"be [p, {', '.join(fields)}]")
         out[p] = {}
-        for name, text in zip(HINT_FIELDS, entry[1:]):
+        for name, text in zip(fields, entry[1:]):
             shape = shapes[name]
             count = shape[0] * shape[1] * (shape[2] if len(shape) == 3 else 1)
             out[p][name] = _nest(decode_floats(text, count, "f64", f"hint {name} at {p}"), shape)
@@ -184,7 +207,7 @@ class Tables:
 class Head:
     """Head j at query position p: w(i, u) for every slot (i, u) the claim allows."""
 
-    def __init__(self, tables: Tables, j: int, p: int, slots: list):
+    def __init__(self, tables: Tables, j: int, p: int, slots: list, perm=None):
         model = tables.model
         q = model.q[j][p][slots[p][0]]  # (h,) the query token at p, rotated by p
         self.slots, self.tables = slots, tables
@@ -192,26 +215,43 @@ class Head:
                   for i, toks in enumerate(slots) for u in toks}
         shift = iv.mpf(scores[(p, slots[p][0])].mid)  # any real: softmax is shift-invariant
         self.w = {key: exp_interval(s - shift) for key, s in scores.items()}
+        # permutation claims: (free positions, the multiset's items, potentials[key] (n,))
+        self.perm = perm
 
-    def average_below(self, y: list, col: int, lam: float, sign: int = 1) -> bool:
+    def average_below(self, y: list, col: int, lam: float, sign: int = 1,
+                      key: int | None = None) -> bool:
         """Lemma R: True only if Σ_i a_i·sign·y(i, t_i) ≤ λ for every admissible t,
-        y given as a matrix with rows Tables.row(i, u) and column `col`."""
+        y given as a matrix with rows Tables.row(i, u) and column `col`.  For a
+        permutation claim the free positions' part is bounded by the dual
+        potentials perm_u[key] (Lemma R-perm, rule overwhelm_perm's dual_bound)."""
         lam_iv, total, row = iv.mpf(lam), None, self.tables.row
+
+        def term(i, u):
+            value = y[row(i, u)][col]
+            return up_mul(self.w[(i, u)], up_diff(value if sign > 0 else -value, lam_iv))
+
+        free = set(self.perm[0]) if self.perm else set()
         for i, toks in enumerate(self.slots):
+            if i in free:
+                continue
             best = None
             for u in toks:
-                value = y[row(i, u)][col]
-                b = up_mul(self.w[(i, u)], up_diff(value if sign > 0 else -value, lam_iv))
+                b = term(i, u)
                 best = b if best is None or greater(b, best) else best
             total = best if total is None else up_add(total, best)
+        if self.perm and self.perm[0]:
+            positions_, items, potentials = self.perm
+            cost = [[term(i, x) for x in items] for i in positions_]
+            total = up_add(total, dual_bound(MPMATH, cost, potentials[key]))
         return below_zero(total)
 
-    def confirm(self, y: list, col: int, lo: float | None, hi: float, what: str):
+    def confirm(self, y: list, col: int, lo: float | None, hi: float, what: str,
+                keys: tuple = (None, None)):
         """The interval [lo, hi] (lo None: only the upper end) of head j's attention
         average of column `col` of y, after confirming it by Lemma R."""
-        ok = self.average_below(y, col, hi)
+        ok = self.average_below(y, col, hi, key=keys[1])
         if lo is not None:
-            ok = ok and lo <= hi and self.average_below(y, col, -lo, sign=-1)
+            ok = ok and lo <= hi and self.average_below(y, col, -lo, sign=-1, key=keys[0])
         if not ok:
             raise Rejected(f"overwhelm_family: the hint for {what} is not confirmed")
         return iv.mpf((lo, hi)) if lo is not None else hi
@@ -286,19 +326,23 @@ class AtQuery:
         s = len(claim.prefix)
         free = list(alphabet(tables.dims, claim))
         slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
-        self.heads = [Head(tables, j, p, slots) for j in range(self.f.n_heads)]
+        perm = [None] * self.f.n_heads
+        if claim.free_perm is not None:  # Lemma R-perm: the potentials of each head
+            perm = [(list(range(s, p)), claim.free_perm, hint["perm_u"][j])
+                    for j in range(self.f.n_heads)]
+        self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
         self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = ops.matmul([self.base], ops.transpose(fun.g))[0]  # base·g_t  (v,)
         self.base_a = ops.matmul([self.base], ops.transpose(fun.a))[0] if fun.a else []
 
-    def functional(self, base_dot, y: list, col: int, lo_hi: list, what: str):
+    def functional(self, base_dot, y: list, col: int, lo_hi: list, what: str, keys: tuple):
         """Step 3: the confirmed interval of r_c·a = base·a + Σ_j z_j·a (lo_hi[j] =
         [lo, hi] per head; lo None: upper end only), given base·a."""
         total = base_dot
         for j, head in enumerate(self.heads):
             total = total + head.confirm(y[j], col, lo_hi[j][0], lo_hi[j][1],
-                                         f"{what}, head {j}, query position {self.p}")
+                                         f"{what}, head {j}, query position {self.p}", keys)
         return total
 
     def box(self) -> list:
@@ -306,7 +350,8 @@ class AtQuery:
         box = self.hint["box"]
         return [self.base[k] + iv.fsum(
             head.confirm(self.t.vo[j], k, box[j][k][0], box[j][k][1],
-                         f"box coordinate {k}, head {j}, query position {self.p}")
+                         f"box coordinate {k}, head {j}, query position {self.p}",
+                         (key(self.t.dims, "box", k, 0), key(self.t.dims, "box", k, 1)))
             for j, head in enumerate(self.heads)) for k in range(len(self.base))]
 
     def direction(self, which: int, extra_lower=None):
@@ -319,7 +364,8 @@ class AtQuery:
         total = dot(self.base, [iv.mpf(x) for x in e])
         for j, head in enumerate(self.heads):
             lam = self.hint["dir_lo"][j][which]
-            if not head.average_below(y[j], 0, -lam, sign=-1):
+            if not head.average_below(y[j], 0, -lam, sign=-1,
+                                      key=key(self.t.dims, "dir", which)):
                 raise Rejected(f"overwhelm_family: the direction hint {which} of head {j} at "
                                f"query position {self.p} is not confirmed")
             total = total + iv.mpf(lam)
@@ -343,7 +389,8 @@ class AtQuery:
         for k in range(len(self.fun.a)):
             numer = self.functional(self.base_a[k], self.fun.y_a, k,
                                     [self.hint["pre"][j][k] for j in range(f.n_heads)],
-                                    f"pre-activation {k}")
+                                    f"pre-activation {k}", (key(self.t.dims, "pre", k, 0),
+                                                            key(self.t.dims, "pre", k, 1)))
             out.append(forward._relu([numer / sigma + self.fun.pre_const[k]])[0])
         return out
 
@@ -373,7 +420,8 @@ class AtQuery:
                 continue
             numer = upper(self.functional(self.base_g[t], fun.y_g, t,
                                           [[None, self.hint["diff"][j][t]]
-                                           for j in range(f.n_heads)], f"logit difference {t}"))
+                                           for j in range(f.n_heads)], f"logit difference {t}",
+                                          (None, key(self.t.dims, "diff", t))))
             numer = up_add(numer, upper(mlp_g[t]))
             const = m["b_U"][0][t] - m["b_U"][0][o]
             if fun.b_f is not None:
@@ -402,7 +450,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     for p in positions(claim):
         charge(0)  # enforces the time limit
         AtQuery(tables, fun, claim, p, bounds[p]).check()
-    kind = ("permutations (relaxed to strings over their tokens)" if claim.free_perm is not None
+    kind = ("every permutation (assignment duals)" if claim.free_perm is not None
             else f"{len(free)} free token(s)")
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), {kind}, "
             f"{dims.family.n_heads} head(s) (LayerNorm/MLP/RoPE bounds)")

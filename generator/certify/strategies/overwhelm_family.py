@@ -156,18 +156,27 @@ class _Query:
         self.x_p = tab.resid0[p, claim.query]
         self.base = tab.centred(self.x_p + w[ATT + "b_O"])
         self.heads = [head_arrays(tab, j, p, self.slots) for j in range(f.n_heads)]
-        shapes = rule.hint_shapes(tab.dims)
+        shapes = rule.hint_shapes(tab.dims, claim)
         self.hint = {name: np.zeros(shape) for name, shape in shapes.items()}
         self.candidates = []
+        if claim.free_perm is not None:  # free rows hold the multiset's items, in order
+            self.slots[s:p] = [list(claim.free_perm)] * (p - s)
+            self.heads = [head_arrays(tab, j, p, self.slots) for j in range(f.n_heads)]
+        self.free_rows = list(range(s, p))
 
-    def bounds(self, a: np.ndarray, upper_only: bool = False, keep=None):
+    def bounds(self, a: np.ndarray, upper_only: bool = False, keep=None, keys=(None, None)):
         """Lemma R per head for the functionals a (d, F): (lo (F,), hi (F,)) of r_c·a
-        and the per-head hints (n_heads, F, 2)."""
+        and the per-head hints (n_heads, F, 2); keys = (lower, upper) potential
+        indices per column (permutation claims)."""
         lo, hi = self.base @ a, self.base @ a
         per = np.zeros((len(self.heads), a.shape[1], 2))
         for j, (wt, vo, toks) in enumerate(self.heads):
             y = vo @ a  # (P, A, F)
             scale = float(np.abs(y).max()) + 1e-12
+            if self.claim.free_perm is not None:
+                per[j] = self.perm_bounds(j, wt, y, scale, upper_only, keys, keep)
+                lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
+                continue
             top, pick = max_ratio(wt, y)
             per[j, :, 1] = slack(top, scale)
             if keep is not None:
@@ -180,9 +189,29 @@ class _Query:
             lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
         return lo, hi, per
 
+    def perm_bounds(self, j, wt, y, scale, upper_only, keys, keep):
+        """Lemma R-perm for every column of y: λ by Dinkelbach over assignments, and the
+        dual potentials of the assignment at the hinted λ (stored in perm_u)."""
+        out = np.zeros((y.shape[2], 2))
+        items = self.claim.free_perm
+        for c in range(y.shape[2]):
+            for side, sign in ((1, 1.0), (0, -1.0)):
+                if side == 0 and upper_only:
+                    continue
+                lam, cols = max_ratio_perm(wt, sign * y[:, :, c], self.free_rows)
+                lam = slack(np.array([lam]), scale)[0]
+                out[c, side] = sign * lam
+                if keys[side] is not None:
+                    self.hint["perm_u"][j, keys[side][c]] = perm_potentials(
+                        wt, sign * y[:, :, c], self.free_rows, lam)
+                if keep is not None and side == 1:
+                    keep.append(tuple(int(items[x]) for x in cols))
+        return out
+
     def direction(self, which: int, e: np.ndarray, extra_lo: float = 0.0):
         """Set hint dir[which] = e and dir_lo; returns the lower bound of r_c·e + extra."""
-        lo, _, per = self.bounds(e[:, None])
+        lo, _, per = self.bounds(e[:, None], keys=([rule.key(self.tab.dims, "dir", which)],
+                                                   None))
         self.hint["dir"][which] = e
         self.hint["dir_lo"][:, which] = per[:, 0, 0]
         return float(lo[0]) + extra_lo
@@ -191,7 +220,9 @@ class _Query:
         """The float bound of ℓ_m − ℓ_o per m (−inf at o)."""
         tab, f, w, claim = self.tab, self.f, self.w, self.claim
         d, o = tab.dims.d_model, claim.output
-        lo, hi, per = self.bounds(np.eye(d))
+        dims = tab.dims
+        lo, hi, per = self.bounds(np.eye(d), keys=([rule.key(dims, "box", k, 0) for k in range(d)],
+                                                   [rule.key(dims, "box", k, 1) for k in range(d)]))
         self.hint["box"] = per
         h_lo = h_hi = None
         if f.d_mlp and f.parallel:
@@ -204,7 +235,9 @@ class _Query:
             if f.normalization is not None:
                 e = (lo + hi) / 2
                 s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps, e, self.direction(0, e))
-            n_lo, n_hi, self.hint["pre"] = self.bounds(a)
+            n_lo, n_hi, self.hint["pre"] = self.bounds(
+                a, keys=([rule.key(dims, "pre", k, 0) for k in range(a.shape[1])],
+                         [rule.key(dims, "pre", k, 1) for k in range(a.shape[1])]))
             const = w["blocks.0.mlp.b_in"] + (w["blocks.0.ln2.b"] @ w_in
                                               if f.normalization == "LN" else 0)
             cands = np.stack([n_lo / s_lo, n_lo / s_hi, n_hi / s_lo, n_hi / s_hi])
@@ -214,7 +247,9 @@ class _Query:
         w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
         b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
         g = w_f[:, None] * d_u
-        _, numer, per = self.bounds(g, upper_only=True, keep=self.candidates)
+        _, numer, per = self.bounds(g, upper_only=True, keep=self.candidates,
+                                    keys=(None, [rule.key(dims, "diff", t)
+                                                 for t in range(g.shape[1])]))
         self.hint["diff"] = per[:, :, 1]
         f_lo, f_hi = lo, hi
         if h_lo is not None:
@@ -236,10 +271,47 @@ class _Query:
         return bound
 
 
-def encode_hints(entries: list) -> dict:
+def max_ratio_perm(w: np.ndarray, y: np.ndarray, free: list, iters: int = 100):
+    """Dinkelbach over assignments: for W, Y (P, A) whose free rows hold the n items
+    in order (fixed rows: column 0), the max over bijections σ of the attention
+    average; returns (λ, σ as the item index per free position)."""
+    from scipy.optimize import linear_sum_assignment
+
+    n = len(free)
+    fixed = [i for i in range(w.shape[0]) if i not in set(free)]
+    fw, fy = w[fixed, 0], y[fixed, 0]
+    wf, yf = w[free, :n], y[free, :n]  # (n, n)
+    cols, lam = np.arange(n), None
+    for _ in range(iters):
+        ws, ys = wf[np.arange(n), cols], yf[np.arange(n), cols]
+        new = (fw @ fy + ws @ ys) / (fw.sum() + ws.sum())
+        if lam is not None and new <= lam:
+            break
+        lam = new if lam is None else max(lam, new)
+        if n == 0:
+            break
+        _, cols = linear_sum_assignment(wf * (yf - lam), maximize=True)
+    return float(lam), cols
+
+
+def perm_potentials(w: np.ndarray, y: np.ndarray, free: list, lam: float) -> np.ndarray:
+    """Dual potentials u (n,) of the assignment with costs w(y − λ) on the free rows."""
+    from scipy.optimize import linear_sum_assignment
+
+    from .overwhelm import assignment_potentials
+
+    n = len(free)
+    if n == 0:
+        return np.zeros(0)
+    cost = w[free, :n] * (y[free, :n] - lam)
+    _, cols = linear_sum_assignment(cost, maximize=True)
+    return assignment_potentials(cost, cols)
+
+
+def encode_hints(entries: list, claim: Overwhelm) -> dict:
     from ..trace import b64
 
-    return {"bounds": [[p] + [b64(hint[name], "<f8") for name in rule.HINT_FIELDS]
+    return {"bounds": [[p] + [b64(hint[name], "<f8") for name in rule.hint_fields(claim)]
                        for p, hint in entries]}
 
 
@@ -256,6 +328,6 @@ def family_margins(weights, claim: Overwhelm) -> FamilyMargin:
         scale = 1.0 + float(np.abs(bound[np.isfinite(bound)]).max())
         if best is None or bound[m] / scale > best.worst / best.scale:
             best = FamilyMargin(float(bound[m]), scale, m, q.candidates[m] if q.candidates else ())
-    best.hints = encode_hints(entries)
+    best.hints = encode_hints(entries, claim)
     best.candidates = candidates
     return best
