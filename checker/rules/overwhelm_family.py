@@ -444,7 +444,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     """Confirm the claim at every query position; raise Rejected otherwise."""
     free = alphabet(dims, claim)
     bounds = parse_hints(hints, dims, claim)
-    charge(_cost(dims, claim, len(free)))
+    charge(_cost(dims, claim, len(claim.free_perm) if claim.free_perm is not None else len(free)))
     tables = Tables(dims, mats, charge)
     fun = Functionals(tables, claim.output)
     for p in positions(claim):
