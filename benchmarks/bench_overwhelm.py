@@ -237,6 +237,7 @@ def families(quick: bool):
     perms = [tuple(sorted(int(t) for t in rng.integers(0, 16, size=5))) for _ in range(8)]
     tally(demo, [Overwhelm((15, 15), 3, 15, free_perm=x) for x in perms],
           "free_perm of 5 tokens (assignment duals)")
+    perm_vs_free(small, demo)
     for r, n in ((1, 8), (2, 9), (3, 12)):
         big(demo, Overwhelm((15,) * r, 3, 15, free_cmp="<=", free=n),
             f"prefix [15]*{r}, free <= {n}")
@@ -249,6 +250,24 @@ def families(quick: bool):
               for m in range(3, 64, 8 if quick else 4)]
     tally(att, claims, "overwhelm_free (exact)", brute=False)
     tally(att, claims, "overwhelm_family (boxes)", brute=False, family_rule=True)
+
+
+def perm_vs_free(small, demo):
+    """Algorithm 2 (assignment potentials) vs Algorithm 1 over set(X), rule overwhelm_family."""
+    rng = np.random.default_rng(5)
+    for name, loaded, v, k in (("small", small, 6, 2), ("demo", demo, 16, 6)):
+        perms, frees = [], []
+        for _ in range(12):
+            m = int(rng.integers(2, v))
+            x = tuple(sorted(int(t) for t in rng.integers(max(0, m - 3), min(m + 2, v), size=k)))
+            q = int(rng.integers(0, v))
+            perms.append(Overwhelm((m, m), q, m, free_perm=x))
+            frees.append(Overwhelm((m, m), q, m, free_cmp="==", free=k,
+                                   over=tuple(sorted(set(x)))))
+        tally(loaded, perms, f"{name}: Alg 2 on the family (free_perm, |X| = {k})",
+              brute=name == "small")
+        tally(loaded, frees, f"{name}: Alg 1 on the family (free == {k} over set(X))",
+              brute=name == "small")
 
 
 def main(argv=None) -> int:
