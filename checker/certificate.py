@@ -364,7 +364,9 @@ class CertificateChecker:
                 raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
                                "attention-only model family (spec/theorem.md §1b)")
             return self._overwhelm_rule(obj, lineno, rule)
-        names = rule.inputs(self.dims) if hasattr(rule, "inputs") else rule.INPUTS
+        hinted = getattr(rule, "HINTED_INPUTS", False)  # inputs depend on the hints
+        names = (rule.inputs(self.dims, obj.get("hints")) if hinted else
+                 rule.inputs(self.dims) if hasattr(rule, "inputs") else rule.INPUTS)
         inputs = obj["inputs"]
         if not isinstance(inputs, dict) or set(inputs) != set(names):
             raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs {list(names)}")
@@ -393,7 +395,8 @@ class CertificateChecker:
                            f"sequences, but the line claims {claim}")
         self.proven[lineno] = claim
         if hasattr(rule, "dimensionality") and self.report.dimensionality is not None:
-            self.report.dimensionality += rule.dimensionality(self.dims)
+            self.report.dimensionality += (rule.dimensionality(self.dims, obj.get("hints"))
+                                           if hinted else rule.dimensionality(self.dims))
         else:  # the rule defines none (spec/rules.md §proof length): the sum is undefined
             self.report.dimensionality = None
         self.report.rule_notes.append(f"{obj['rule']}: {note}")

@@ -45,6 +45,10 @@ def decomposition_terms(dims: Dims) -> dict[str, tuple]:
       PVOU[i, o] = (P̂_i W_V W_O W_U)[o]                                        (k × v)
       EU[q, o]   = ((E_q[q] + b_O) W_U + b_U)[o]                               (v × v)
       EXP_EQKE = exp(EQKE), EXP_EQKP = exp(EQKP) elementwise
+      QUERY_TOK = E_q W_Q + b_Q, KEY_TOK = (Ē W_K + b_K)/sqrt(d_head)          (v × d_head)
+        (EQKE's factors: EQKE = QUERY_TOK · KEY_TOK^T; low-rank EQKE, spec/rules.md)
+      EU_LEFT = E_q + b_O                                                    (v × d_model)
+        (EU's left factor: EU = EU_LEFT · W_U + b_U; low-rank EU, spec/rules.md)
     so that the logits at the last position are
       ℓ_o = EU[q, o] + Σ_i a_i (EVOU[t_i, o] + PVOU[i, o]),
       a = softmax_i(EQKE[q, t_i] + EQKP[q, i]).
@@ -68,6 +72,9 @@ def decomposition_terms(dims: Dims) -> dict[str, tuple]:
         "EVOU": ("matmul", ("matmul", value_tok, W("W_O")), W("W_U")),
         "PVOU": ("matmul", ("matmul", ("matmul", p_hat, W("W_V")), W("W_O")), W("W_U")),
         "EU": ("add", ("matmul", ("add", e_q, W("b_O")), W("W_U")), W("b_U")),
+        "QUERY_TOK": query,
+        "KEY_TOK": ("div_sqrt", key_tok, h),
+        "EU_LEFT": ("add", e_q, W("b_O")),
     }
 
 

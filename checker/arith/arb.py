@@ -110,6 +110,9 @@ class ArbArithmetic(Arithmetic):
         # could reach below 0 by rounding: a ball containing [exp(bottom), exp(top)]
         return low.union(top.exp()).nonnegative_part()
 
+    def abs(self, x):
+        return abs(x).nonnegative_part()  # arb_abs, then ∩ [0, ∞): a ball >= 0
+
     def inv_sqrt(self, n):
         return self.arb(n).rsqrt()  # arb_rsqrt
 

@@ -70,6 +70,10 @@ class Arithmetic:
         could not be recorded); at or below −2^13 the lower bound may be 0."""
         raise NotImplementedError
 
+    def abs(self, x):
+        """An element >= 0 (its lower endpoint is >= 0) containing |X| for every X in x."""
+        raise NotImplementedError
+
     def inv_sqrt(self, n: int):
         """A rigorous enclosure of 1/sqrt(n), for an integer n >= 1."""
         raise NotImplementedError

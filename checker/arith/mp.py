@@ -58,6 +58,9 @@ class MpmathArithmetic(Arithmetic):
     def exp(self, x):
         return numbers.exp_interval(x)
 
+    def abs(self, x):
+        return abs(x)  # mpmath: [0, max(|lo|, |hi|)] when x straddles 0
+
     def inv_sqrt(self, n):
         return numbers.inv_sqrt_interval(n)
 

@@ -28,11 +28,26 @@ from math import comb
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..ops import COST
+from . import subcubic_attention as attention
+from . import subcubic_direct as low_eu
 
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
+HINTED_INPUTS = True  # inputs() and dimensionality() depend on the hints (certificate.py)
+
+
+def inputs(dims, hints=None) -> tuple[str, ...]:
+    """The inputs for these hints: with "attention" hints (low-rank EQKE,
+    subcubic_attention.py) EQKE's factors replace EQKE; with "eu" hints (low-rank
+    EU, subcubic_direct.py) EU's factors replace EU."""
+    names = INPUTS
+    if isinstance(hints, dict) and "attention" in hints:
+        names = attention.INPUTS + names[1:]
+    if isinstance(hints, dict) and "eu" in hints:
+        names = names[:-1] + low_eu.INPUTS
+    return names
 
 
 class _Arith:
@@ -81,17 +96,18 @@ class _Arith:
         return b if self.ar.greater(a, b) else a
 
 
-def table_work(dims, direct: str) -> int:
+def table_work(dims, direct: str, low: bool = False) -> int:
     """The exact number of scalar operations (units of spec/rules.md §proof
-    length) of building _Tables: O(v²)."""
+    length) of building _Tables: O(v²); low: U, ĒU, R, N come from
+    subcubic_direct (which counts them)."""
     v, k = dims.d_vocab, dims.n_ctx
     n = k - 1  # non-query positions
     total = 3 * v * v + 3 * k * v + v * (k - 2)  # ρ, PVOU gaps, Pn
     total += v * (v - 1) + 2 * v * (v - 1)  # prefix max of ρ, prefix arg-extremes of EQKE
-    if direct in ("max_diff", "min"):
+    if direct in ("max_diff", "min") and not low:
         total += 3 * v * v  # U
     if direct in ("mean+diff", "min"):
-        total += v * v + v * v + 3 * v * v + 3 * v + 4 * v * v  # ĒU, R, N, Ē, C
+        total += (0 if low else v * v + v * v + 3 * v * v) + 3 * v + 4 * v * v  # ĒU, R, N, Ē, C
     return total + v * (n + 2 * n * n + 2 * n + 2 * (n - 1))  # per query: B, sorts, S, B − S
 
 
@@ -116,12 +132,20 @@ def entry_work(dims, gaps: dict, direct: str, extremes) -> int:
     return total + EXP_COST * len(exps)
 
 
-def dimensionality(dims) -> int:
+def dimensionality(dims, hints=None) -> int:
     """Unexplained dimensionality (spec/rules.md §proof length): EQKE, EVOU and
     EU still enter entry by entry (v² each; through row maxima, prefix maxima
-    and the mean row, but every entry is read), EQKP and PVOU (kv each)."""
+    and the mean row, but every entry is read), EQKP and PVOU (kv each); with
+    low-rank EQKE, EQKE's share is subcubic_attention.dimensionality, with
+    low-rank EU, EU's share is subcubic_direct.dimensionality."""
     v, k = dims.d_vocab, dims.n_ctx
-    return 3 * v * v + 2 * k * v
+    hinted = hints if isinstance(hints, dict) else {}
+    eqke = eu = v * v
+    if "attention" in hinted:
+        eqke = attention.dimensionality(dims, attention.parse(hinted["attention"], dims))
+    if "eu" in hinted:
+        eu = low_eu.dimensionality(dims, low_eu.parse(hinted["eu"], dims))
+    return eqke + v * v + eu + 2 * k * v
 
 
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
@@ -129,10 +153,17 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     if v < 2:
         raise Malformed("rule subcubic_gap needs d_vocab >= 2")
     direct, gaps = parse_hints(hints, v, k)
-    expected = table_work(dims, direct)
+    if "attention" in hints:  # low-rank EQKE: a per-query-shifted enclosure (Lemma S)
+        spec = attention.parse(hints["attention"], dims)
+        mats = {**mats, "EQKE": attention.enclosure(dims, mats, spec, charge, arith)}
+    low = None
+    if "eu" in hints:  # low-rank EU: the tables from EU's factors (subcubic_direct)
+        low = low_eu.tables(dims, mats, low_eu.parse(hints["eu"], dims),
+                            direct != "mean+diff", direct != "max_diff", charge, arith)
+    expected = table_work(dims, direct, low is not None)
     charge(expected)
     ar = _Arith(arith)
-    t = _Tables(ar, mats, v, k, direct)
+    t = _Tables(ar, mats, v, k, direct, low)
     entries = entry_work(dims, gaps, direct, t.extremes)
     charge(entries)
     expected += entries
@@ -167,10 +198,10 @@ class _Tables:
     """Quantities depending on at most two indices, O(v²·k) in all (module
     docstring).  Upper bounds are raw mpmath numbers; weights are intervals."""
 
-    def __init__(self, ar: _Arith, mats, v, k, direct):
+    def __init__(self, ar: _Arith, mats, v, k, direct, low=None):
         self.ar, self.v, self.k, self.direct = ar, v, k, direct
         self.eqke, self.beta, evou = mats["EQKE"], mats["EXP_EQKP"], mats["EVOU"]
-        pvou, eu = mats["PVOU"], mats["EU"]
+        pvou, eu = mats["PVOU"], mats.get("EU")
         # rho[t][m] ≥ max_{o≠m} EVOU[t, o] − EVOU[t, m]                      (3v²)
         self.rho = [_row_gaps(ar, row) for row in evou]
         # pos[i][m] ≥ max_{o≠m} PVOU[i, o] − PVOU[i, m]                      (3kv)
@@ -183,21 +214,25 @@ class _Tables:
         self.pre = [_prefix([(t, t) for t in range(v)], self._extend(row)) for row in self.eqke]
         self._exps = {}
         if direct in ("max_diff", "min"):
-            self.u = [_row_gaps(ar, row) for row in eu]  # U[q][m]               (3v²)
+            self.u = low.u if low else [_row_gaps(ar, row) for row in eu]  # U[q][m] (3v²)
         if direct in ("mean+diff", "min"):
-            self._mean_diff(ar, eu, evou, v)
+            self._mean_diff(ar, eu, evou, v, low)
         self.queries = [_Query(ar, self.beta[q], k) for q in range(v)]
 
-    def _mean_diff(self, ar, eu, evou, v):
-        """ĒU (v²), R = EU − ĒU (v²), N[q][m] (3v²), Ē[m] (3v), C[m] (4v²)."""
-        mean = []
-        for o in range(v):
-            total = eu[0][o]
-            for q in range(1, v):
-                total = ar.iadd(total, eu[q][o])
-            mean.append(ar.idiv(total, v))
-        resid = [[ar.isub(eu[q][o], mean[o]) for o in range(v)] for q in range(v)]
-        self.n = [_row_gaps(ar, row) for row in resid]
+    def _mean_diff(self, ar, eu, evou, v, low=None):
+        """ĒU (v²), R = EU − ĒU (v²), N[q][m] (3v²) — or low's summary row and
+        N (subcubic_direct) —, Ē[m] (3v), C[m] (4v²)."""
+        if low:
+            mean, self.n = low.mean, low.n
+        else:
+            mean = []
+            for o in range(v):
+                total = eu[0][o]
+                for q in range(1, v):
+                    total = ar.iadd(total, eu[q][o])
+                mean.append(ar.idiv(total, v))
+            resid = [[ar.isub(eu[q][o], mean[o]) for o in range(v)] for q in range(v)]
+            self.n = [_row_gaps(ar, row) for row in resid]
         self.e_bar = _row_gaps(ar, mean)
         # C[m] ≥ max_{o≠m} (ĒU[o] + EVOU[m, o]) − (ĒU[m] + EVOU[m, m])
         self.c = [_row_gaps(ar, [ar.iadd(mean[o], evou[m][o]) for o in range(v)])[m]
@@ -357,10 +392,11 @@ def _prefix(items, combine):
 
 
 def parse_hints(hints, v, k):
-    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]} ->
+    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]}
+    (and optionally "attention": subcubic_attention.parse, "eu": subcubic_direct.parse) ->
     (direct, {(m, q, c): (g, h)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤ m + 1 and
     g ≤ m (every covered token is < m); for c = 0, g = h = 0."""
-    if not (isinstance(hints, dict) and set(hints) == {"direct", "gaps"}
+    if not (isinstance(hints, dict) and set(hints) - {"attention", "eu"} == {"direct", "gaps"}
             and hints["direct"] in DIRECT and isinstance(hints["gaps"], list)):
         raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff", "mean+diff" '
                         'or "min", "gaps": [[m, q, c, g, h], ...]}')

@@ -16,6 +16,17 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
   near    the near band: tokens m−g−near < t ≤ m−g are bounded one by one
           (attention × value jointly), smaller tokens through prefix maxima;
           near = 0 is the paper's Alg. 5 pessimisation.
+  attn    attention handling: "full" (EQKE multiplied out; the default) or
+          "rank1" / "rank2" (low-rank EQKE from its factors, spec/rules.md
+          §low-rank EQKE; subcubic_attention.py), with
+  err     the attention error's bound: "cs" (balanced Cauchy–Schwarz,
+          O(v·h² + v²)), "rowdiff" / "mean+rowdiff" (the paper's max row-diff
+          trick, Thm 21 / Thm 24, on the same factors), "svd" (the paper's
+          "SVD only": one √2·σ₁ bound, σ₁ certified through Gram matrices) or "exact" (multiplied
+          out, O(v²·h), for comparison).
+  eu      the direct path's source: "full" (EU multiplied out; the default) or
+          a low-rank handler that never forms EU (subcubic_direct.HANDLERS:
+          quad, quad_mean, svd_query, lowrank0/1/2/4; spec/rules.md §low-rank EU).
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ import numpy as np
 
 from ...progress import progress_bar
 from . import NotApplicable
+from . import subcubic_attention as attention
+from . import subcubic_direct as low_eu
 
 NAME = "subcubic"
 RULE = "subcubic_gap"
@@ -36,6 +49,10 @@ TOL = 1e-7
 INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
+Attn = Literal["full", "rank1", "rank2"]
+Err = Literal["cs", "rowdiff", "mean+rowdiff", "svd", "exact"]
+Eu = Literal["full", "quad", "quad_mean", "svd_query", "lowrank0", "lowrank1", "lowrank2",
+             "lowrank4"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +61,14 @@ class Options:
 
     direct: Direct = "min"
     near: int = 2
+    attn: Attn = "full"
+    err: Err = "cs"  # only with attn != "full"
+    eu: Eu = "full"
 
     def name(self) -> str:
-        return f"{NAME}:direct={self.direct},near={self.near}"
+        low_rank = "" if self.attn == "full" else f",attn={self.attn},err={self.err}"
+        eu = "" if self.eu == "full" else f",eu={self.eu}"
+        return f"{NAME}:direct={self.direct},near={self.near}{low_rank}{eu}"
 
     @staticmethod
     def parse(text: str) -> Options:
@@ -57,19 +79,27 @@ class Options:
         fields = {}
         for part in filter(None, rest.split(",")):
             key, eq, value = part.partition("=")
-            if not eq or key not in ("direct", "near") or key in fields:
-                raise ValueError(f"bad option {part!r} (options: direct=..., near=N)")
+            if not eq or key not in ("direct", "near", "attn", "err", "eu") or key in fields:
+                raise ValueError(f"bad option {part!r} (options: direct=..., near=N, attn=..., "
+                                 "err=..., eu=...)")
             fields[key] = value
         options = Options(direct=fields.get("direct", Options.direct),
-                          near=int(fields.get("near", Options.near)))
-        if options.direct not in get_args(Direct) or options.near < 0:
+                          near=int(fields.get("near", Options.near)),
+                          attn=fields.get("attn", Options.attn), err=fields.get("err", Options.err),
+                          eu=fields.get("eu", Options.eu))
+        if (options.direct not in get_args(Direct) or options.near < 0
+                or options.attn not in get_args(Attn) or options.err not in get_args(Err)
+                or options.attn == "full" and "err" in fields or options.eu not in get_args(Eu)):
             raise ValueError(f"bad options {text!r}; choose from {[o.name() for o in grid()]}")
         return options
 
 
 def grid() -> list[Options]:
     """Every named option combination (`--list`)."""
-    return [Options(d, n) for d in get_args(Direct) for n in NEAR_CHOICES]
+    attention = [("full", Options.err)] + [(a, e) for a in get_args(Attn)[1:]
+                                           for e in get_args(Err)]
+    return [Options(d, n, a, e, eu) for eu in get_args(Eu) for a, e in attention
+            for d in get_args(Direct) for n in NEAR_CHOICES]
 
 
 # For certify-zoo (generator/zoo/catalog.py): the variants it runs and the
@@ -77,6 +107,20 @@ def grid() -> list[Options]:
 VARIANTS = (Options().name(), Options("max_diff", 4).name())
 PAPER_ROWS = {Options().name(): "Sub-cubic",
               Options("max_diff", 4).name(): "Sub-cubic without mean+diff"}
+# Low-rank EU (never forms EU; subcubic_direct): the measured best of the
+# handlers (benchmarks/RESULTS.md §low-rank EU) and the paper's own variants.
+VARIANTS += (Options("min", 2, eu="lowrank1").name(), Options("min", 2, eu="lowrank0").name())
+PAPER_ROWS.update({Options("min", 2, eu="lowrank1").name(): "Low-rank EU"})
+# Low-rank EQKE (never forms EQKE; subcubic_attention): the measured best (rank 2,
+# balanced Cauchy–Schwarz), rank 1, the paper's "SVD only" (rank 1, √2·σ₁), and
+# both low-rank handlers together (benchmarks/RESULTS.md §low-rank EQKE).
+LOW_RANK_QK = Options("min", 2, "rank2", "cs")
+LOW_RANK_QK_EU = Options("min", 2, "rank2", "cs", "lowrank1")
+VARIANTS += (LOW_RANK_QK.name(), Options("min", 2, "rank1", "cs").name(),
+             Options("min", 2, "rank1", "svd").name(), LOW_RANK_QK_EU.name())
+PAPER_ROWS.update({LOW_RANK_QK.name(): "Low-rank QK",
+                   Options("min", 2, "rank1", "svd").name(): "Low-rank QK, SVD only",
+                   LOW_RANK_QK_EU.name(): "Low-rank QK&EU"})
 
 
 def certify(trace, progress=False, options: Options = Options()):
@@ -84,14 +128,29 @@ def certify(trace, progress=False, options: Options = Options()):
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
-    eqke, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
-    e = np.exp(eqke)
+    inputs, extra, low = INPUTS, {}, None
+    if options.eu != "full":  # low-rank EU: EU's factors instead of EU
+        inputs = INPUTS[:-1] + low_eu.INPUTS
+        x, w_u, b_u = (trace.matrix(n).mid for n in low_eu.INPUTS)
+        extra["eu"], low = low_eu.hints(low_eu.HANDLERS[options.eu], x, w_u, b_u[0])
+    beta, evou, pvou = (trace.matrix(n).mid for n in INPUTS[1:-1])
+    eu = trace.matrix("EU").mid if low is None else None
+    if options.attn == "full":
+        e = np.exp(trace.matrix("EQKE").mid)
+    else:  # low-rank EQKE: a per-query-shifted enclosure from its factors (Lemma L)
+        q_tok, k_tok = (trace.matrix(n).mid for n in attention.INPUTS)
+        rank = attention.RANKS[options.attn]
+        mats = attention.factor_hints(q_tok, k_tok, rank, options.err)
+        lo, hi = attention.enclosure(q_tok, k_tok, mats, options.err)
+        e = (np.exp(lo), np.exp(hi))
+        inputs = attention.INPUTS + inputs[1:]
+        extra["attention"] = attention.hints(mats, rank, options.err)
     enclosure = trace.matrix("EXP_EQKP")
     gaps, count, stats = find_gaps(v, k, e, beta, evou, pvou, eu, options, progress,
-                                   beta_bounds=(enclosure.lo, enclosure.hi))
+                                   beta_bounds=(enclosure.lo, enclosure.hi), low=low)
     hints = {"direct": options.direct, "gaps": [list(key) + list(gh) for key, gh in
-                                                sorted(gaps.items())]}
-    line = trace.rule(RULE, INPUTS, count, hints)
+                                                sorted(gaps.items())], **extra}
+    line = trace.rule(RULE, inputs, count, hints)
     return line, count, {**stats, "options": dataclasses.asdict(options)}
 
 
@@ -106,21 +165,28 @@ def row_gaps(mat):
 class Tables:
     """Mirror of the checker's _Tables (float64)."""
 
-    def __init__(self, e, beta, evou, pvou, eu, k, direct):
-        self.e, self.beta, self.k, self.direct = e, beta, k, direct
+    def __init__(self, e, beta, evou, pvou, eu, k, direct, low=None):
+        """e: exp(EQKE), or (lo, hi) of an enclosure of exp(EQKE − c_q)."""
+        self.e_pair = e if isinstance(e, tuple) else (e, e)
+        self.beta, self.k, self.direct = beta, k, direct
         self.rho = row_gaps(evou)  # (t, m)
         pos = row_gaps(pvou)  # (i, m)
         self.p_query, self.p_rest = pos[k - 1], pos[:k - 1].max(axis=0)
         self.rho_pre = np.maximum.accumulate(self.rho, axis=0)  # (j, m)
-        self.e_hi = np.maximum.accumulate(e, axis=1)  # (q, j)
-        self.e_lo = np.minimum.accumulate(e, axis=1)
+        self.e_hi = np.maximum.accumulate(self.e_pair[1], axis=1)  # (q, j)
+        self.e_lo = np.minimum.accumulate(self.e_pair[0], axis=1)
         if direct in ("max_diff", "min"):
-            self.u = row_gaps(eu)
+            self.u = low[0] if low else row_gaps(eu)
         if direct in ("mean+diff", "min"):
-            mean = eu.mean(axis=0)
-            self.n = row_gaps(eu - mean[None, :])
+            mean = low[1] if low else eu.mean(axis=0)
+            self.n = low[2] if low else row_gaps(eu - mean[None, :])
             self.e_bar = row_gaps(mean[None, :])[0]
             self.c = np.diag(row_gaps(mean[None, :] + evou))
+
+    def times(self, q, t, a):
+        """The checker's upper bound of e_t·A for A ≤ a (the enclosure's end by sign)."""
+        lo, hi = self.e_pair
+        return np.where(a >= 0, hi[q, t] * a, lo[q, t] * a)
 
     def alphas(self, q, m):
         if self.direct == "min":
@@ -151,31 +217,32 @@ def mu_all_gaps(t: Tables, q, m, a_p, near):
     for off in range(near):  # near tokens j − off, for off < near
         u = j - off
         ok = u >= 0
-        val = np.where(ok, t.e[q, np.maximum(u, 0)] * (a_p + t.rho[np.maximum(u, 0), m]), -np.inf)
+        val = np.where(ok, t.times(q, np.maximum(u, 0), a_p + t.rho[np.maximum(u, 0), m]),
+                       -np.inf)
         scale = np.maximum(scale, np.where(ok, np.abs(val), 0.0))
         best = np.maximum(best, val)
     return best, scale
 
 
 def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False,
-              beta_bounds=None):
+              beta_bounds=None, low=None):
     """{(m, q, c): (g, h)} the rule will confirm, the count they prove, stats.
     beta_bounds = (lo, hi) of the recorded EXP_EQKP: an entry is claimed only
     if the checker can show B − S_c^hi >= 0 from them (it rejects otherwise)."""
     beta_lo, beta_hi = beta_bounds if beta_bounds is not None else (beta, beta)
-    t = Tables(e, beta, evou, pvou, eu, k, options.direct)
+    t = Tables(e, beta, evou, pvou, eu, k, options.direct, low)
     gaps, count, lost = {}, 0, 0
     for q in progress_bar(range(v), "subcubic gap search", enabled=progress):
         b = beta[q, :k - 1]
         srt = np.sort(b)
         b_total = b.sum()
-        w_query = beta[q, k - 1] * e[q, q]
+        w_query = beta[q, k - 1] * np.array([t.e_pair[0][q, q], t.e_pair[1][q, q]])
         his = np.sort(beta_hi[q, :k - 1])[::-1]
         rest_ok = {c: beta_lo[q, :k - 1].sum() - his[:c].sum() > 1e-9 * b_total
                    for c in range(1, k - 1)}
         for m in range(q, v):
             a_m, a_q, a_p = t.alphas(q, m)
-            term_q, term_m = w_query * a_q, e[q, m] * a_m
+            term_q, term_m = w_query[int(a_q >= 0)] * a_q, t.times(q, m, a_m)
             zero = b_total * term_m + term_q
             if zero < -TOL * (abs(b_total * term_m) + abs(term_q)):
                 gaps[(m, q, 0)] = (0, 0)
