@@ -255,3 +255,19 @@ def test_paper_rows_are_declared():
     for label in ("Low-rank QK", "Low-rank QK, SVD only", "Low-rank QK&EU"):
         assert label in rows.values()
     assert all(name in subcubic.VARIANTS for name in rows)
+
+
+@pytest.mark.parametrize("error", ["cs", "rowdiff"])
+def test_generator_underestimating_the_error_is_rejected(error, tmp_path, monkeypatch):
+    """A generator that claims gaps from error widths × 0.3 (a forged error bound)
+    is refused: the checker computes the widths itself."""
+    monkeypatch.setattr(attention, "SAFETY", 0.3)
+    weights = LOW_RANK_CASES["v8k4-rank2-trap-4"]()
+    _, cert, _ = certify(weights, tmp_path, f"subcubic:direct=min,near=2,attn=rank1,err={error}")
+    assert check_cert([str(cert), "--jobs", "1"]) == 1
+
+
+def test_huge_hints_fail_closed(cert):
+    """Norms beyond binary64 are refused (exit 2), never turned into a verdict."""
+    with pytest.raises(Malformed):
+        check(mutate(cert, _scale_hint("G", 1e300)))
