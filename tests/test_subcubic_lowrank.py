@@ -271,3 +271,18 @@ def test_huge_hints_fail_closed(cert):
     """Norms beyond binary64 are refused (exit 2), never turned into a verdict."""
     with pytest.raises(Malformed):
         check(mutate(cert, _scale_hint("G", 1e300)))
+
+
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact"])
+def test_arb_back_end_agrees(error, tmp_path, capsys):
+    """The handler is written against checker/arith: Arb gives the same verdict,
+    count and proof length as mpmath."""
+    pytest.importorskip("flint")
+    weights = CASES["v8k3-good"]()
+    _, cert, _ = certify(weights, tmp_path, f"subcubic:direct=min,near=2,attn=rank2,err={error}")
+    results = []
+    for arith in ("mpmath", "arb"):
+        assert check_cert([str(cert), "--json", "--arith", arith]) == 0
+        out = json.loads(capsys.readouterr().out)
+        results.append((out["correct"], out["work"]))
+    assert results[0] == results[1]
