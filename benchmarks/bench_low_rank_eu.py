@@ -6,6 +6,11 @@ and `cubic`.  Not a test: it prints figures.
 
     python benchmarks/bench_low_rank_eu.py --seeds 8            # seeds 100..107
     python benchmarks/bench_low_rank_eu.py --seeds 2 --no-cubic
+    python benchmarks/bench_low_rank_eu.py --scaling 64 128 256 512   # work vs d_vocab
+
+--scaling: d_vocab 64..512 (n_ctx 4, d_model 32, 400 training steps, seed 1), the
+checker's whole-certificate work for EU multiplied out and for eu=lowrank1, and the
+exponent of their difference's growth (EU's v²·d against O(v·d² + v²·r)).
 """
 
 from __future__ import annotations
@@ -33,7 +38,30 @@ LOW = [("subcubic:direct=min,near=2,eu=" + eu, what) for eu, what in (
     ("svd_query", "paper's svd_query+max_diff (rank 1, no mean)"),
     ("quad_mean", "paper's direct-quadratic mean_query+max_diff (Thm 24)"),
     ("quad", "paper's direct-quadratic max_diff (Thm 21)"))]
-ROWS = [("cubic", "Cubic"), (subcubic.Options().name(), "Sub-cubic, EU multiplied out")] + LOW
+BOTH = [(subcubic.Options(attn="rank1", err="cs").name(), "low-rank EQKE only (helper 8a)"),
+        (subcubic.Options(attn="rank1", err="cs", eu="lowrank1").name(),
+         "Low-rank QK&EU (paper 0.627 ± 0.060)")]
+ROWS = [("cubic", "Cubic"), (subcubic.Options().name(), "Sub-cubic, EU multiplied out"),
+        *LOW, *BOTH]
+
+
+def scaling(vocabs, cache: Path, jobs: int) -> None:
+    full, low = subcubic.Options().name(), subcubic.Options(eu="lowrank1").name()
+    print("| d_vocab | work, EU multiplied out | work, eu=lowrank1 | difference | "
+          "certified, full | certified, lowrank1 | check s full / lowrank1 |")
+    print("|---|---|---|---|---|---|---|")
+    for v in vocabs:
+        cfg = TrainConfig(d_vocab=v, n_ctx=4, d_model=32, d_head=32, seed=1, steps=400)
+        path, _ = trained_model(cfg, cache)
+        out = {}
+        for strategy in (full, low):
+            cert = path.with_suffix(f".{strategy.replace(':', '_').replace(',', '_')}.jsonl")
+            generate(path, strategy, cert)
+            out[strategy] = check_verified(cert, path, jobs, "--arith", "arb",
+                                           "--max-work", str(10 ** 12))
+        (s_f, f), (s_l, lo) = out[full], out[low]
+        print(f"| {v} | {f['work']:,d} | {lo['work']:,d} | {f['work'] - lo['work']:,d} | "
+              f"{f['correct']:,d} | {lo['correct']:,d} | {s_f:.1f} / {s_l:.1f} |", flush=True)
 
 
 def main() -> None:
@@ -41,9 +69,15 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=8)
     p.add_argument("--first-seed", type=int, default=100)
     p.add_argument("--no-cubic", action="store_true")
+    p.add_argument("--only", nargs="+", help="run only these strategies")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--cache", default="/tmp/8b-models")
+    p.add_argument("--scaling", type=int, nargs="+", help="d_vocab values (scaling part only)")
     args = p.parse_args()
+    if args.scaling:
+        cache = Path(args.cache) / "scaling"
+        cache.mkdir(parents=True, exist_ok=True)
+        return scaling(args.scaling, cache, args.jobs)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -52,7 +86,7 @@ def main() -> None:
         path, _ = trained_model(cfg, cache)
         exact = count_correct(load_model(path).weights, progress=False).correct
         for strategy, _ in ROWS:
-            if strategy == "cubic" and args.no_cubic:
+            if strategy == "cubic" and args.no_cubic or args.only and strategy not in args.only:
                 continue
             cert = path.with_suffix(f".{strategy.replace(':', '_').replace(',', '_')}.jsonl")
             generate(path, strategy, cert)

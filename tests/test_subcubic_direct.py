@@ -25,7 +25,8 @@ from generator.ground_truth import count_correct
 OPTIONS = ["subcubic:direct=min,near=2,eu=lowrank1", "subcubic:direct=max_diff,near=0,eu=quad",
            "subcubic:direct=mean+diff,near=2,eu=svd_query",
            "subcubic:direct=min,near=0,eu=quad_mean", "subcubic:direct=max_diff,near=2,eu=lowrank0",
-           "subcubic:direct=mean+diff,near=1,eu=lowrank2", "subcubic:direct=min,near=2,eu=lowrank4"]
+           "subcubic:direct=mean+diff,near=1,eu=lowrank2", "subcubic:direct=min,near=2,eu=lowrank4",
+           "subcubic:direct=min,near=2,attn=rank1,err=cs,eu=lowrank1"]  # with low-rank EQKE
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -172,6 +173,6 @@ def test_options_round_trip_and_declare_the_row():
         assert subcubic.Options.parse(o.name()) == o
     low = [o for o in subcubic.grid() if o.eu != "full"]
     assert {o.eu for o in low} == set(subcubic.low_eu.HANDLERS)
-    assert "Low-rank EU" in subcubic.PAPER_ROWS.values()
+    assert {"Low-rank EU", "Low-rank QK&EU"} <= set(subcubic.PAPER_ROWS.values())
     assert all(name in subcubic.VARIANTS for name in subcubic.PAPER_ROWS)
     assert subcubic.Options.parse("subcubic:direct=min,near=2").eu == "full"
