@@ -36,7 +36,8 @@ LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=mean+diff,near=1,attn=rank1,err=exact",
             "subcubic:direct=min,near=1,attn=rank1,err=rowdiff",
             "subcubic:direct=min,near=2,attn=rank2,err=mean+rowdiff",
-            "subcubic:direct=max_diff,near=2,attn=rank2,err=svd"]
+            "subcubic:direct=max_diff,near=2,attn=rank2,err=svd",
+            "subcubic:direct=min,near=2,attn=rank4,err=cs"]
 
 
 def _factors(seed, v=9, h=5, rank_one=3.0):

@@ -17,7 +17,7 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
           (attention × value jointly), smaller tokens through prefix maxima;
           near = 0 is the paper's Alg. 5 pessimisation.
   attn    attention handling: "full" (EQKE multiplied out; the default) or
-          "rank1" / "rank2" (low-rank EQKE from its factors, spec/rules.md
+          "rank1" / "rank2" / "rank4" (low-rank EQKE from its factors, spec/rules.md
           §low-rank EQKE; subcubic_attention.py), with
   err     the attention error's bound: "cs" (balanced Cauchy–Schwarz,
           O(v·h² + v²)), "rowdiff" / "mean+rowdiff" (the paper's max row-diff
@@ -49,7 +49,7 @@ TOL = 1e-7
 INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
-Attn = Literal["full", "rank1", "rank2"]
+Attn = Literal["full", "rank1", "rank2", "rank4"]
 Err = Literal["cs", "rowdiff", "mean+rowdiff", "svd", "exact"]
 Eu = Literal["full", "quad", "quad_mean", "svd_query", "lowrank0", "lowrank1", "lowrank2",
              "lowrank4"]
