@@ -185,3 +185,33 @@ class _SwappedMaxMin(_NoAbs):
 def test_the_checks_catch_a_broken_lemma(broken):
     _, bad = violations(broken(MPMATH))
     assert bad > 0
+
+
+@pytest.mark.parametrize("backend", backends(), ids=lambda b: b.name)
+def test_one_sided_row_gaps_bound_every_column(backend):
+    """row_gaps[m] >= max_{o≠m} (x_o − x_m) for reals in the boxes; exact work."""
+    rng = random.Random(7)
+    for seed in SEEDS:
+        n = rng.randint(2, 6)
+        row = rand_matrix(rng, 1, n, wide=seed % 2 == 1)[0]
+        ar = Counting(backend)
+        gaps = rowdiff.row_gaps(ar, [backend.interval(lo, hi) for lo, hi in row])
+        assert ar.count == rowdiff.row_gaps_work(n)
+        for s in range(6):
+            x = pick(rng, [row], corners=s % 2 == 0)[0]
+            for m in range(n):
+                truth = max(x[o] - x[m] for o in range(n) if o != m)
+                assert truth <= exact(backend, gaps[m])
+
+
+def test_one_sided_row_gaps_catch_a_swapped_max():
+    """The same check fails for the reversed comparison (the smallest entry instead)."""
+    broken, rng = _SwappedMaxMin(MPMATH), random.Random(3)
+    bad = 0
+    for _ in range(20):
+        row = rand_matrix(rng, 1, 4, wide=False)[0]
+        gaps = rowdiff.row_gaps(Counting(broken), [MPMATH.interval(lo, hi) for lo, hi in row])
+        x = [Fraction(lo) for lo, _ in row]
+        bad += any(max(x[o] - x[m] for o in range(4) if o != m) > exact(MPMATH, gaps[m])
+                   for m in range(4))
+    assert bad > 0

@@ -176,3 +176,17 @@ def test_options_round_trip_and_declare_the_row():
     assert {"Low-rank EU", "Low-rank QK&EU"} <= set(subcubic.PAPER_ROWS.values())
     assert all(name in subcubic.VARIANTS for name in subcubic.PAPER_ROWS)
     assert subcubic.Options.parse("subcubic:direct=min,near=2").eu == "full"
+
+
+@pytest.mark.parametrize("strategy", ["subcubic:eu=lowrank1",
+                                      "subcubic:direct=mean+diff,eu=quad_mean",
+                                      "subcubic:attn=rank2,err=cs,eu=lowrank2"])
+def test_both_back_ends_agree(strategy, tmp_path, capsys):
+    """mpmath and Arb give the same verdict and count on low-rank EU certificates."""
+    pytest.importorskip("flint")
+    model_path, cert, _ = certify(CASES["v8k3-trained-biases"](), tmp_path, strategy)
+    got = []
+    for arith in ("mpmath", "arb"):
+        code = check_cert([str(cert), "--model", str(model_path), "--json", "--arith", arith])
+        got.append((code, json.loads(capsys.readouterr().out).get("correct")))
+    assert got[0] == got[1] and got[0][0] == 0, got
