@@ -40,13 +40,28 @@ def code_lines(path: Path) -> int:
     return sum(1 for line in lines if line.strip() and not line.strip().startswith("#"))
 
 
+def registered_rules() -> list[str]:
+    """The rule modules the registry (rules/__init__.py) imports: the proof rules proper."""
+    tree = ast.parse((CHECKER / "rules" / "__init__.py").read_text(encoding="utf-8"))
+    return sorted(a.name for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.level == 1 for a in node.names)
+
+
 def grouped() -> dict[str, tuple[str, list[str]]]:
-    """GROUPS plus one group per rule file."""
+    """GROUPS plus one group per file in rules/: a registered rule, or a module
+    that only rules import (named after the rules that use it)."""
     groups = dict(GROUPS)
-    for rule in sorted((CHECKER / "rules").glob("*.py")):
-        if rule.name != "__init__.py":
-            groups[f"rule {rule.stem}"] = ("only if a certificate uses it",
-                                           [f"rules/{rule.name}"])
+    rules = registered_rules()
+    for path in sorted((CHECKER / "rules").glob("*.py")):
+        name = path.stem
+        if name == "__init__":
+            continue
+        if name in rules:
+            groups[f"rule {name}"] = ("only if a certificate uses it", [f"rules/{path.name}"])
+        else:
+            users = [r for r in rules if name in rule_dependencies(r)]
+            groups[f"  part {name}"] = (f"only through rule {', '.join(users) or '(none)'}",
+                                        [f"rules/{path.name}"])
     return groups
 
 
@@ -99,7 +114,7 @@ def main(argv=None) -> int:
         total = sum(group["files"].values())
         uses = (f"; with {', '.join(group['uses'])}: {group['with_uses']}"
                 if group.get("uses") else "")
-        print(f"{name:24} {total:6d}  ({group['when']}{uses})")
+        print(f"{name:26} {total:6d}  ({group['when']}{uses})")
         if len(group["files"]) > 1:
             for f, n in group["files"].items():
                 print(f"    {f:32} {n:6d}")
