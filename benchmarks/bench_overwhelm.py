@@ -8,9 +8,12 @@ Prints, per demo model:
     (overwhelm_perm) vs the same claim through overwhelm_free (`free == |X|
     over set(X)`, which covers more strings), with brute-force truth on orderings;
   * large claims (>= 10^12 free strings): generation and check seconds, bytes;
-  * check time as n_free grows.
+  * check time as n_free grows;
+  * the model families (rule overwhelm_family): the shipped LN+MLP+RoPE
+    max-of-prefix models, certified vs true, >= 10^12 strings, growth, and the
+    family rule vs the exact attention-only rule on an attention-only model.
 
-    python benchmarks/bench_overwhelm.py [--quick]
+    python benchmarks/bench_overwhelm.py [--quick] [--arith arb] [--only families]
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def check(lines) -> tuple[float, bool]:
     time (without the op lines) is in LAST_RULE_NOTE."""
     global LAST_RULE_NOTE
     started = time.monotonic()
-    checker = CertificateChecker(jobs=1)
+    checker = CertificateChecker(jobs=1, arith=ARITH)
     try:
         for line in lines:
             checker.feed(line)
@@ -56,6 +59,7 @@ def check(lines) -> tuple[float, bool]:
 
 
 LAST_RULE_NOTE = ""
+ARITH = None  # the checker's arithmetic back-end (--arith), set in main
 
 
 def rule_seconds() -> str:
@@ -70,7 +74,7 @@ def n_strings(claim: Overwhelm, v: int) -> int:
     return sum(a ** n for n in claim.lengths())
 
 
-def tally(loaded, claims, label, brute=True):
+def tally(loaded, claims, label, brute=True, family_rule=False):
     """Certified vs truly overwhelming over candidate claims."""
     v = loaded.weights.dims.d_vocab
     counts = {"candidates": 0, "certified": 0, "true": 0, "refuted": 0, "not proved": 0,
@@ -78,7 +82,7 @@ def tally(loaded, claims, label, brute=True):
     gen_s, chk_s = [], []
     for claim in claims:
         t0 = time.monotonic()
-        verdict = certify(loaded, claim, float_shadow=False)
+        verdict = certify(loaded, claim, float_shadow=False, family_rule=family_rule)
         gen_s.append(time.monotonic() - t0)
         counts["candidates"] += 1
         certified = False
@@ -208,14 +212,80 @@ def flipflop(quick: bool):
                                        over=IGNORE_TOKENS), (5, 10, 20, 40, 60), "ignores")
 
 
+def families(quick: bool):
+    """Rule overwhelm_family (Algorithm 1 with LayerNorm/MLP/RoPE bounds)."""
+    small = load_model(MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt")
+    print("\n== maxany_v6_k6_ln_mlp_rope_seed0.pt (LN + 2 heads + MLP + RoPE, v=6, n_ctx=6) ==")
+    tally(small, [Overwhelm((m,), q, m, free_cmp="<=", free=3) for m in range(6) for q in range(6)],
+          "prefix [m], free <= 3 (all tokens), output m")
+    tally(small, [Overwhelm((m,), q, m, free_cmp="<=", free=4, over=tuple(range(m + 1)))
+                  for m in range(6) for q in range(6)], "prefix [m], free <= 4 over [0..m]")
+    tally(small, [Overwhelm((a, b), q, max(a, b), free_cmp="<=", free=3)
+                  for a in range(6) for b in range(6) for q in (0, 5)],
+          "prefix [a, b], free <= 3 (all tokens), output max(a, b)")
+    demo = load_model(MODELS / "maxany_v16_k16_ln_mlp_rope_seed0.pt")
+    print("\n== maxany_v16_k16_ln_mlp_rope_seed0.pt (LN + 2 heads + MLP(64) + RoPE, v=16, "
+          "n_ctx=16) ==")
+    step = 3 if quick else 1
+    tally(demo, [Overwhelm((m,), 3, m, free_cmp="<=", free=2, over=tuple(range(m + 1)))
+                 for m in range(0, 16, step)], "prefix [m], free <= 2 over [0..m], output m")
+    tally(demo, [Overwhelm((m,), 3, m, free_cmp="==", free=3) for m in range(0, 16, step)],
+          "prefix [m], free == 3 (all tokens; true only for m = 15)")
+    tally(demo, [Overwhelm((15,) * r, q, 15, free_cmp="<=", free=4) for r in (1, 2, 3)
+                 for q in (0, 7, 15)], "prefix [15]*r, free <= 4 (all tokens)", brute=not quick)
+    rng = np.random.default_rng(2)
+    perms = [tuple(sorted(int(t) for t in rng.integers(0, 16, size=5))) for _ in range(8)]
+    tally(demo, [Overwhelm((15, 15), 3, 15, free_perm=x) for x in perms],
+          "free_perm of 5 tokens (assignment duals)")
+    perm_vs_free(small, demo)
+    for r, n in ((1, 8), (2, 9), (3, 12)):
+        big(demo, Overwhelm((15,) * r, 3, 15, free_cmp="<=", free=n),
+            f"prefix [15]*{r}, free <= {n}")
+    growth(demo, lambda n: Overwhelm((15, 15, 15), 3, 15, free_cmp="<=", free=n),
+           (2, 6, 12) if quick else (1, 2, 4, 6, 8, 10, 12), "prefix [15]*3, free <= n")
+    print("\n== Algorithm 1 with family bounds vs the exact attention-only rule "
+          "(maxany_v64_k10_seed0.pt) ==")
+    att = load_model(MODELS / "maxany_v64_k10_seed0.pt")
+    claims = [Overwhelm((m,), 5, m, free_cmp="<=", free=3, over=tuple(range(m + 1)))
+              for m in range(3, 64, 8 if quick else 4)]
+    tally(att, claims, "overwhelm_free (exact)", brute=False)
+    tally(att, claims, "overwhelm_family (boxes)", brute=False, family_rule=True)
+
+
+def perm_vs_free(small, demo):
+    """Algorithm 2 (assignment potentials) vs Algorithm 1 over set(X), rule overwhelm_family."""
+    rng = np.random.default_rng(5)
+    for name, loaded, v, k in (("small", small, 6, 2), ("demo", demo, 16, 6)):
+        perms, frees = [], []
+        for _ in range(12):
+            m = int(rng.integers(2, v))
+            x = tuple(sorted(int(t) for t in rng.integers(max(0, m - 3), min(m + 2, v), size=k)))
+            q = int(rng.integers(0, v))
+            perms.append(Overwhelm((m, m), q, m, free_perm=x))
+            frees.append(Overwhelm((m, m), q, m, free_cmp="==", free=k,
+                                   over=tuple(sorted(set(x)))))
+        tally(loaded, perms, f"{name}: Alg 2 on the family (free_perm, |X| = {k})",
+              brute=name == "small")
+        tally(loaded, frees, f"{name}: Alg 1 on the family (free == {k} over set(X))",
+              brute=name == "small")
+
+
 def main(argv=None) -> int:
+    global ARITH
+    from checker import arith
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer candidates")
+    p.add_argument("--arith", default="mpmath", help="the checker's back-end: mpmath or arb")
+    p.add_argument("--only", choices=("maxk", "maxany", "flipflop", "families"))
     args = p.parse_args(argv)
-    print(f"load: {os.getloadavg()}")
-    shipped_maxk(args.quick)
-    maxany(args.quick)
-    flipflop(args.quick)
+    ARITH = arith.get(args.arith)
+    print(f"load: {os.getloadavg()}; arithmetic {args.arith}")
+    sections = {"maxk": shipped_maxk, "maxany": maxany, "flipflop": flipflop,
+                "families": families}
+    for name, run in sections.items():
+        if args.only in (None, name):
+            run(args.quick)
     print(f"load: {os.getloadavg()}")
     return 0
 

@@ -360,7 +360,7 @@ class CertificateChecker:
                             f"known: {', '.join(sorted(rules.RULES))}")
         rule = rules.RULES[obj["rule"]]
         if getattr(rule, "PROPERTY", "accuracy") == "overwhelm":
-            if not self.dims.family.is_attn_only:
+            if not (self.dims.family.is_attn_only or getattr(rule, "ANY_FAMILY", False)):
                 raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
                                "attention-only model family (spec/theorem.md §1b)")
             return self._overwhelm_rule(obj, lineno, rule)

@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     overwhelm.add_arguments(p)
     args = p.parse_args(argv)
     if args.property == "overwhelm":
-        if args.pin:
-            p.error("--pin is for accuracy certificates")
+        if args.floor or (args.pin and not args.output):
+            p.error("with --property overwhelm, --pin needs -o and takes no --floor")
         return overwhelm.run(args)
     if (args.pin is None) != (args.floor is None) or (args.pin and not args.output):
         p.error("--pin needs -o/--output and --floor (and --floor needs --pin)")

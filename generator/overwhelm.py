@@ -32,6 +32,7 @@ from checker.rules import overwhelm as free_rule
 from checker.statement import Facts, Overwhelm, theorem_text
 
 from .certify.strategies import overwhelm as strategy
+from .certify.strategies import overwhelm_family as family_strategy
 from .certify.trace import Trace
 from .modelfile import load_model
 from .progress import progress_bar
@@ -60,8 +61,10 @@ class Verdict:
         if self.verdict == "refuted":
             return head + (f"  counterexample free={list(self.counterexample)} -> output "
                            f"{self.counter_output}")
+        why = ("bounds too loose (boxes)" if isinstance(self.margin, family_strategy.FamilyMargin)
+               else "within rounding of 0")
         return head + (f"  worst bound {self.margin.worst:.3g} (logit {self.margin.competitor})"
-                       f" (scale {self.margin.scale:.3g}): within rounding of 0")
+                       f" (scale {self.margin.scale:.3g}): {why}")
 
 
 def parse_tokens(text: str | None) -> tuple | None:
@@ -98,15 +101,30 @@ def witness(c: Overwhelm, v: int) -> tuple:
     return ((c.over or (0,))[0],) * c.free
 
 
+def any_logits(weights, tokens) -> np.ndarray:
+    """The independent float64 forward at the last position, for any family."""
+    from .model import FamilyWeights
+    from .tasks.family import family_logits_at
+
+    if isinstance(weights, FamilyWeights):
+        return family_logits_at(weights, tokens)
+    return logits_at(weights, tokens)
+
+
+def uses_family_rule(weights, family_rule: bool) -> bool:
+    """Rule overwhelm_family for every family but attention-only (or when asked)."""
+    return family_rule or not weights.dims.family.is_attn_only
+
+
 def model_output(weights, sequence) -> tuple[int, bool]:
     """(argmax, strictly greater than all others) of the float64 model at the end."""
-    logits = logits_at(weights, np.array([sequence]))[0]
+    logits = any_logits(weights, np.array([sequence]))[0]
     top = int(np.argmax(logits))
     return top, bool((np.delete(logits, top) < logits[top]).all())
 
 
 def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
-            force: bool = False) -> Verdict:
+            force: bool = False, family_rule: bool = False) -> Verdict:
     """Decide one claim; on success the certificate's lines are in the verdict.
     `force` writes the lines even when the claim is not proved (tests use it to
     forge certificates of false claims, which the checker must reject)."""
@@ -118,6 +136,8 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
         claim = replace(claim, output=model_output(
             weights, claim.prefix + witness(claim, v) + (claim.query,))[0])
     trace = Trace(weights, float_shadow=float_shadow)
+    if uses_family_rule(weights, family_rule):
+        return _certify_family(loaded, claim, trace, force, started)
     ids = strategy.emit_inputs(trace, claim)
     mats = strategy.mid_values(trace, ids)
     perm = claim.free_perm is not None
@@ -153,6 +173,48 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
     return verdict
 
 
+def _finish(loaded, trace, claim, rule_name, ids, hints, margin, info) -> list:
+    """The certificate's lines for a rule line proving `claim`."""
+    weights, v = loaded.weights, loaded.weights.dims.d_vocab
+    line = {"kind": "rule", "rule": rule_name, "inputs": ids, "claim": claim_json(claim)}
+    if hints is not None:
+        line["hints"] = hints
+    by = trace._append(line)
+    facts = Facts(dims={"d_vocab": v, "n_ctx": weights.dims.n_ctx,
+                        "d_model": weights.dims.d_model, "d_head": weights.dims.d_head},
+                  weights_sha256=trace.weights_sha256, correct=None, overwhelm=claim)
+    return trace.lines("overwhelm", by, 1, {"file_sha256": loaded.file_sha256},
+                       {"program": "gen-cert", **info}, theorem=theorem_text(facts))
+
+
+def _certify_family(loaded, claim: Overwhelm, trace, force: bool, started: float) -> Verdict:
+    """Rule overwhelm_family (Algorithm 1 on any family): hints from the float64
+    mirror; when not proved, the maximising strings of each diff functional are
+    tried as counterexamples with the independent forward pass."""
+    from checker.rules import overwhelm_family as family_rule
+
+    weights = loaded.weights
+    margin = family_strategy.family_margins(weights, claim)
+    verdict = Verdict(claim, "not proved", margin)
+    if margin.proved or force:
+        ids = {name: trace.emit(term)
+               for name, term in family_rule.inputs(trace.dims, claim).items()}
+        verdict.lines = _finish(loaded, trace, claim, "overwhelm_family", ids, margin.hints,
+                                margin, {"worst_margin": margin.worst})
+        verdict.verdict = "proved" if margin.proved else "forced"
+    if not margin.proved:
+        for t in dict.fromkeys(margin.candidates):
+            if claim.free_perm is not None and tuple(sorted(t)) != claim.free_perm:
+                continue
+            top, strict = model_output(weights, claim.prefix + t + (claim.query,))
+            if top != claim.output or not strict:
+                verdict.verdict = "refuted"
+                verdict.counterexample, verdict.counter_output = t, top
+                break
+    verdict.seconds = time.monotonic() - started
+    return verdict
+
+
 def completions(claim: Overwhelm, v: int):
     """Every admissible free string of the claim (for brute force on small settings)."""
     if claim.free_perm is not None:
@@ -172,7 +234,7 @@ def brute_force(weights, claim: Overwhelm):
         by_length.setdefault(len(t), []).append(claim.prefix + tuple(t) + (claim.query,))
     worst, counter = np.inf, None
     for seqs in by_length.values():
-        logits = logits_at(weights, np.array(seqs))
+        logits = any_logits(weights, np.array(seqs))
         margin = logits[:, claim.output] - np.delete(logits, claim.output, axis=1).max(axis=1)
         i = int(np.argmin(margin))
         if margin[i] < worst:
@@ -210,6 +272,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scan-all", type=int, metavar="L", help="try every prefix of length L")
     g.add_argument("--out-dir", help="with --scan/--scan-all: one certificate per proven "
                                      "prefix is written here")
+    g.add_argument("--family-rule", action="store_true",
+                   help="use rule overwhelm_family (Algorithm 1 with LayerNorm/MLP bounds) even "
+                        "on an attention-only model (always used on other families)")
+
+
+def pin(args, lines: list[str]) -> None:
+    """Pin the overwhelm certificate just written in the policy `args.pin`: its
+    theorem (all atoms) and the model file's digest (spec/policy.md)."""
+    from checker import policy
+
+    header = json.loads(lines[0])
+    require = f"{header['theorem']} and model_file == sha256:{header['model']['file_sha256']}"
+    action = policy.pin(args.pin, args.output, args.model, require)
+    if not args.quiet:
+        print(f"gen-cert: {action} {args.output} in {args.pin}", file=sys.stderr)
 
 
 def run(args) -> int:
@@ -231,7 +308,8 @@ def run(args) -> int:
         for prefix in progress_bar(prefixes, "overwhelm candidates",
                                    enabled=not args.quiet and scanning):
             claim = claim_from_args(args, tuple(prefix))
-            verdict = certify(loaded, claim, not args.no_float_shadow)
+            verdict = certify(loaded, claim, not args.no_float_shadow,
+                              family_rule=args.family_rule)
             counts[verdict.verdict] += 1
             path = None
             if verdict.lines is not None:
@@ -244,6 +322,8 @@ def run(args) -> int:
                 elif args.output:
                     path = args.output
                     Path(path).write_text(text)
+                    if getattr(args, "pin", None):
+                        pin(args, verdict.lines)
                 else:
                     sys.stdout.write(text)
             line = verdict.text(path)

@@ -73,3 +73,45 @@ def decoded(lines):
 def forged(loaded, claim: Overwhelm):
     """Certificate lines for `claim` whether or not it holds (generator `force`)."""
     return certify(loaded, claim, float_shadow=False, force=True)
+
+
+# -- model families (rule overwhelm_family) -----------------------------------------------
+
+FAMILIES = {
+    # LayerNorm, 2 heads, a ReLU MLP and RoPE (the shipped demo's family)
+    "ln_mlp_rope": dict(normalization="LN", n_heads=2, d_mlp=8, positional="rotary",
+                        rotary_dim=4, rotary_base=10000, ln_eps=1e-5),
+    # LNPre, learned positions, parallel MLP
+    "lnpre_parallel": dict(normalization="LNPre", n_heads=1, d_mlp=8, ln_eps=1e-5,
+                           parallel=True),
+    # no normalization, a sequential MLP, 2 heads
+    "plain_mlp": dict(n_heads=2, d_mlp=8),
+    # LayerNorm, attention only, RoPE
+    "ln_rope": dict(normalization="LN", positional="rotary", rotary_dim=4, rotary_base=10000,
+                    ln_eps=1e-5),
+}
+
+
+@functools.cache
+def family_random(name: str, seed: int = 0, v: int = 5, k: int = 5, d: int = 8, h: int = 4,
+                  sharpness: float = 4.0):
+    """An untrained model of a family with peaky attention (W_Q scaled up) and a
+    LayerNorm gain/bias that is not the identity."""
+    from checker.modelspec import Family
+    from generator.model import FamilyTransformer, FamilyWeights
+
+    spec = dict(FAMILIES[name])
+    if spec.get("positional") == "rotary":
+        spec["n_ctx"] = k
+    dims = Dims(v, k, d, h, family=Family(**spec))
+    gen = torch.Generator().manual_seed(seed)
+    w = FamilyTransformer(dims, generator=gen).weights()
+    rng = np.random.default_rng(seed)
+    params = dict(w.params)
+    params["blocks.0.attn.W_Q"] = params["blocks.0.attn.W_Q"] * np.float32(sharpness)
+    for key in params:
+        if key.endswith(".b") or key.endswith("b_in") or key.endswith("b_U"):
+            params[key] = (rng.normal(size=params[key].shape) * 0.1).astype(np.float32)
+        elif key.endswith(".w"):
+            params[key] = (1 + rng.normal(size=params[key].shape) * 0.2).astype(np.float32)
+    return Loaded(FamilyWeights(dims=dims, params=params))

@@ -31,7 +31,10 @@ def test_certs_policy_audit_passes(capsys):
     for r in results:
         assert r["verdict"] == "verified", r
         assert r["model_file_sha256"] is not None  # checked against the model file
-        assert r["correct"] <= exact[Path(r["model"]).name], r
+        if "correct" in r:  # accuracy; overwhelm certificates state no count
+            assert r["correct"] <= exact[Path(r["model"]).name], r
+        else:
+            assert r["overwhelm"], r
 
 
 def test_pre_commit_hook_runs_this_audit():

@@ -96,3 +96,30 @@ def test_audit_policy_on_an_overwhelm_certificate(tmp_path, capsys):
     policy.write_text(entry + "free <= 5 and output == 0\n")
     assert check_main(["audit", str(policy)]) == 1
     capsys.readouterr()
+
+
+def test_family_model_scan_and_pin(tmp_path, capsys, monkeypatch):
+    """On a LayerNorm + MLP + RoPE model: a scan writes one certificate per proven
+    prefix (rule overwhelm_family) with a verdict per candidate; --pin records a
+    single certificate in a policy whose audit passes."""
+    small = MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt"
+    out = tmp_path / "certs"
+    assert gen_cert([str(small), "--property", "overwhelm", "--scan-all", "1", "--query", "3",
+                     "--free", "2", "--out-dir", str(out), "-q"]) == 1  # some prefixes refuted
+    text = capsys.readouterr().out
+    counts = json.loads(text.strip().splitlines()[-1])
+    assert counts["proved"] >= 1 and counts["refuted"] >= 1, counts
+    written = sorted(out.glob("*.jsonl"))
+    assert len(written) == counts["proved"]
+    for cert in written:
+        assert check_cert([str(cert), "--model", str(small)]) == 0
+    assert "overwhelm_family" in written[0].read_text()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.pt").write_bytes(small.read_bytes())
+    assert gen_cert(["m.pt", "--property", "overwhelm", "--prefix", "5", "--query", "3",
+                     "--free", "2", "-o", "certs/p.jsonl", "--pin", "certs/POLICY", "-q"]) == 0
+    capsys.readouterr()
+    assert check_cert(["audit", "certs/POLICY"]) == 1  # the scan's certificates are unaudited
+    for cert in written:
+        cert.unlink()
+    assert check_cert(["audit", "certs/POLICY"]) == 0
