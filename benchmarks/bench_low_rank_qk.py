@@ -41,7 +41,7 @@ ROWS = [
 SCALING = [BASE, BASE + ",attn=rank1,err=cs", BASE + ",attn=rank4,err=cs"]
 
 
-def scaling(vocabs, cache: Path, steps: int) -> None:
+def scaling(vocabs, cache: Path, steps: int, args) -> None:
     """Checker work against d_vocab for EQKE multiplied out and low-rank."""
     series = {s: [] for s in SCALING}
     print("\n| d_vocab | strategy | total work | rule work (with handler) | check s | certified |")
@@ -50,8 +50,8 @@ def scaling(vocabs, cache: Path, steps: int) -> None:
         cfg = TrainConfig(d_vocab=v, n_ctx=4, d_model=32, d_head=32, seed=1, steps=steps)
         path = bench.model(cfg, cache)
         for strategy in SCALING:
-            r = bench.certify(path, strategy, 1)
-            rule = r["work"] - r["documented_work"]["ops"]
+            r = bench.certify(path, strategy, args)
+            rule = r["work"] - r["ops_work"]
             series[strategy].append((v, r["work"], rule))
             print(f"| {v} | `{strategy}` | {r['work']:,d} | {rule:,d} | {r['check_s']:.1f} | "
                   f"{r['bound'] / v ** 4:.4f} |", flush=True)
@@ -71,14 +71,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=400, help="training steps for --scaling")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--cache", default="/tmp/maxk-bench-models-qk")
+    p.add_argument("--arith", choices=["mpmath", "arb"], default="mpmath")
     args = p.parse_args()
+    args.reuse_certs, args.extra, args.only = False, False, None  # bench_subcubic's options
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     if args.scaling:
-        return scaling(args.scaling, cache, args.steps)
-    bench.ROWS = [r for r in ROWS if not (args.no_cubic and r[0] == "cubic")]
-    args.only = None
-    bench.table(args)
+        return scaling(args.scaling, cache, args.steps, args)
+    bench.table(args, [r[0] for r in ROWS if not (args.no_cubic and r[0] == "cubic")])
 
 
 if __name__ == "__main__":

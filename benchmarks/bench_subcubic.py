@@ -159,10 +159,12 @@ def brute_force_row(cubic_row: dict, v: int, k: int) -> dict:
             "bytes": cubic_row["bytes"], "not_run": True}
 
 
-def table(args) -> list[dict]:
+def table(args, strategies: list[str] | None = None) -> list[dict]:
+    """Part 1 over `strategies` (default: table_rows, filtered by --only)."""
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    strategies = [s for s in table_rows(args.extra) if not args.only or s in args.only]
+    if strategies is None:
+        strategies = [s for s in table_rows(args.extra) if not args.only or s in args.only]
     rows = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         cfg = TrainConfig(d_vocab=64, n_ctx=4, d_model=32, d_head=32, seed=seed)
