@@ -37,7 +37,10 @@ LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=min,near=1,attn=rank1,err=rowdiff",
             "subcubic:direct=min,near=2,attn=rank2,err=mean+rowdiff",
             "subcubic:direct=max_diff,near=2,attn=rank2,err=svd",
-            "subcubic:direct=min,near=2,attn=rank4,err=cs"]
+            "subcubic:direct=min,near=2,attn=rank4,err=cs",
+            "subcubic:direct=min,near=2,attn=rank1,err=recursive",
+            "subcubic:direct=max_diff,near=1,attn=rank2,err=mean+recursive"]
+RECURSIVE = ["recursive", "mean+recursive"]
 
 
 def _factors(seed, v=9, h=5, rank_one=3.0):
@@ -69,6 +72,9 @@ def _assert_lemma_l(q, k, mats, error, rows):
     rational arithmetic (the inputs are floats: EQKE and c_q are exact)."""
     fq = [[Fraction(float(x)) for x in r] for r in q]
     fk = [[Fraction(float(x)) for x in r] for r in k]
+    if error in RECURSIVE:
+        _assert_recursive(fq, fk, mats, rows)
+        return
     for i, qr in enumerate(fq):
         shift = Fraction(0)
         if error != "exact":
@@ -85,7 +91,28 @@ def _assert_lemma_l(q, k, mats, error, rows):
             assert _exact(lo) <= value <= _exact(hi), (i, t)
 
 
-@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact"])
+def _assert_recursive(fq, fk, mats, rows):
+    """err = Q·(I − AB^T)·K^T exactly (rationals); for c_q = min_t err[q, t]:
+    EQKE[q, t] − c_q ∈ rows[q][t], and the checker's δ_q (the widest upper end
+    above L) is at least the true row range of err."""
+    h = len(fq[0])
+    fa, fb = ([[Fraction(float(x)) for x in r] for r in mats[n]] for n in "AB")
+    e = [[int(i == j) - sum(a * b for a, b in zip(fa[i], fb[j])) for j in range(h)]
+         for i in range(h)]
+    for i, qr in enumerate(fq):
+        qe = [sum(qr[m] * e[m][j] for m in range(h)) for j in range(h)]
+        err = [sum(x * y for x, y in zip(qe, kr)) for kr in fk]
+        shift = min(err)
+        spread = []
+        for t, kr in enumerate(fk):
+            value = sum(a * b for a, b in zip(qr, kr)) - shift
+            lo, hi = rows[i][t]._mpi_
+            assert _exact(lo) <= value <= _exact(hi), (i, t)
+            spread.append(_exact(hi) - _exact(lo))
+        assert max(spread) >= max(err) - shift, i  # δ_q (+ L's rounding) ≥ range(err_q)
+
+
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact"] + RECURSIVE)
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("forge", ["none", "garbage", "no G, H", "only D"])
 def test_lemma_l_enclosure_contains_shifted_eqke(seed, error, forge):

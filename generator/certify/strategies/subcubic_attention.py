@@ -18,6 +18,7 @@ import numpy as np
 
 INPUTS = ["QUERY_TOK", "KEY_TOK"]
 RANKS = {"rank1": 1, "rank2": 2, "rank4": 4}
+RECURSIVE = ("recursive", "mean+recursive")  # only A, B: the chain Q·(I − AB^T)·K^T
 SAFETY = 1 + 1e-9  # widths enlarged so that the checker's rigorous ones are no larger
 
 
@@ -39,7 +40,7 @@ def factor_hints(q_tok, k_tok, rank: int, error: str) -> dict:
     a[:, :r] = rq_inv @ (w[:, :r] * s[:r])
     b[:, :r] = rk_inv @ zt[:r].T
     mats = {"A": a, "B": b}
-    if error != "exact":
+    if error not in ("exact",) + RECURSIVE:
         root = np.sqrt(s[r:])
         g = np.zeros((h, h))
         hh = np.zeros((h, h))
@@ -64,6 +65,10 @@ def enclosure(q_tok, k_tok, mats: dict, error: str):
         mid = low + x @ k_tok.T
         return mid, mid
     h = q_tok.shape[1]
+    if error in RECURSIVE:
+        delta = recursive_deltas(q_tok, k_tok, np.eye(h) - mats["A"] @ mats["B"].T,
+                                 error == "mean+recursive")
+        return low, low + delta[:, None] * SAFETY
     d = np.eye(h) - mats["A"] @ mats["B"].T - mats["G"] @ mats["H"].T
     n_norm = np.linalg.norm(q_tok, axis=1) * np.linalg.norm(d)
     k_norm = np.linalg.norm(k_tok, axis=1)
@@ -84,3 +89,15 @@ def enclosure(q_tok, k_tok, mats: dict, error: str):
         delta = np.abs(qg) @ ranges
     width = np.outer(n_norm, k_norm) * SAFETY
     return low - width, low + delta[:, None] * SAFETY + width
+
+
+def recursive_deltas(q_tok, k_tok, e, mean: bool):
+    """δ_q ≥ range(Q_q·E·K^T) by the recursive max row-diff trick (mirror of
+    checker rowdiff.product_row_ranges on [Q; E, K^T]; Thm 23, or Thm 26 with
+    the column means of Q and of E as summaries)."""
+    t2 = np.ptp(k_tok, axis=0)  # range of row k of K^T  (h)
+    if not mean:
+        return np.abs(q_tok) @ (np.abs(e) @ t2)
+    e_mean, q_mean = e.mean(axis=0), q_tok.mean(axis=0)
+    t1 = np.ptp(e_mean @ k_tok.T) + np.abs(e - e_mean) @ t2
+    return np.ptp(q_mean @ e @ k_tok.T) + np.abs(q_tok - q_mean) @ t1
