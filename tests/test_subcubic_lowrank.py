@@ -39,8 +39,9 @@ LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=max_diff,near=2,attn=rank2,err=svd",
             "subcubic:direct=min,near=2,attn=rank4,err=cs",
             "subcubic:direct=min,near=2,attn=rank1,err=recursive",
-            "subcubic:direct=max_diff,near=1,attn=rank2,err=mean+recursive"]
-RECURSIVE = ["recursive", "mean+recursive"]
+            "subcubic:direct=max_diff,near=1,attn=rank2,err=mean+recursive",
+            "subcubic:direct=min,near=2,attn=rank1,err=mean-recursive"]
+RECURSIVE = ["recursive", "mean+recursive", "mean-recursive"]
 
 
 def _factors(seed, v=9, h=5, rank_one=3.0):

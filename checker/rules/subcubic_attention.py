@@ -47,13 +47,17 @@ from ..numbers import decode_floats
 from . import rowdiff
 
 INPUTS = ("QUERY_TOK", "KEY_TOK")  # replace "EQKE" among the rule's inputs
-ERRORS = ("cs", "rowdiff", "mean+rowdiff", "svd", "exact", "recursive", "mean+recursive")  # how Q(I − AB^T)K^T is bounded
+ERRORS = ("cs", "rowdiff", "mean+rowdiff", "svd", "exact", "recursive", "mean+recursive",
+          "mean-recursive")  # how Q(I − AB^T)K^T is bounded
 SQRT_COST = 3  # an upper bound of a square root: float sqrt, one square, one comparison
 ENTRY_COST = {"cs": 5, "rowdiff": 4, "mean+rowdiff": 4, "svd": 4}  # per (q, t), see _entries
-RECURSIVE = ("recursive", "mean+recursive")  # Thm 23 / Thm 26 on the chain Q·E·K^T
+# Thm 23 / Thm 26 on the chain Q·E·K^T: (summary of Q's rows?, summary of E's rows?)
+# (the paper's max_diff / mean+max_diff / mean_recursive+max_diff_subproduct_recursive)
+RECURSIVE = {"recursive": (False, False), "mean+recursive": (True, False),
+             "mean-recursive": (True, True)}
 SQRT_RETRIES = 8  # widenings of a float square root before giving up (never needed)
 _KEYS = {"cs": {"rank", "error", "A", "B", "G", "H", "c"}, "exact": {"rank", "error", "A", "B"},
-         "recursive": {"rank", "error", "A", "B"}, "mean+recursive": {"rank", "error", "A", "B"},
+         **{name: {"rank", "error", "A", "B"} for name in RECURSIVE},
          "rowdiff": {"rank", "error", "A", "B", "G", "H"},
          "mean+rowdiff": {"rank", "error", "A", "B", "G", "H"},
          "svd": {"rank", "error", "A", "B", "G", "H"}}
@@ -74,8 +78,8 @@ def parse(hints, dims) -> Spec:
             and set(hints) == _KEYS[hints["error"]]):
         raise Malformed('rule subcubic_gap: "attention" hints must be {"rank", "error": '
                         '"cs" | "rowdiff" | "mean+rowdiff" | "svd" | "exact" | "recursive" | '
-                        '"mean+recursive", "A", "B", and "G", "H" (but for "exact" and the '
-                        'recursive ones) and "c" (for "cs")}')
+                        '"mean+recursive" | "mean-recursive", "A", "B", and "G", "H" (but for '
+                        '"exact" and the recursive ones) and "c" (for "cs")}')
     rank = hints["rank"]
     if type(rank) is not int or not 1 <= rank <= h:
         raise Malformed(f"rule subcubic_gap: attention rank must be an integer in [1, {h}]")
@@ -96,7 +100,7 @@ def work(dims, spec: Spec) -> int:
     if spec.error == "exact":
         return total + v * r * h + v * h + v * h * v + v * v  # (QA)B^T, X, X·K^T, L + err
     if spec.error in RECURSIVE:
-        return total + recursive_work(v, h, r, spec.error == "mean+recursive")
+        return total + recursive_work(v, h, r, RECURSIVE[spec.error])
     total += 2 * v * h * h  # QG, KH
     total += h * r * h + h * h * h + 2 * h * h + h * h  # AB^T, GH^T, D, ‖D‖_F²
     total += 2 * v * h + v + 2 * v * SQRT_COST  # ‖Q_q‖², ‖K_t‖², n_q, k_t
@@ -116,8 +120,7 @@ def dimensionality(dims, spec: Spec) -> int:
     token (4v); "rowdiff": of QA, KB, δ_q, n_q, k_t (3v); "svd": of QA, KB,
     n_q, k_t and one δ (2v + 1); "exact": the error enters entry by entry (v²)."""
     v, r = dims.d_vocab, spec.rank
-    per_token = {"cs": 4 * v, "exact": v * v, "svd": 2 * v + 1, "recursive": v,
-                 "mean+recursive": v}
+    per_token = {"cs": 4 * v, "exact": v * v, "svd": 2 * v + 1, **dict.fromkeys(RECURSIVE, v)}
     return 2 * v * r + per_token.get(spec.error, 3 * v)
 
 
@@ -136,7 +139,7 @@ def enclosure(dims, mats, spec: Spec, charge, ar):
     if spec.error == "exact":
         out = _exact(counter, q_tok, k_tok, qa, hint["B"], low)
     elif spec.error in RECURSIVE:
-        out = _recursive(counter, q_tok, k_tok, hint, low, spec.error == "mean+recursive")
+        out = _recursive(counter, q_tok, k_tok, hint, low, RECURSIVE[spec.error])
     else:
         out = _factored(counter, q_tok, k_tok, hint, low, spec.error)
     if counter.count != expected:
@@ -152,31 +155,32 @@ def _exact(counter, q_tok, k_tok, qa, b, low):
     return counter.add(low, err)
 
 
-def recursive_work(v: int, h: int, r: int, mean: bool) -> int:
+def recursive_work(v: int, h: int, r: int, means: tuple) -> int:
     """The exact count of `_recursive` beyond QA, KB, L: E = I − AB^T (h·r·h +
-    h²), K^T (free), the chain bound (rowdiff.chain_work on Q (v×h) · E (h×h) ·
-    K^T (h×v)), with Thm 26 the column means of Q and of E, δ_q·[0, 1] (v) and
-    L + [0, δ_q] (v²).  O(v·h + h²·r + v²): no v·h² term at all."""
-    total = h * r * h + h * h + rowdiff.chain_work(v, [(h, h), (h, v)], [mean, mean])
-    if mean:
-        total += rowdiff.column_means_work(v, h) + rowdiff.column_means_work(h, h)
+    h²), K^T (free), the column means of Q (v·h) and of E (h²) where summarised,
+    the chain bound (rowdiff.chain_work on Q (v×h) · E (h×h) · K^T (h×v); the
+    summaries' products h_0·E·K^T, h_1·K^T are vector-matrix, O(h² + v·h)),
+    δ_q·[0, 1] (v) and L + [0, δ_q] (v²).  O(v·h + h²·r + v²): no v·h² term."""
+    total = h * r * h + h * h + rowdiff.chain_work(v, [(h, h), (h, v)], list(means))
+    total += rowdiff.column_means_work(v, h) if means[0] else 0
+    total += rowdiff.column_means_work(h, h) if means[1] else 0
     return total + v + v * v
 
 
-def _recursive(counter, q_tok, k_tok, hint, low, mean):
+def _recursive(counter, q_tok, k_tok, hint, low, means):
     """EQKE = L + Q·E·K^T exactly, E = I − A·B^T (computed here, enclosed), so
     for each q with c_q = min_t (Q·E·K^T)[q, t]:
         EQKE[q, t] − c_q ∈ L[q, t] + [0, δ_q],  δ_q ≥ range(Q_q·E·K^T),
-    δ_q by the recursive max row-diff trick on the chain (Thm 23; with mean,
-    Thm 26 with the column means of Q and of E as the summaries)."""
+    δ_q by the recursive max row-diff trick on the chain (Thm 23; Thm 26 with the column
+    means of Q and, if means[1], of E as the summaries)."""
     ar = counter.ar
     h = len(hint["A"])
     one, zero = ar.point(1.0), ar.point(0.0)
     identity = [[one if i == j else zero for j in range(h)] for i in range(h)]
     e = counter.sub(identity, counter.matmul(hint["A"], _transpose(hint["B"])))  # (h × h)
     k_t = _transpose(k_tok)  # (h × v)
-    summaries = ([rowdiff.column_means(counter, q_tok), rowdiff.column_means(counter, e)]
-                 if mean else None)
+    summaries = [rowdiff.column_means(counter, m) if flag else None
+                 for m, flag in zip((q_tok, e), means)]
     deltas = rowdiff.product_row_ranges(counter, q_tok, [e, k_t], summaries)
     up = ar.interval(0.0, 1.0)
     deltas = [_upper_element(ar, x) * up for x in deltas]  # [0, δ_q]

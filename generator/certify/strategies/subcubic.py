@@ -23,8 +23,9 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
           O(v·h² + v²)), "rowdiff" / "mean+rowdiff" (the paper's max row-diff
           trick, Thm 21 / Thm 24, on the same factors), "svd" (the paper's
           "SVD only": one √2·σ₁ bound, σ₁ certified through Gram matrices), "recursive" /
-          "mean+recursive" (the paper's "attention-quadratic": Thm 23 / Thm 26 on the
-          chain Q·(I − AB^T)·K^T, O(v·h·r + h²·r + v²·r)) or "exact" (multiplied
+          "mean+recursive" / "mean-recursive" (the paper's "attention-quadratic": Thm 23,
+          Thm 26 with the query-side mean only, Thm 26 with means throughout, on the
+          chain Q·(I − AB^T)·K^T, O(v·h + h²·r + v²·r)) or "exact" (multiplied
           out, O(v²·h), for comparison).
   eu      the direct path's source: "full" (EU multiplied out; the default) or
           a low-rank handler that never forms EU (subcubic_direct.HANDLERS:
@@ -52,7 +53,8 @@ INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
 Attn = Literal["full", "rank1", "rank2", "rank4"]
-Err = Literal["cs", "rowdiff", "mean+rowdiff", "svd", "exact", "recursive", "mean+recursive"]
+Err = Literal["cs", "rowdiff", "mean+rowdiff", "svd", "exact", "recursive", "mean+recursive",
+              "mean-recursive"]
 Eu = Literal["full", "quad", "quad_mean", "svd_query", "lowrank0", "lowrank1", "lowrank2",
              "lowrank4"]
 

@@ -18,7 +18,9 @@ import numpy as np
 
 INPUTS = ["QUERY_TOK", "KEY_TOK"]
 RANKS = {"rank1": 1, "rank2": 2, "rank4": 4}
-RECURSIVE = ("recursive", "mean+recursive")  # only A, B: the chain Q·(I − AB^T)·K^T
+# only A, B: the chain Q·(I − AB^T)·K^T, (summary of Q?, summary of E?) as in the checker
+RECURSIVE = {"recursive": (False, False), "mean+recursive": (True, False),
+             "mean-recursive": (True, True)}
 SAFETY = 1 + 1e-9  # widths enlarged so that the checker's rigorous ones are no larger
 
 
@@ -40,7 +42,7 @@ def factor_hints(q_tok, k_tok, rank: int, error: str) -> dict:
     a[:, :r] = rq_inv @ (w[:, :r] * s[:r])
     b[:, :r] = rk_inv @ zt[:r].T
     mats = {"A": a, "B": b}
-    if error not in ("exact",) + RECURSIVE:
+    if error != "exact" and error not in RECURSIVE:
         root = np.sqrt(s[r:])
         g = np.zeros((h, h))
         hh = np.zeros((h, h))
@@ -67,7 +69,7 @@ def enclosure(q_tok, k_tok, mats: dict, error: str):
     h = q_tok.shape[1]
     if error in RECURSIVE:
         delta = recursive_deltas(q_tok, k_tok, np.eye(h) - mats["A"] @ mats["B"].T,
-                                 error == "mean+recursive")
+                                 *RECURSIVE[error])
         return low, low + delta[:, None] * SAFETY
     d = np.eye(h) - mats["A"] @ mats["B"].T - mats["G"] @ mats["H"].T
     n_norm = np.linalg.norm(q_tok, axis=1) * np.linalg.norm(d)
@@ -91,13 +93,22 @@ def enclosure(q_tok, k_tok, mats: dict, error: str):
     return low - width, low + delta[:, None] * SAFETY + width
 
 
-def recursive_deltas(q_tok, k_tok, e, mean: bool):
+def recursive_deltas(q_tok, k_tok, e, q_mean: bool, e_mean: bool):
     """δ_q ≥ range(Q_q·E·K^T) by the recursive max row-diff trick (mirror of
     checker rowdiff.product_row_ranges on [Q; E, K^T]; Thm 23, or Thm 26 with
-    the column means of Q and of E as summaries)."""
+    the column means of Q and, if e_mean, of E as summaries)."""
     t2 = np.ptp(k_tok, axis=0)  # range of row k of K^T  (h)
+    t1 = _summarized(e, [k_tok.T], t2, e_mean)  # (h)
+    return _summarized(q_tok, [e, k_tok.T], t1, q_mean)  # (v)
+
+
+def _summarized(rows, tail, t, mean: bool):
+    """Mirror of rowdiff.summarized_rows: Σ_k |x_k|·t_k, or with the column mean
+    m: range(m·tail) + Σ_k |x_k − m_k|·t_k."""
     if not mean:
-        return np.abs(q_tok) @ (np.abs(e) @ t2)
-    e_mean, q_mean = e.mean(axis=0), q_tok.mean(axis=0)
-    t1 = np.ptp(e_mean @ k_tok.T) + np.abs(e - e_mean) @ t2
-    return np.ptp(q_mean @ e @ k_tok.T) + np.abs(q_tok - q_mean) @ t1
+        return np.abs(rows) @ t
+    m = rows.mean(axis=0)
+    vec = m
+    for mat in tail:
+        vec = vec @ mat
+    return np.ptp(vec) + np.abs(rows - m) @ t
