@@ -286,7 +286,7 @@ def test_paper_rows_are_declared():
     assert all(name in subcubic.VARIANTS for name in rows)
 
 
-@pytest.mark.parametrize("error", ["cs", "rowdiff"])
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+recursive"])
 def test_generator_underestimating_the_error_is_rejected(error, tmp_path, monkeypatch):
     """A generator that claims gaps from error widths × 0.3 (a forged error bound)
     is refused: the checker computes the widths itself."""
@@ -302,10 +302,13 @@ def test_huge_hints_fail_closed(cert):
         check(mutate(cert, _scale_hint("G", 1e300)))
 
 
-@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact"])
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact",
+                                   "mean+recursive", "mean-recursive"])
 def test_arb_back_end_agrees(error, tmp_path, capsys):
     """The handler is written against checker/arith: Arb gives the same verdict,
-    count and proof length as mpmath."""
+    count and proof length as mpmath.  (Not err=recursive: its enclosures are
+    many logits wide and hit the documented ball-exp disagreement, fail-closed:
+    spec/arithmetic.md.)"""
     pytest.importorskip("flint")
     weights = CASES["v8k3-good"]()
     _, cert, _ = certify(weights, tmp_path, f"subcubic:direct=min,near=2,attn=rank2,err={error}")
@@ -315,3 +318,76 @@ def test_arb_back_end_agrees(error, tmp_path, capsys):
         out = json.loads(capsys.readouterr().out)
         results.append((out["correct"], out["work"]))
     assert results[0] == results[1]
+
+
+# -- the recursive ("attention-quadratic") error bound ------------------------
+
+@pytest.mark.parametrize("error", RECURSIVE)
+@pytest.mark.parametrize("alpha", [0.5, 3.0, -2.0])
+def test_recursive_is_exact_on_an_oblique_error(error, alpha):
+    """Hints with an oblique A·B^T = α·e_1·e_2^T, queries along e_1, keys along
+    e_2: the error Q·(I − AB^T)·K^T = −α·Q_q1·t is all in E's off-diagonal
+    entry, and the recursive bound is exact here (Thm 23; Thm 26 is contained),
+    with no slack to hide a wrong
+    chain, e.g. E transposed, which would give δ = 0)."""
+    v, h = 6, 2
+    q = np.array([[1.0 + 0.25 * i, 0.0] for i in range(v)])
+    k = np.array([[0.0, float(t)] for t in range(v)])
+    mats = {"A": np.array([[alpha], [0.0]]), "B": np.array([[0.0], [1.0]])}
+    rows = _checker_enclosure(q, k, attention.hints(mats, 1, error))
+    _assert_recursive([[Fraction(float(x)) for x in r] for r in q],
+                      [[Fraction(float(x)) for x in r] for r in k], mats, rows)
+    if error == "recursive":  # Thm 23 is exact here
+        widths = [max(float(x.delta) for x in r) for r in rows]
+        assert np.allclose(widths, abs(alpha) * q[:, 0] * (v - 1), rtol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def recursive_cert(tmp_path_factory):
+    weights = CASES["v12k4-trained"]()
+    _, _, lines = certify(weights, tmp_path_factory.mktemp("recursive"),
+                          "subcubic:direct=min,near=2,attn=rank1,err=mean+recursive")
+    return [json.loads(s) for s in lines]
+
+
+def test_recursive_original_verifies(recursive_cert):
+    assert check(recursive_cert).facts.correct > 0.3 * 12 ** 4  # not vacuous
+
+
+@pytest.mark.parametrize("name,factor", [("A", 0.9), ("B", 1.2), ("A", 0.0)])
+def test_recursive_forged_factor_hints_are_rejected(recursive_cert, name, factor):
+    """A forged A or B changes L; the error Q·(I − AB^T)·K^T carries the
+    difference and the checker bounds it itself: the claim no longer holds."""
+    with pytest.raises(Rejected):
+        check(mutate(recursive_cert, _scale_hint(name, factor)))
+
+
+def test_recursive_raised_claim_is_rejected(recursive_cert):
+    def edit(rule, lines):
+        rule["claim"] += 1
+        head, _ = lines[0]["theorem"].rsplit("correct >= ", 1)
+        lines[0]["theorem"] = f"{head}correct >= {rule['claim']}"
+    with pytest.raises(Rejected):
+        check(mutate(recursive_cert, edit))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r, _: r["hints"]["attention"].update(G="AAAA"),  # key set of "recursive"
+    lambda r, _: r["hints"]["attention"].update(error="rowdiff"),  # no G, H
+    lambda r, _: r["hints"]["attention"].update(error="recursive+mean"),
+])
+def test_recursive_malformed_hints(recursive_cert, edit):
+    with pytest.raises(Malformed):
+        check(mutate(recursive_cert, edit))
+
+
+@pytest.mark.parametrize("error", RECURSIVE)
+def test_recursive_work_is_linear_in_v_times_h(error):
+    """The recursive bound adds O(v·h + h²·r + v²) to L's cost: no v·h² term
+    (on the exact count: at v ≫ h, 4× h costs < 6× the work; a v·h² term: 16×)."""
+    def extra(v, h):
+        spec = checker_attention.Spec(1, error, {})
+        return checker_attention.work(Dims(v, 3, h, h), spec) - (2 * v * h + v * v)
+    assert extra(4096, 64) < 6 * extra(4096, 16)
+    rowdiff = checker_attention.Spec(1, "rowdiff", {})
+    assert extra(512, 32) < checker_attention.work(Dims(512, 3, 32, 32), rowdiff) / 2
