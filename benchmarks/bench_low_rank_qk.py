@@ -37,6 +37,14 @@ ROWS = [
     (BASE + ",attn=rank1,err=exact", "(error multiplied out, O(v²d))", "–"),
     (BASE + ",attn=rank4,err=cs,eu=lowrank1", "Low-rank QK&EU", "0.627 ± 0.060"),
     (BASE + ",attn=rank1,err=cs,eu=lowrank1", "(QK&EU, rank 1)", "–"),
+    # attention-quadratic: the recursive max row-diff trick on Q·(I − AB^T)·K^T
+    (BASE + ",attn=rank1,err=recursive", "(attention-quadratic, Thm 23)", "–"),
+    (BASE + ",attn=rank1,err=mean+recursive", "(attention-quadratic, Thm 26 query mean)", "–"),
+    (BASE + ",attn=rank1,err=mean-recursive", "(attention-quadratic, Thm 26 throughout)", "–"),
+    (BASE + ",attn=rank2,err=mean+recursive", "(attention-quadratic, rank 2)", "–"),
+    (BASE + ",attn=rank1,err=mean+recursive,eu=lowrank1", "Low-rank EU & recursive QK",
+     "0.301 ± 0.036"),
+    (BASE + ",attn=rank2,err=mean+recursive,eu=lowrank1", "(the same, rank 2)", "–"),
 ]
 SCALING = [BASE, BASE + ",attn=rank1,err=cs", BASE + ",attn=rank4,err=cs"]
 
@@ -72,13 +80,15 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--cache", default="/tmp/maxk-bench-models-qk")
     p.add_argument("--arith", choices=["mpmath", "arb"], default="mpmath")
+    p.add_argument("--only", nargs="+", help="run only these rows (strategy names)")
     args = p.parse_args()
-    args.reuse_certs, args.extra, args.only = False, False, None  # bench_subcubic's options
+    args.reuse_certs, args.extra = False, False  # bench_subcubic's options
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     if args.scaling:
         return scaling(args.scaling, cache, args.steps, args)
-    bench.table(args, [r[0] for r in ROWS if not (args.no_cubic and r[0] == "cubic")])
+    bench.table(args, [r[0] for r in ROWS if not (args.no_cubic and r[0] == "cubic")
+                       and (not args.only or r[0] in args.only)])
 
 
 if __name__ == "__main__":

@@ -330,7 +330,7 @@ def test_recursive_is_exact_on_an_oblique_error(error, alpha):
     entry, and the recursive bound is exact here (Thm 23; Thm 26 is contained),
     with no slack to hide a wrong
     chain, e.g. E transposed, which would give δ = 0)."""
-    v, h = 6, 2
+    v = 6
     q = np.array([[1.0 + 0.25 * i, 0.0] for i in range(v)])
     k = np.array([[0.0, float(t)] for t in range(v)])
     mats = {"A": np.array([[alpha], [0.0]]), "B": np.array([[0.0], [1.0]])}

@@ -25,7 +25,7 @@ rows, δ ≥ √2·σ₁((QG)(KH)^T), certified as sqrt(2·‖(QG)^T QG‖_∞·
 is invariant under a per-query shift of EQKE's row (Lemma S), so this
 enclosure replaces EQKE.  error = "exact" multiplies the error out instead:
 EQKE = L + X·K^T with X = Q − (QA)·B^T (O(v²·h), for comparison).
-error = "recursive" / "mean+recursive" (the paper's "attention-quadratic",
+error = "recursive" / "mean+recursive" / "mean-recursive" (the paper's "attention-quadratic",
 App. G.2.5/H.2) needs only A, B: EQKE = L + Q·E·K^T, E = I − A·B^T, and
 δ_q ≥ range(Q_q·E·K^T) by the recursive max row-diff trick on the chain
 Q (v×h) · E (h×h) · K^T (h×v) (Thm 23; Thm 26 with column means), with no
@@ -174,10 +174,8 @@ def _recursive(counter, q_tok, k_tok, hint, low, means):
     δ_q by the recursive max row-diff trick on the chain (Thm 23; Thm 26 with the column
     means of Q and, if means[1], of E as the summaries)."""
     ar = counter.ar
-    h = len(hint["A"])
-    one, zero = ar.point(1.0), ar.point(0.0)
-    identity = [[one if i == j else zero for j in range(h)] for i in range(h)]
-    e = counter.sub(identity, counter.matmul(hint["A"], _transpose(hint["B"])))  # (h × h)
+    ab = counter.matmul(hint["A"], _transpose(hint["B"]))  # (h × h)
+    e = counter.sub(_identity(ar, len(ab)), ab)  # E = I − AB^T
     k_t = _transpose(k_tok)  # (h × v)
     summaries = [rowdiff.column_means(counter, m) if flag else None
                  for m, flag in zip((q_tok, e), means)]
@@ -203,9 +201,7 @@ def _factored(counter, q_tok, k_tok, hint, low, error):
     kh = counter.matmul(k_tok, hint["H"])  # (v × h)
     ab = counter.matmul(hint["A"], _transpose(hint["B"]))  # (h × h)
     gh = counter.matmul(hint["G"], _transpose(hint["H"]))  # (h × h)
-    one, zero = ar.point(1.0), ar.point(0.0)
-    identity = [[one if i == j else zero for j in range(h)] for i in range(h)]
-    d = counter.sub(counter.sub(identity, ab), gh)  # D = I − AB^T − GH^T
+    d = counter.sub(counter.sub(_identity(ar, h), ab), gh)  # D = I − AB^T − GH^T
     d_frob = counter.squares([x for row in d for x in row])  # ‖D‖_F²
     n_norm = [counter.sqrt_up(counter.mul(counter.squares(row), d_frob)) for row in q_tok]
     k_norm = [counter.sqrt_up(counter.squares(row)) for row in k_tok]
@@ -304,6 +300,12 @@ class _Counter:
             if ar.is_nonnegative(point * point - top):
                 return point
         raise Malformed("internal error: no upper bound of a square root was confirmed")
+
+
+def _identity(ar, h):
+    """The h × h identity as point elements."""
+    one, zero = ar.point(1.0), ar.point(0.0)
+    return [[one if i == j else zero for j in range(h)] for i in range(h)]
 
 
 def _transpose(m):
