@@ -1,0 +1,243 @@
+"""Red-team campaign against rule overwhelm_family (spec/rules.md §overwhelm_family,
+spec/overwhelm.md §5b): try to make the checker accept a FALSE overwhelm claim.
+
+Models: the four small random families of tests/overwhelm_fixtures.py (LN+MLP+RoPE
+two heads, LNPre parallel, plain MLP two heads, LN+RoPE) and crafted variants
+(zero W_O, LayerNorm with a tiny ε and negative gains, huge/tiny unembedding
+scales).  Certificates: the generator's own proofs (true claims) and forged
+certificates (generator `force`) of claims it refutes.  Mutants of each:
+
+  * hint mutation: each hint array (box, pre, diff, dir, dir_lo) zeroed, negated,
+    scaled huge / tiny, set to the smallest subnormal or to ±1.7e308, its interval
+    ends swapped, one entry moved; the directions replaced by a subnormal vector with
+    a huge claimed lower bound (an attack on Lemma LN's Cauchy–Schwarz step);
+  * claim mutation: a proved certificate's hints spliced (query positions relabelled)
+    into a forged certificate of a wider / different false claim.
+
+Every accepted certificate's claim is checked against the truth by enumeration
+with the independent float64 forward pass (generator.tasks.family via
+overwhelm_fixtures.truth); a claim whose worst margin is within UNDECIDED of 0 is
+not counted either way.  Accepted and false = a false theorem (a FINDING).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import itertools
+import json
+
+import numpy as np
+import pytest
+from overwhelm_fixtures import FAMILIES, UNDECIDED, Loaded, check_lines, family_random, truth
+
+from checker.errors import Malformed, Rejected
+from checker.statement import Overwhelm
+from generator.model import FamilyWeights
+from generator.overwhelm import certify
+
+SEED = 20261126
+FIELDS = {"box": 1, "pre": 2, "diff": 3, "dir": 4, "dir_lo": 5}
+TINY, HUGE = 5e-324, 1.7e308
+
+
+# -- models ---------------------------------------------------------------------------------
+
+def crafted(name: str, kind: str) -> Loaded:
+    """A family_random model changed to stress one bound."""
+    base = family_random(name)
+    params = {k: np.array(v) for k, v in base.weights.params.items()}
+    if kind == "zero_W_O":
+        params["blocks.0.attn.W_O"][:] = 0
+    elif kind == "ln_sharp":  # negative gains; tiny ε is in the family, so scale instead
+        for k in params:
+            if k.endswith(".w"):
+                params[k] = -params[k]
+        params["embed.W_E"] = (params["embed.W_E"] * np.float32(1e-3)).astype(np.float32)
+    elif kind == "unembed_huge":
+        params["unembed.W_U"] = (params["unembed.W_U"] * np.float32(1e4)).astype(np.float32)
+    elif kind == "unembed_tiny":
+        params["unembed.W_U"] = (params["unembed.W_U"] * np.float32(1e-6)).astype(np.float32)
+    return Loaded(FamilyWeights(dims=base.weights.dims, params=params))
+
+
+MODELS = [(name, None) for name in FAMILIES] + [
+    ("ln_mlp_rope", "zero_W_O"), ("ln_rope", "ln_sharp"), ("plain_mlp", "unembed_huge"),
+    ("lnpre_parallel", "unembed_tiny")]
+
+
+def load(name, kind):
+    return family_random(name) if kind is None else crafted(name, kind)
+
+
+# -- certificates ---------------------------------------------------------------------------
+
+def claims(v: int = 5):
+    """Small claims (every truth enumerable): free <= 2 and == 2 with one prefix token."""
+    for s0, q in itertools.product(range(v), range(0, v, 2)):
+        yield Overwhelm((s0,), q, -1, free_cmp="<=", free=2)
+        yield Overwhelm((s0,), q, -1, free_cmp="==", free=2, over=(0, 2, 4))
+
+
+def certificates(loaded, limit_false: int = 6):
+    """[(claim, lines, truly_holds)]: every proved claim and some forged false ones."""
+    out, n_false = [], 0
+    for claim in claims(loaded.weights.dims.d_vocab):
+        verdict = certify(loaded, claim, float_shadow=False)
+        claim = verdict.claim
+        ok, _, worst = truth(loaded.weights, claim)
+        if verdict.verdict == "proved":
+            out.append((claim, [json.loads(s) for s in verdict.lines], ok))
+        elif not ok and worst < -UNDECIDED and n_false < limit_false:
+            forged = certify(loaded, claim, float_shadow=False, force=True)
+            out.append((claim, [json.loads(s) for s in forged.lines], False))
+            n_false += 1
+    return out
+
+
+def rule_line(lines):
+    return next(x for x in lines if x["kind"] == "rule")
+
+
+def get(lines, entry, field):
+    raw = rule_line(lines)["hints"]["bounds"][entry][field]
+    return np.frombuffer(base64.b64decode(raw), dtype="<f8").copy()
+
+
+def put(lines, entry, field, arr):
+    rule_line(lines)["hints"]["bounds"][entry][field] = \
+        base64.b64encode(np.asarray(arr, "<f8").tobytes()).decode()
+
+
+# -- mutations ------------------------------------------------------------------------------
+
+def _swap_pairs(a):
+    if a.size % 2:
+        return -a
+    return a.reshape(-1, 2)[:, ::-1].reshape(-1)
+
+
+ARRAY_MUTATIONS = {
+    "zero": lambda a, rng: np.zeros_like(a),
+    "negate": lambda a, rng: -a,
+    "scale_huge": lambda a, rng: a * 1e300,
+    "scale_tiny": lambda a, rng: a * 1e-300,
+    "subnormal": lambda a, rng: np.full_like(a, TINY),
+    "max_float": lambda a, rng: np.full_like(a, HUGE),
+    "min_float": lambda a, rng: np.full_like(a, -HUGE),
+    "swap_ends": lambda a, rng: _swap_pairs(a),
+    "halve": lambda a, rng: a * 0.5,
+    "one_entry": lambda a, rng: _one_entry(a, rng),
+    "shuffle": lambda a, rng: rng.permutation(a),
+}
+
+
+def _one_entry(a, rng):
+    a = a.copy()
+    if a.size:
+        i = int(rng.integers(a.size))
+        a[i] += rng.choice([-1, 1]) * (abs(a[i]) + 1) * rng.choice([1e-6, 0.1, 10.0])
+    return a
+
+
+def hint_mutants(lines, rng):
+    """(description, mutated lines) for every field, entry and mutation."""
+    n_entries = len(rule_line(lines)["hints"]["bounds"])
+    for entry in range(n_entries):
+        for field, idx in FIELDS.items():
+            arr = get(lines, entry, idx)
+            for mname, fn in ARRAY_MUTATIONS.items():
+                new = copy.deepcopy(lines)
+                put(new, entry, idx, fn(arr, rng))
+                yield f"{field}@{entry}:{mname}", new
+        # Lemma LN attack: a subnormal / huge direction claimed to have a large dot
+        d_lo = get(lines, entry, 5)
+        for e_val, lo_val in ((TINY, 1e3), (HUGE / 1e10, 1e300), (TINY, 1.0)):
+            new = copy.deepcopy(lines)
+            put(new, entry, 4, np.full_like(get(lines, entry, 4), e_val))
+            put(new, entry, 5, np.full_like(d_lo, lo_val))
+            yield f"dir_attack@{entry}:{e_val:g}/{lo_val:g}", new
+
+
+def splice_mutants(lines, donors):
+    """Hints of other (proved) certificates with the same number of query
+    positions, relabelled to this certificate's positions."""
+    mine = rule_line(lines)["hints"]["bounds"]
+    for name, donor in donors:
+        theirs = rule_line(donor)["hints"]["bounds"]
+        if len(theirs) != len(mine) or donor is lines:
+            continue
+        new = copy.deepcopy(lines)
+        bounds = copy.deepcopy(theirs)
+        for e, m in zip(bounds, mine):
+            e[0] = m[0]
+        rule_line(new)["hints"]["bounds"] = bounds
+        yield f"splice:{name}", new
+
+
+# -- the campaign ---------------------------------------------------------------------------
+
+def verdict_of(lines):
+    try:
+        check_lines(lines)
+    except (Rejected, Malformed):
+        return False
+    return True
+
+
+def campaign(name, kind, rng, max_certs=None):
+    """Counts and the list of false theorems accepted (claim, mutation)."""
+    loaded = load(name, kind)
+    certs = certificates(loaded)[:max_certs]
+    counts = dict(certificates=len(certs), mutants=0, accepted=0, accepted_true=0,
+                  undecided=0, false_theorems=0)
+    findings = []
+    donors = [(str(c), lines) for c, lines, ok in certs if ok]
+    truth_cache = {}
+    for claim, lines, _ in certs:
+        mutants = itertools.chain(hint_mutants(lines, rng), splice_mutants(lines, donors))
+        for desc, mutant in mutants:
+            counts["mutants"] += 1
+            if not verdict_of(mutant):
+                continue
+            counts["accepted"] += 1
+            if claim not in truth_cache:
+                truth_cache[claim] = truth(loaded.weights, claim)
+            ok, counter, worst = truth_cache[claim]
+            if ok:
+                counts["accepted_true"] += 1
+            elif worst > -UNDECIDED:
+                counts["undecided"] += 1
+            else:
+                counts["false_theorems"] += 1
+                findings.append((claim, desc, counter, float(worst)))
+    return counts, findings
+
+
+@pytest.mark.parametrize("name, kind", MODELS, ids=[f"{n}-{k}" for n, k in MODELS])
+def test_no_hint_or_splice_mutant_proves_a_false_claim(name, kind):
+    rng = np.random.default_rng(SEED)
+    counts, findings = campaign(name, kind, rng, max_certs=6)
+    assert not findings, f"FALSE THEOREM(S) ACCEPTED: {findings[:3]} ({counts})"
+    assert counts["mutants"] > 0
+
+
+def test_the_campaign_has_false_claims_to_attack():
+    """The campaign is not vacuous: some forged certificates are of false claims,
+    and every one of them is rejected unmutated."""
+    n_false = 0
+    for name, kind in MODELS[:4]:
+        for claim, lines, ok in certificates(load(name, kind)):
+            if not ok:
+                n_false += 1
+                assert not verdict_of(lines), claim
+    assert n_false >= 8
+
+
+def test_a_mutant_that_breaks_soundness_would_be_caught():
+    """The truth oracle flags a false claim: forging acceptance of a false claim
+    (bypassing the checker) is counted as a false theorem."""
+    loaded = family_random("ln_rope")
+    false = next(c for c, _, ok in certificates(loaded) if not ok)
+    ok, counter, worst = truth(loaded.weights, false)
+    assert not ok and worst < -UNDECIDED and counter is not None
