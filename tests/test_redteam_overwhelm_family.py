@@ -43,9 +43,9 @@ TINY, HUGE = 5e-324, 1.7e308
 
 # -- models ---------------------------------------------------------------------------------
 
-def crafted(name: str, kind: str) -> Loaded:
+def crafted(name: str, kind: str, seed: int = 0) -> Loaded:
     """A family_random model changed to stress one bound."""
-    base = family_random(name)
+    base = family_random(name, seed)
     params = {k: np.array(v) for k, v in base.weights.params.items()}
     if kind == "zero_W_O":
         params["blocks.0.attn.W_O"][:] = 0
@@ -66,8 +66,8 @@ MODELS = [(name, None) for name in FAMILIES] + [
     ("lnpre_parallel", "unembed_tiny")]
 
 
-def load(name, kind):
-    return family_random(name) if kind is None else crafted(name, kind)
+def load(name, kind, seed: int = 0):
+    return family_random(name, seed) if kind is None else crafted(name, kind, seed)
 
 
 # -- certificates ---------------------------------------------------------------------------
@@ -193,12 +193,13 @@ def verdict_of(lines):
     return True
 
 
-def campaign(name, kind, rng, n_false: int = 2, n_true: int = 4, mutations=None):
+def campaign(name, kind, rng, n_false: int = 2, n_true: int = 4, mutations=None,
+             seed: int = 0):
     """Counts and the false theorems accepted [(claim, mutation, counterexample, margin)].
     Mutants are made of the FALSE claims' forged certificates (hint mutations and
     hints spliced from the proved ones); the proved certificates' own hint mutants
     are also checked (any acceptance there must still be a true claim)."""
-    loaded = load(name, kind)
+    loaded = load(name, kind, seed)
     proved, forged = certificates(loaded, n_false, n_true)
     counts = dict(certificates=len(proved) + len(forged), false_claims=len(forged), mutants=0,
                   accepted=0, accepted_true=0, undecided=0, false_theorems=0)
