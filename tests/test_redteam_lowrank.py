@@ -121,6 +121,11 @@ def attention_mutants(att, h, rng):
         new = dict(att)  # G H^T = I: D = −A B^T, all of the low-rank part "cancelled"
         new["G"] = new["H"] = _b64(np.eye(h).reshape(-1))
         yield "attention.GH:identity", new
+    for name, a, b in (("identity", np.eye(h), np.eye(h)),
+                       ("noise", rng.standard_normal((h, h)), rng.standard_normal((h, h))),
+                       ("half", np.eye(h), 0.5 * np.eye(h))):  # full rank: A B^T ≈ I or not
+        new = dict(att, rank=h, A=_b64(a.reshape(-1)), B=_b64(b.reshape(-1)))
+        yield f"attention.rank{h}:{name}", new
 
 
 def eu_mutants(eu, d, rng):

@@ -78,6 +78,7 @@ def claims(v: int = 5):
         yield Overwhelm((s0,), q, -1, free_cmp="<=", free=2)
         yield Overwhelm((s0,), q, -1, free_cmp="==", free=2, over=(0, 2, 4))
         yield Overwhelm((s0, q), q, s0, free_cmp="<=", free=1)  # a fixed output: often false
+        yield Overwhelm((s0,), q, -1, free_perm=(1, 3, 3))  # Lemma R-perm (hints perm_u)
 
 
 def certificates(loaded, n_false: int = 2, n_true: int = 4):
@@ -150,7 +151,10 @@ def hint_mutants(lines, rng, only=None):
     the mutations named in `only`)."""
     n_entries = len(rule_line(lines)["hints"]["bounds"])
     for entry in range(n_entries):
-        for field, idx in FIELDS.items():
+        fields = dict(FIELDS)
+        if len(rule_line(lines)["hints"]["bounds"][entry]) > 6:  # a permutation claim
+            fields["perm_u"] = 6
+        for field, idx in fields.items():
             arr = get(lines, entry, idx)
             for mname, fn in ARRAY_MUTATIONS.items():
                 if only is not None and mname not in only:
