@@ -26,6 +26,7 @@ import base64
 import copy
 import itertools
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -47,6 +48,12 @@ def crafted(name: str, kind: str, seed: int = 0) -> Loaded:
     """A family_random model changed to stress one bound."""
     base = family_random(name, seed)
     params = {k: np.array(v) for k, v in base.weights.params.items()}
+    dims = base.weights.dims
+    if kind == "eps_tiny":  # LayerNorm ε = 1e-12 and a residual of tiny variance
+        dims = replace(dims, family=replace(dims.family, ln_eps=1e-12))
+        params["embed.W_E"] = (params["embed.W_E"] * np.float32(1e-4)).astype(np.float32)
+    elif kind == "rope_base2":  # RoPE base 2: large, fast-varying angles
+        dims = replace(dims, family=replace(dims.family, rotary_base=2))
     if kind == "zero_W_O":
         params["blocks.0.attn.W_O"][:] = 0
     elif kind == "ln_sharp":  # negative gains; tiny ε is in the family, so scale instead
@@ -58,12 +65,12 @@ def crafted(name: str, kind: str, seed: int = 0) -> Loaded:
         params["unembed.W_U"] = (params["unembed.W_U"] * np.float32(1e4)).astype(np.float32)
     elif kind == "unembed_tiny":
         params["unembed.W_U"] = (params["unembed.W_U"] * np.float32(1e-6)).astype(np.float32)
-    return Loaded(FamilyWeights(dims=base.weights.dims, params=params))
+    return Loaded(FamilyWeights(dims=dims, params=params))
 
 
 MODELS = [(name, None) for name in FAMILIES] + [
     ("ln_mlp_rope", "zero_W_O"), ("ln_rope", "ln_sharp"), ("plain_mlp", "unembed_huge"),
-    ("lnpre_parallel", "unembed_tiny")]
+    ("lnpre_parallel", "unembed_tiny"), ("ln_mlp_rope", "eps_tiny"), ("ln_rope", "rope_base2")]
 
 
 def load(name, kind, seed: int = 0):
@@ -90,8 +97,13 @@ def certificates(loaded, n_false: int = 2, n_true: int = 4):
         verdict = certify(loaded, claim, float_shadow=False)
         claim = verdict.claim
         ok, _, worst = truth(loaded.weights, claim)
-        if verdict.verdict == "proved" and ok:
-            proved.append((claim, [json.loads(s) for s in verdict.lines]))
+        if verdict.verdict == "proved":
+            lines = [json.loads(s) for s in verdict.lines]
+            # the generator's own proof: accepted and false would be a false theorem
+            assert ok or worst > -UNDECIDED or not verdict_of(lines), \
+                f"FALSE THEOREM (unmutated certificate): {claim}, margin {worst}"
+            if ok:
+                proved.append((claim, lines))
         elif not ok and worst < -UNDECIDED:
             false.append((float(worst), claim))
     false.sort(key=lambda x: -x[0])
