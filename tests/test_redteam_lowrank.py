@@ -41,7 +41,15 @@ STRATEGIES = ("subcubic:direct=min,near=2,attn=rank1,err=cs,eu=lowrank1",
               "subcubic:direct=max_diff,near=1,attn=rank1,err=rowdiff,eu=quad",
               "subcubic:direct=mean+diff,near=2,attn=rank1,err=mean+rowdiff,eu=quad_mean",
               "subcubic:direct=min,near=1,attn=rank1,err=svd,eu=svd_query",
-              "subcubic:direct=max_diff,near=2,attn=rank1,err=exact,eu=lowrank0")
+              "subcubic:direct=max_diff,near=2,attn=rank1,err=exact,eu=lowrank0",
+              "subcubic:direct=mean+diff,near=1,eu=lowrank2")
+ERRS = ("cs", "rowdiff", "mean+rowdiff", "svd", "exact")
+EUS = ("full", "lowrank0", "lowrank1", "lowrank2", "quad", "quad_mean", "svd_query")
+DIRECTS = ("min", "max_diff", "mean+diff")
+# the benchmark's grid: every error handling × every EU option (direct, near, rank cycle)
+GRID = tuple(f"subcubic:direct={DIRECTS[i % 3]},near={i % 3},attn=rank{1 + i % 2},err={e}"
+             + ("" if u == "full" else f",eu={u}")
+             for i, (e, u) in enumerate(itertools.product(ERRS, EUS)))
 TINY = 5e-324
 
 
@@ -189,12 +197,12 @@ def mutants(hints, dims, rng):
 
 # -- the campaign ---------------------------------------------------------------------------
 
-def campaign(n_models, rng, tmp_path, strategies=STRATEGIES):
+def campaign(n_models, rng, tmp_path, strategies=STRATEGIES, v_max: int = 4):
     counts = dict(models=0, certificates=0, mutants=0, accepted=0, accepted_widened=0,
                   sequences_checked=0, false_theorems=0)
     findings = []
     for _ in range(n_models):
-        v, k = int(rng.integers(2, 5)), int(rng.integers(2, 4))
+        v, k = int(rng.integers(2, v_max + 1)), int(rng.integers(2, 4))
         w = random_model(rng, v, k, int(rng.integers(1, 4)))
         counts["models"] += 1
         truth = {s: margin(w, s, max(s)) > 0 for s in itertools.product(range(v), repeat=k)}
