@@ -26,7 +26,8 @@ def run_family(n_models: int) -> dict:
     total: dict = {}
     findings = []
     for seed in range(n_models):
-        for name, kind in family.MODELS:
+        models = family.MODELS + ([("shipped", family.SHIPPED)] if seed == 0 else [])
+        for name, kind in models:
             rng = np.random.default_rng(family.SEED + seed)
             counts, found = family.campaign(name, kind, rng, n_false=3, n_true=4, seed=seed)
             findings += found

@@ -73,7 +73,14 @@ MODELS = [(name, None) for name in FAMILIES] + [
     ("lnpre_parallel", "unembed_tiny"), ("ln_mlp_rope", "eps_tiny"), ("ln_rope", "rope_base2")]
 
 
+SHIPPED = "maxany_v6_k6_ln_mlp_rope_seed0.pt"  # the small trained LN+MLP+RoPE model
+
+
 def load(name, kind, seed: int = 0):
+    if name == "shipped":
+        from overwhelm_fixtures import MODELS as MODEL_DIR
+        from overwhelm_fixtures import shipped
+        return shipped(MODEL_DIR / kind)
     return family_random(name, seed) if kind is None else crafted(name, kind, seed)
 
 
