@@ -6,8 +6,9 @@ its exact accuracy (generator.ground_truth, float64, all sequences), run
 `gen-cert --strategy exact` and `check-cert --jobs J` as subprocesses (times
 are what a user sees) and read the rule's note: how many sequences came from
 the closed form (cubic cover) and from the residue, and the work of each.
-The work of a full brute-force certificate's rule is v^k·k·v·4 (what rule
-brute_force charges).  Not a test: it prints figures, and the machine's load.
+The work of a full brute-force certificate's rule is brute_force.work(v, k)
+= v^k·(k + (v−1)(6k+1)), the operations rule brute_force counts.  Not a
+test: it prints figures, and the machine's load.
 
     python benchmarks/bench_exact.py                       # 8 seeds, Max-of-4, d_vocab 64
     python benchmarks/bench_exact.py --scaling             # plus d_vocab 32/128, n_ctx 3/5
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from common import ROOT, check_verified, generate, load, model_tag, trained_model
 
+from checker.rules import brute_force
 from generator.ground_truth import count_correct
 from generator.modelfile import load_model
 from generator.train import TrainConfig
@@ -55,7 +57,7 @@ def bench_one(cfg: TrainConfig, cache: Path, jobs: int) -> dict:
             "total": truth.total, "certified": bound, "missing": truth.correct - bound,
             "cover": cover, "residue": residue, "residue_certified": res_ok,
             "cover_work": cover_work, "residue_work": res_work,
-            "brute_work": v**k * k * v * 4, "train_s": train_s, "gen_s": gen_s,
+            "brute_work": brute_force.work(v, k), "train_s": train_s, "gen_s": gen_s,
             "check_s": check_s, "load": f"{load_before} -> {load()}"}
 
 

@@ -43,7 +43,7 @@ def test_integer_terms_bound_every_real_choice():
                                    + _common_exponent([mats["EXP_EQKP"][q]]))
             for m in range(v):
                 outputs = [o for o in range(v) if o != m]
-                table, query_row = tables.rows(q, m, list(range(v)))
+                table, query_row, _ = tables.rows(q, m, list(range(v)))
                 cases = [(i, t, table[i][t]) for i in range(k - 1) for t in range(v)]
                 cases.append((k - 1, q, query_row))
                 for i, t, bounds in cases:

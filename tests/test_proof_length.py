@@ -59,12 +59,52 @@ def documented_work(path: Path) -> int:
             total += r * c * unit * ops.COST.get(x["op"], 1)
             shapes[x["id"]] = (r, c)
         elif x["kind"] == "rule" and x["rule"] == "brute_force":
-            total += 4 * v ** k * k * v
+            total += brute_force_work(v, k)
         elif x["kind"] == "rule" and x["rule"] == "cubic":
-            joint = sum(bin(e[4]).count("1") for e in x["hints"]["good"] if len(e) == 5)
-            total += v * v * k + v * v * (v + 1) * (k + 4) + joint * v * 4
+            total += cubic_work(v, k, x["hints"]["good"])
         elif x["kind"] == "rule":
             total += rule_work(lines, x)
+    return total
+
+
+def brute_force_work(v: int, k: int) -> int:
+    """Closed form: per sequence k weights w_i = e·β, and for each of the v − 1
+    outputs o ≠ m one difference of EU, per position 4 additions/subtractions and
+    a product, and a sum of k terms."""
+    return v ** k * (k + (v - 1) * (1 + 5 * k + k))
+
+
+def cubic_work(v: int, k: int, hints: list) -> int:
+    """Closed form of the cubic rule's operations (spec/rules.md §proof length),
+    written from the rule's description."""
+    n = k - 1  # non-query positions
+    split = 1 if v >= 3 else 0  # v = 2: no output besides m and t', (II) is vacuous
+    # tables: per (m, o) n differences + n − 1 selections (PVOU), one difference each
+    # for the query position, ΔV_m, ΔV_t[t]; a top-three pass of EVOU; per (m, t) one
+    # difference for max_{o∉{m,t}} ΔV_t where such an o exists (v = 2: only t = m)
+    total = v * v * (n + (n - 1) + 1 + 1 + 1 + 3) + (v * v if split else v)
+    # per query: B, two sorts (n² each), subset sums, B − S for c < n, β_{k−1}·e_q
+    total += v * (n + 2 * n * n + n * (n + 1) + 2 * (n - 1) + 1)
+    # per (q, m ≥ q): D, X_m, X_q (three vectors), e_m·X_m, β·e_q·X_q, top two of D
+    total += v * (v + 1) // 2 * v * (1 + 1 + 1 + 3 + 1 + 1 + 2)
+    pairs = {}
+    for entry in hints:
+        m, q, c, mask = entry[:4]
+        joint = entry[4] if len(entry) == 5 else 0
+        pairs.setdefault((m, q), []).append((c, mask, joint))
+    for claims in pairs.values():
+        tokens = joints = 0
+        for c, mask, joint in claims:
+            if c == 0:
+                total += 2 * v * mask  # the all-m sequence: one affine vector
+                continue
+            tokens, joints = tokens | mask, joints | joint
+            n_c, j_c = bin(mask).count("1"), bin(joint).count("1")
+            placements = 2 if c < n else 1  # S at both extremes, or S = B
+            ops = (2 * v if c < n else 0) + 2 * v  # Ã_S, its top two
+            ops += 2 * n_c + 2 * (n_c - j_c) * split + j_c * (1 + 2 * v)  # (I), (II), (II′)
+            total += placements * ops * (mask != 0)
+        total += (2 + 2 * split) * bin(tokens).count("1") + 2 * v * bin(joints).count("1")
     return total
 
 
@@ -128,3 +168,112 @@ def test_dimensionality_is_undefined_when_a_rule_defines_none(capsys):
                  "--json", "--jobs", "1"])
     s = json.loads(capsys.readouterr().out)
     assert code == 0 and s["unexplained_dimensionality"] is None
+
+
+def _rule_work_reported(path: Path, arith: str = "mpmath") -> tuple[int, int]:
+    """(the checker's whole work, the op lines' work in the documented units)."""
+    from checker import arith as backends
+
+    checker = CertificateChecker(arith=backends.get(arith))
+    for text in path.read_text().splitlines():
+        checker.feed(text)
+    return checker.finish().work, checker
+
+
+@pytest.mark.parametrize("name", ["max3_v8_seed0", "max5_v16_seed0", "max3_v32_seed0",
+                                  "max4_v64_seed0"])
+def test_cubic_work_is_the_closed_form(name):
+    """The shipped cubic certificates (with and without joint tokens, k = 3..5):
+    the checker's count of its operations equals the closed form of the rule."""
+    path = ROOT / "certs" / f"{name}.cubic.jsonl"
+    arith = "mpmath"
+    if name == "max4_v64_seed0":  # the largest: Arb when installed (~1 s, mpmath ~7 s)
+        pytest.importorskip("flint")
+        arith = "arb"
+    work, checker = _rule_work_reported(path, arith)
+    lines = [json.loads(s) for s in path.read_text().splitlines()]
+    rule = next(x for x in lines if x["kind"] == "rule")
+    v, k = checker.dims.d_vocab, checker.dims.n_ctx
+    ops_work = work - cubic_work(v, k, rule["hints"]["good"])
+    # the op lines alone, recomputed from the certificate with the rule line dropped
+    assert ops_work == op_lines_work(lines)
+
+
+@pytest.mark.parametrize("v, k", [(2, 3), (2, 4), (3, 4), (5, 5)])
+def test_cubic_work_is_the_closed_form_on_small_models(tmp_path, v, k):
+    """Briefly trained small models (v = 2: check (II) is vacuous)."""
+    from generator.modelfile import save_model
+    from generator.train import TrainConfig, train
+
+    cfg = TrainConfig(d_vocab=v, n_ctx=k, d_model=8, d_head=8, steps=150, seed=v * k)
+    model = tmp_path / "m.pt"
+    save_model(model, train(cfg, progress=False).weights(), {})
+    lines, _ = generate(str(model), "cubic")
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    work, _ = _rule_work_reported(path)
+    objs = [json.loads(s) for s in lines]
+    rule = next(x for x in objs if x["kind"] == "rule")
+    assert rule["claim"] > 0
+    assert work == op_lines_work(objs) + cubic_work(v, k, rule["hints"]["good"])
+
+
+def op_lines_work(lines) -> int:
+    shapes, total = {}, 0
+    for x in lines[1:]:
+        if x["kind"] == "weight":
+            s = x["shape"]
+            shapes[x["id"]] = (s[1], s[2]) if len(s) == 3 else (1, s[-1]) if (
+                len(s) == 1 or s[0] == 1) else tuple(s)
+        elif x["kind"] == "op":
+            r, c = x["shape"]
+            a = shapes[x["args"][0]]
+            total += r * c * {"matmul": a[1], "mean_rows": a[0]}.get(x["op"], 1) \
+                * ops.COST.get(x["op"], 1)
+            shapes[x["id"]] = (r, c)
+    return total
+
+
+@pytest.mark.parametrize("rule, formula", [("cubic", "entry_work"),
+                                           ("brute_force", "work")])
+def test_a_wrong_count_of_cubic_or_brute_force_fails_closed(certs, monkeypatch, rule, formula):
+    """If the charge (closed form) and the operations performed ever differ, the
+    check is refused (exit 2), so the reported proof length is always exact."""
+    from checker import rules
+
+    module = rules.RULES[rule]
+    real = getattr(module, formula)
+    monkeypatch.setattr(module, formula, lambda *a: real(*a) + 1)
+    checker = CertificateChecker()
+    with pytest.raises(Malformed, match="counted"):
+        for text in certs["cubic" if rule == "cubic" else "brute-force"].read_text().splitlines():
+            checker.feed(text)
+
+
+def test_the_cubic_count_is_live(certs, monkeypatch):
+    """The count is of operations performed: an operation left uncounted is caught."""
+    from checker.rules import cubic
+
+    real = cubic._Counted.v_add
+
+    def uncounted(self, a, b):
+        self.count -= len(a)
+        return real(self, a, b)
+    monkeypatch.setattr(cubic._Counted, "v_add", uncounted)
+    checker = CertificateChecker()
+    with pytest.raises(Malformed, match="counted"):
+        for text in certs["cubic"].read_text().splitlines():
+            checker.feed(text)
+
+
+def test_a_wrong_count_of_the_exact_residue_fails_closed(monkeypatch):
+    """The exact rule's residue: its closed form and the operations counted must agree."""
+    from checker.rules import exact
+
+    path = ROOT / "certs" / "max5_v16_seed0.exact.jsonl"
+    work, _ = _rule_work_reported(path)  # agrees: accepted
+    assert work > 0
+    real = exact._class_work
+    monkeypatch.setattr(exact, "_class_work", lambda *a: real(*a) + 1)
+    with pytest.raises(Malformed, match="counted"):
+        _rule_work_reported(path)

@@ -36,7 +36,8 @@ LOW_RANK = ["subcubic:direct=min,near=2,attn=rank1,err=cs",
             "subcubic:direct=mean+diff,near=1,attn=rank1,err=exact",
             "subcubic:direct=min,near=1,attn=rank1,err=rowdiff",
             "subcubic:direct=min,near=2,attn=rank2,err=mean+rowdiff",
-            "subcubic:direct=max_diff,near=2,attn=rank2,err=svd"]
+            "subcubic:direct=max_diff,near=2,attn=rank2,err=svd",
+            "subcubic:direct=min,near=2,attn=rank4,err=cs"]
 
 
 def _factors(seed, v=9, h=5, rank_one=3.0):
@@ -255,3 +256,34 @@ def test_paper_rows_are_declared():
     for label in ("Low-rank QK", "Low-rank QK, SVD only", "Low-rank QK&EU"):
         assert label in rows.values()
     assert all(name in subcubic.VARIANTS for name in rows)
+
+
+@pytest.mark.parametrize("error", ["cs", "rowdiff"])
+def test_generator_underestimating_the_error_is_rejected(error, tmp_path, monkeypatch):
+    """A generator that claims gaps from error widths × 0.3 (a forged error bound)
+    is refused: the checker computes the widths itself."""
+    monkeypatch.setattr(attention, "SAFETY", 0.3)
+    weights = LOW_RANK_CASES["v8k4-rank2-trap-4"]()
+    _, cert, _ = certify(weights, tmp_path, f"subcubic:direct=min,near=2,attn=rank1,err={error}")
+    assert check_cert([str(cert), "--jobs", "1"]) == 1
+
+
+def test_huge_hints_fail_closed(cert):
+    """Norms beyond binary64 are refused (exit 2), never turned into a verdict."""
+    with pytest.raises(Malformed):
+        check(mutate(cert, _scale_hint("G", 1e300)))
+
+
+@pytest.mark.parametrize("error", ["cs", "rowdiff", "mean+rowdiff", "svd", "exact"])
+def test_arb_back_end_agrees(error, tmp_path, capsys):
+    """The handler is written against checker/arith: Arb gives the same verdict,
+    count and proof length as mpmath."""
+    pytest.importorskip("flint")
+    weights = CASES["v8k3-good"]()
+    _, cert, _ = certify(weights, tmp_path, f"subcubic:direct=min,near=2,attn=rank2,err={error}")
+    results = []
+    for arith in ("mpmath", "arb"):
+        assert check_cert([str(cert), "--json", "--arith", arith]) == 0
+        out = json.loads(capsys.readouterr().out)
+        results.append((out["correct"], out["work"]))
+    assert results[0] == results[1]

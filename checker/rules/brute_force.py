@@ -9,8 +9,9 @@ q = t[k-1] and max m, and any output o != m, the real-valued model has
 so ℓ_o < ℓ_m iff Σ_i w_i x_i(o) < 0.  A sequence is certified correct when the
 interval enclosure of Σ_i w_i x_i(o) lies below 0 for every o != m; the rule
 proves the number of certified sequences.  A tie (or an enclosure straddling
-0) is never counted.  Cost: d_vocab^n_ctx · n_ctx · d_vocab interval ops.  Inputs EXP_EQKE and
-EXP_EQKP are exp(EQKE), exp(EQKP) (op `exp`, rigorous), so w_i is one product.
+0) is never counted.  Cost: v^k·(k + (v−1)(6k+1)) interval operations (v = d_vocab,
+k = n_ctx), counted exactly (`work`).  Inputs EXP_EQKE and EXP_EQKP are
+exp(EQKE), exp(EQKP) (op `exp`, rigorous), so w_i is one product.
 """
 
 from __future__ import annotations
@@ -30,21 +31,43 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH):
         raise Malformed("rule brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
     exp_eqke, exp_eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
-    charge(v ** k * k * v * 4)
-    certified = 0
+    expected = work(v, k)
+    charge(expected)
+    certified = performed = 0
     for n, tokens in enumerate(itertools.product(range(v), repeat=k)):
         if n % 1024 == 0:
             charge(0)  # enforces the time limit
         q, top = tokens[-1], max(tokens)
         w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
-        if all(arith.is_negative(_margin(arith, w, tokens, q, top, o, evou, pvou, eu))
-               for o in range(v) if o != top):
+        # every margin is computed (no early exit), so the work is the same for every sequence
+        margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu)
+                   for o in range(v) if o != top]
+        performed += k + len(margins) * margin_cost(k)
+        if all(arith.is_negative(x) for x in margins):
             certified += 1
+    if performed != expected:  # fail closed: the reported proof length must be exact
+        from ..errors import Malformed
+
+        raise Malformed(f"internal error: brute_force counted {performed} operations, "
+                        f"charged {expected}")
     return certified, f"{certified} of {v ** k} sequences certified correct"
 
 
+def margin_cost(k: int) -> int:
+    """Scalar operations of one _margin: the direct-path difference, per
+    position four additions/subtractions and a product, and a sum of k terms."""
+    return 1 + 5 * k + k
+
+
+def work(v: int, k: int) -> int:
+    """The exact number of scalar operations of the rule (spec/rules.md §proof
+    length): per sequence k attention products and v − 1 margins."""
+    return v ** k * (k + (v - 1) * margin_cost(k))
+
+
 def _margin(ar, w, tokens, q, top, o, evou, pvou, eu):
-    """Enclosure of Σ_i w_i x_i(o), whose sign is that of ℓ_o − ℓ_m."""
+    """Enclosure of Σ_i w_i x_i(o), whose sign is that of ℓ_o − ℓ_m
+    (margin_cost(k) operations)."""
     direct = eu[q][o] - eu[q][top]
     return ar.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
                    for i, (w_i, t) in enumerate(zip(w, tokens)))

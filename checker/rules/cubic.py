@@ -25,7 +25,8 @@ non-query tokens are all good is correct (separability of the sign of
   Σ_{m, q<=m, c} C(k−1, c)·|good(q, m, c)|^c   (c = 0: 1 if the all-m
   sequence passes, the query being q).
 Hints: the good sets, as bitmasks; the checker confirms each claimed t' and
-counts only claimed ones.  Cost O(v³·k) interval operations.
+counts only claimed ones.  Cost O(v³·k) interval operations, counted exactly
+(table_work + entry_work, spec/rules.md §proof length; a mismatch is exit 2).
 
 Written against the arithmetic back-end interface (checker/arith): `ar` is
 mpmath or Arb; every check is an exact comparison of an upper bound with 0.
@@ -47,11 +48,156 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     if v < 2:
         raise Malformed("rule cubic needs d_vocab >= 2")
     good = parse_hints(hints, v, k)
-    joint_tokens = sum(bin(joint).count("1") for _, joint in good.values())
-    charge(v * v * k + v * v * (v + 1) * (k + 4) + joint_tokens * v * 4)
-    tables = _Tables(mats, v, k, arith)
-    proven = sum(_map(jobs, (tables, good, charge), v))
+    expected = table_work(v, k)
+    charge(expected)
+    tables = _Tables(_Counted(arith), mats, v, k)
+    entries = entry_work(v, k, good, tables)
+    charge(entries)
+    expected += entries
+    results = _map(jobs, (tables, good, charge), v)
+    proven = sum(count for count, _ in results)
+    performed = tables.ar.count + sum(ops for _, ops in results)
+    if performed != expected:  # fail closed: the reported proof length must be exact
+        raise Malformed(f"internal error: cubic counted {performed} operations, "
+                        f"charged {expected}")
     return proven, f"{proven} sequences certified by the cubic rule"
+
+
+class _Counted:
+    """The back-end's arithmetic (checker/arith), counting the scalar
+    operations it performs in the units of spec/rules.md §proof length: one
+    per interval or upper-bound operation (a vector operation: one per entry,
+    two for an affine one), one per compare-and-select, two per element of a
+    top-two pass.  Sign tests of a final bound and endpoint reads are not
+    counted.  Everything else is the back-end's own."""
+
+    def __init__(self, ar):
+        self.base = ar.base if isinstance(ar, _Counted) else ar
+        self.count = 0
+        base = self.base  # the hot free functions, without __getattr__
+        self.all_below_zero, self.below_zero = base.all_below_zero, base.below_zero
+        self.upper, self.greater = base.upper, base.greater
+
+    def __getattr__(self, name):  # sign tests, endpoints, exact comparisons: free
+        return getattr(self.base, name)
+
+    def fresh(self):
+        """A counter of its own on the same back-end (one per query)."""
+        return _Counted(self.base)
+
+    def up_diff(self, x, y):
+        self.count += 1
+        return self.base.up_diff(x, y)
+
+    def up_add(self, a, b):
+        self.count += 1
+        return self.base.up_add(a, b)
+
+    def up_minus(self, a, y):
+        self.count += 1
+        return self.base.up_minus(a, y)
+
+    def up_mul(self, w, a):
+        self.count += 1
+        return self.base.up_mul(w, a)
+
+    def up_max(self, xs):
+        self.count += len(xs) - 1
+        return self.base.up_max(xs)
+
+    def imul(self, x, y):  # interval product
+        self.count += 1
+        return x * y
+
+    def isub(self, x, y):  # interval difference
+        self.count += 1
+        return x - y
+
+    def fsum(self, xs):
+        xs = list(xs)
+        self.count += len(xs)
+        return self.base.fsum(xs)
+
+    def v_diff(self, xs, y):
+        self.count += len(xs)
+        return self.base.v_diff(xs, y)
+
+    def v_add(self, a, b):
+        self.count += len(a)
+        return self.base.v_add(a, b)
+
+    def v_mul(self, w, xs):
+        self.count += len(xs)
+        return self.base.v_mul(w, xs)
+
+    def v_mul_each(self, ws, xs):
+        self.count += len(xs)
+        return self.base.v_mul_each(ws, xs)
+
+    def v_affine(self, w, xs, ys):
+        self.count += 2 * len(xs)
+        return self.base.v_affine(w, xs, ys)
+
+    def top_upper(self, xs, skip):
+        self.count += 2 * len(xs)
+        return self.base.top_upper(xs, skip)
+
+
+def table_work(v: int, k: int) -> int:
+    """The exact number of scalar operations of building _Tables: per (m, o)
+    k−1 differences and k−2 compare-and-selects (dp_max), one difference each
+    for dp_query, dv_m, dv_self, a top-three pass (3 per entry of EVOU), and
+    one difference per (m, t) whose dv_rest exists (all when v >= 3; t = m
+    only when v = 2).  O(v²·k)."""
+    rest = v * v if v >= 3 else v
+    return v * v * ((k - 1) + (k - 2) + 3 + 3) + rest
+
+
+def query_work(k: int) -> int:
+    """Per query: B (k−1 additions), two sorts of k−1 numbers ((k−1)² units
+    each), the subset sums (c + c additions for each c), B − S (two per
+    c < k−1), and β_{k−1}·e_q."""
+    n = k - 1
+    return n + 2 * n * n + n * (n + 1) + 2 * (n - 1) + 1
+
+
+def entry_work(v: int, k: int, good: dict, tables) -> int:
+    """The exact number of scalar operations of confirming the hints, given
+    the tables (which dv_rest exist).  check() counts the operations it
+    performs and fails closed on a mismatch.  Per query: query_work.  Per
+    (q, m ≥ q): 10v (D, X_m, X_q, the two weighted vectors, the top two of D),
+    2v for a claimed c = 0; per claimed token u: 2 (h_self), 2 more if its (II)
+    can be split (h_spread); per joint token: 2v once (its row X_u); per
+    claimed c and placement: 2v (Ã_S, unless S = B), 2v (its top two), 2 per
+    claimed token ((I)), 2 per split token, 1 + 2v per joint token ((II′))."""
+    total = v * query_work(k) + 10 * v * (v * (v + 1) // 2)
+    # spreadable[m]: the tokens u whose (II) can be split (dv_rest[m][u] exists)
+    spreadable = [sum(1 << u for u, x in enumerate(row) if x is not None)
+                  for row in tables.dv_rest]
+    by_pair = {}
+    for (m, q, c), (mask, joint) in good.items():
+        by_pair.setdefault((m, q), []).append((c, mask, joint))
+    for (m, _q), claims in by_pair.items():
+        union = joint_union = 0
+        for c, mask, joint in claims:
+            if c == 0:
+                total += 2 * v if mask else 0
+                continue
+            union |= mask
+            joint_union |= joint
+            if not mask:
+                continue
+            split = _popcount(mask & ~joint & spreadable[m])
+            per_placement = (2 * v + 2 * _popcount(mask) + 2 * split
+                             + _popcount(joint) * (1 + 2 * v))
+            total += 2 * (2 * v + per_placement) if c < k - 1 else per_placement
+        total += 2 * _popcount(union) + 2 * _popcount(union & spreadable[m])
+        total += 2 * v * _popcount(joint_union)
+    return total
+
+
+def _popcount(mask: int) -> int:
+    return mask.bit_count()
 
 
 class _Tables:
@@ -60,24 +206,28 @@ class _Tables:
     as upper bounds (numbers.py, upper-bound arithmetic): every check of the
     rule is "an upper bound is < 0" and every weight is positive."""
 
-    def __init__(self, mats, v, k, ar):
-        self.v, self.k, self.ar = v, k, ar
-        up_diff = ar.up_diff
+    def __init__(self, ar: _Counted, mats, v, k):
+        self.v, self.k, self.ar = v, k, ar  # ar counts the tables' operations
         self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
         self.evou = evou
+        base = ar.base  # element-by-element loops below count their work per row
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])   (non-query positions)
-        self.dp_max = [[ar.up_max([up_diff(pvou[i][o], pvou[i][m]) for i in range(k - 1)])
-                        for o in range(v)] for m in range(v)]
+        self.dp_max = []
+        for m in range(v):
+            diffs = [ar.v_diff(pvou[i], pvou[i][m]) for i in range(k - 1)]
+            self.dp_max.append([base.up_max(column) for column in zip(*diffs)])
+            ar.count += v * (k - 2)  # the compare-and-selects of the v maxima
         # dp_query[m][o] >= PVOU[k−1, o] − PVOU[k−1, m]              (the query position)
-        self.dp_query = [[up_diff(pvou[k - 1][o], pvou[k - 1][m]) for o in range(v)]
-                         for m in range(v)]
+        self.dp_query = [ar.v_diff(pvou[k - 1], pvou[k - 1][m]) for m in range(v)]
         # dv_m[m][o] >= ΔV_m[o] = EVOU[m, o] − EVOU[m, m]
-        self.dv_m = [[up_diff(evou[m][o], evou[m][m]) for o in range(v)] for m in range(v)]
+        self.dv_m = [ar.v_diff(evou[m], evou[m][m]) for m in range(v)]
         # dv_self[m][t] >= ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
-        self.dv_self = [[up_diff(evou[t][t], evou[t][m]) for t in range(v)] for m in range(v)]
+        self.dv_self = [[base.up_diff(evou[t][t], evou[t][m]) for t in range(v)]
+                        for m in range(v)]
+        ar.count += v * v
         # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o] (None if there is no such o)
-        tops = [_top(ar, row, 3) for row in evou]
+        tops = [_top3(ar, row) for row in evou]
         self.dv_rest = [[_rest_of_row(ar, tops[t], m, t, evou[t][m]) for t in range(v)]
                         for m in range(v)]
 
@@ -108,24 +258,27 @@ def _count_q_shared(q):
 
 
 def _count_q(t: _Tables, good, charge, q):
-    """Confirm the claimed good sets for query q; return the count they prove."""
+    """Confirm the claimed good sets for query q; return the count they prove
+    and the number of scalar operations performed (query_work + entry_work)."""
     charge(0)  # enforces the time limit
-    k, v, ar = t.k, t.v, t.ar
+    k, v, ar = t.k, t.v, t.ar.fresh()
     nonquery = t.beta[q][:k - 1]
     b_total = ar.fsum(nonquery)
     # Placements: for c < k−1, S ranges within [S_lo, S_hi] and R = B − S; for
     # c = k−1 every non-query position is t', S = B and R = 0 exactly.
-    placements = {c: [(b_total - s_bound, s_bound) for s_bound in bounds]
+    placements = {c: [(ar.isub(b_total, s_bound), s_bound) for s_bound in bounds]
                   for c, bounds in _subset_sum_bounds(ar, nonquery).items() if c < k - 1}
     placements[k - 1] = [(None, b_total)]
-    w_query = t.beta[q][k - 1] * t.e[q][q]
-    return sum(_count_q_m(t, good, q, m, b_total, placements, w_query) for m in range(q, v))
+    w_query = ar.imul(t.beta[q][k - 1], t.e[q][q])
+    count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
+                for m in range(q, v))
+    return count, ar.count
 
 
-def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
+def _count_q_m(t: _Tables, ar: _Counted, good, q, m, b_total, placements, w_query):
     """Confirm the claimed good sets for (q, m, ·) and return their count.
     Vectors are indexed by the output o; their entry o = m is never read."""
-    k, eu, evou, ar = t.k, t.eu[q], t.evou, t.ar
+    k, eu, evou = t.k, t.eu[q], t.evou
     d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
     d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
     x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
@@ -178,15 +331,15 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
             largest for the token that is the largest (top = ar.top_upper)."""
             index, first, second = top
             split = [u for u in us if not joint >> u & 1 and u in h_spread]
-            h_split = [h_spread[u] for u in split]
-            at = split.index(index) if index in split else None
+            rest_max = [first] * len(split)  # max_{o∉{m,u}} Ã_S[o] for each split u
+            if index in h_spread and index in split:
+                rest_max[split.index(index)] = second
             return (ar.all_below_zero(ar.v_affine(s_bound, [h_self[u] for u in us],
                                                   [a_s[u] for u in us]))  # (I)
-                    and ar.all_below_zero(ar.v_affine_scalar(s_bound, h_split, first),
-                                          skip=() if at is None else (at,))  # (II), split
-                    and (at is None or ar.below_zero(
-                        ar.up_add(second, ar.up_mul(s_bound, h_split[at]))))
-                    and all(ar.all_below_zero(ar.v_affine(s_bound * e_q[u], x_rows[u], a_s),
+                    and ar.all_below_zero(ar.v_affine(
+                        s_bound, [h_spread[u] for u in split], rest_max))  # (II), split
+                    and all(ar.all_below_zero(ar.v_affine(ar.imul(s_bound, e_q[u]), x_rows[u],
+                                                          a_s),
                                               skip=(m, u))  # (II), exact: o ∉ {m, u}
                             for u in us if joint >> u & 1))
 
@@ -204,9 +357,10 @@ def _count_q_m(t: _Tables, good, q, m, b_total, placements, w_query):
 def _subset_sum_bounds(ar, betas):
     """For each c, a lower bound of every sum of c of `betas` (the c smallest
     lower endpoints) and an upper bound (the c largest upper endpoints), as
-    point intervals."""
+    point intervals.  Two sorts of n numbers: n² units each."""
     los = sorted(ar.lower_point(b) for b in betas)  # points: comparisons are exact
     his = sorted((ar.upper_point(b) for b in betas), reverse=True)
+    ar.count += 2 * len(betas) ** 2
     out = {}
     for c in range(1, len(betas) + 1):
         out[c] = (ar.lower_point(ar.fsum(los[:c])), ar.upper_point(ar.fsum(his[:c])))
@@ -221,10 +375,21 @@ def _excluding(top, t):
     return second if index == t else first
 
 
-def _top(ar, row, n):
-    """The n largest upper endpoints of a row of intervals, with their indices."""
-    ranked = sorted(range(len(row)), key=lambda o: ar.upper_point(row[o]), reverse=True)[:n]
-    return [(o, ar.upper(row[o])) for o in ranked]
+def _top3(ar: _Counted, row):
+    """The three largest upper bounds of a row of intervals, with their indices,
+    largest first (fewer if the row is shorter): one pass, compared exactly
+    (3 units per entry)."""
+    ar.count += 3 * len(row)
+    greater, top = ar.greater, []
+    for o, x in enumerate(row):
+        value = ar.upper(x)
+        at = len(top)
+        while at > 0 and greater(value, top[at - 1][1]):
+            at -= 1
+        if at < 3:
+            top.insert(at, (o, value))
+            del top[3:]
+    return top
 
 
 def _rest_of_row(ar, top, m, t, evou_tm):

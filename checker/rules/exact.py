@@ -60,10 +60,14 @@ def check(dims, mats, hints, charge, jobs=1):
     tables = IntegerTables(mats, v, k)
     order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
     results = _map(jobs, (tables, plan, charge), order)
-    seen = sum(size for size, _ in results)
-    certified = sum(ok for _, ok in results)
+    seen = sum(size for size, _, _ in results)
+    certified = sum(ok for _, ok, _ in results)
     if seen != plan.residue:
         raise AssertionError("exact: enumerated residue differs from its closed form")
+    performed = sum(ops for _, _, ops in results)
+    if performed != plan.work:  # fail closed: the reported proof length must be exact
+        raise Malformed(f"internal error: exact counted {performed} residue operations, "
+                        f"charged {plan.work}")
     proven = cover + certified
     note = (f"{proven} sequences certified: {cover} in closed form by the cubic good sets "
             f"(work {spent[0]}), {certified} of the {plan.residue} residue sequences "
@@ -120,9 +124,10 @@ class Plan:
                     # m fills the positions outside a placement; c = 1 reads only
                     # the bad token, c >= 2 any token < m
                     tokens |= {m} | set(bad if c == 1 else range(m) if c else ())
-                if tokens:
-                    self.tokens[(q, m)] = sorted(tokens)
-                    self.work_of_query[q] += ROW_COST * (v - 1) * ((k - 1) * len(tokens) + 1)
+                if tokens:  # the k base rows, then (k−1)·|tokens| + 1 rows of terms,
+                    self.tokens[(q, m)] = sorted(tokens)  # each with its weight's two ends
+                    terms = (k - 1) * len(tokens) + 1
+                    self.work_of_query[q] += ROW_COST * (v - 1) * (k + terms) + 2 * terms
             self.work += self.work_of_query[q]
 
 
@@ -136,10 +141,11 @@ def _class_work(v, k, m, c, residue):
     """Vector operations of _class_residue for one class, each v − 1 integer
     operations: per placement a base sum (k−1−c additions), one partial sum
     per prefix of length 1..c−1 (m^d of them), and per residue sequence an
-    addition and a maximum."""
+    addition and a maximum (c = 0: the maximum only)."""
     placements = comb(k - 1, c)
     per_placement = (k - 1 - c) + sum(m ** d for d in range(1, c))
-    return (v - 1) * (placements * per_placement + 2 * residue)
+    per_sequence = 2 if c else 1  # c = 0: the base sum is the sequence's; only its maximum
+    return (v - 1) * (placements * per_placement + per_sequence * residue)
 
 
 # --- exact integer tables ------------------------------------------------------
@@ -167,7 +173,8 @@ class IntegerTables:
     def rows(self, q, m, tokens):
         """term[i][t] for every position i < k−1 and t in tokens, and the query
         row: vectors over the outputs o != m (in increasing order) of exact
-        upper bounds of w_i·x_i(o), all in one unit (2^(x + e_q + β_q exponents))."""
+        upper bounds of w_i·x_i(o), all in one unit (2^(x + e_q + β_q exponents));
+        and the operations performed (ROW_COST per entry of every row)."""
         v, k = self.v, self.k
         outputs = [o for o in range(v) if o != m]
         eu_hi, eu_m = self.eu_hi[q], self.eu_lo[q][m]
@@ -182,7 +189,9 @@ class IntegerTables:
                     for x in map(add, base[i], [evou_hi[o] - evou_m for o in outputs])]
 
         table = [{t: row(i, t) for t in tokens} for i in range(k - 1)]
-        return table, row(k - 1, q)
+        query_row = row(k - 1, q)
+        terms = sum(len(r) for r in table) + 1  # rows of terms, each with 2 weight products
+        return table, query_row, ROW_COST * len(outputs) * (len(base) + terms) + 2 * terms
 
 
 def _raw_endpoints(x):
@@ -223,37 +232,42 @@ def _integer_matrix(matrix, exponents):
 # --- the residue, sequence by sequence --------------------------------------
 
 def _residue_q(t: IntegerTables, plan: Plan, charge, q, record=None):
-    """(residue sequences with query q, how many are certified).  record: a
-    list to append (tokens, certified) to, for every sequence."""
-    size = certified = 0
+    """(residue sequences with query q, how many are certified, the operations
+    performed).  record: a list to append (tokens, certified) to, for every sequence."""
+    size = certified = performed = 0
     by_m = {}
     for m, c, bad in plan.classes[q]:
         by_m.setdefault(m, []).append((c, bad))
     for m, classes in by_m.items():
         charge(0)  # enforces the time limit
-        table, query_row = t.rows(q, m, plan.tokens[(q, m)])
+        table, query_row, ops = t.rows(q, m, plan.tokens[(q, m)])
+        performed += ops
         for c, bad in classes:
-            n, ok = _class_residue(t.k, q, m, c, bad, table, query_row, record, charge)
-            size, certified = size + n, certified + ok
-    return size, certified
+            n, ok, ops = _class_residue(t.k, q, m, c, bad, table, query_row, record, charge)
+            size, certified, performed = size + n, certified + ok, performed + ops
+    return size, certified, performed
 
 
 def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
     """Enumerate the residue of class (q, m, c): every placement P of c
     non-query positions and every filling of P with tokens < m, at least one
     of them in `bad`; m on the other non-query positions, q at position k−1.
-    Returns (sequences, certified)."""
-    size = certified = 0
+    Returns (sequences, certified, operations: one per entry of a vector addition
+    or maximum)."""
+    size = certified = ops = 0
     everything = list(range(m))
+    width = len(query_row)  # the outputs o != m
     for placement in combinations(range(k - 1), c):
         charge(0)  # enforces the time limit
         base = query_row
         for i in range(k - 1):
             if i not in placement:
                 base = list(map(add, base, table[i][m]))
+                ops += width
         if c == 0:
             size += 1
             ok = max(base) < 0
+            ops += width
             certified += ok
             if record is not None:
                 record.append(((m,) * (k - 1) + (q,), ok))
@@ -266,6 +280,7 @@ def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
             if depth == c - 1:  # the last position: leaves
                 for u in (everything if has_bad else bad):
                     ok = max(map(add, partial, rows[u])) < 0
+                    ops += 2 * width
                     size += 1
                     certified += ok
                     if record is not None:
@@ -274,7 +289,8 @@ def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
             for u in everything:
                 stack.append((depth + 1, list(map(add, partial, rows[u])),
                               has_bad or u in bad_set, chosen + (u,)))
-    return size, certified
+            ops += width * len(everything)
+    return size, certified, ops
 
 
 def _sequence(k, q, m, placement, tokens):

@@ -240,6 +240,9 @@ class _Counter:
         ar = self.ar
         top = ar.upper_point(u)
         s = math.sqrt(max(ar.float_bounds(top)[1], 0.0))
+        if not math.isfinite(s):
+            raise Malformed("rule subcubic_gap: a norm in the low-rank EQKE bound exceeds "
+                            "binary64 (weights or hints too large)")
         for _ in range(SQRT_RETRIES):
             s = s * (1 + 2.0 ** -50) + 2.0 ** -1000
             point = ar.point(s)

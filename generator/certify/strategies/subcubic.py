@@ -17,7 +17,7 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
           (attention × value jointly), smaller tokens through prefix maxima;
           near = 0 is the paper's Alg. 5 pessimisation.
   attn    attention handling: "full" (EQKE multiplied out; the default) or
-          "rank1" / "rank2" (low-rank EQKE from its factors, spec/rules.md
+          "rank1" / "rank2" / "rank4" (low-rank EQKE from its factors, spec/rules.md
           §low-rank EQKE; subcubic_attention.py), with
   err     the attention error's bound: "cs" (balanced Cauchy–Schwarz,
           O(v·h² + v²)), "rowdiff" / "mean+rowdiff" (the paper's max row-diff
@@ -49,7 +49,7 @@ TOL = 1e-7
 INPUTS = ["EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 Direct = Literal["max_diff", "mean+diff", "min"]
 NEAR_CHOICES = (0, 1, 2, 4, 8)
-Attn = Literal["full", "rank1", "rank2"]
+Attn = Literal["full", "rank1", "rank2", "rank4"]
 Err = Literal["cs", "rowdiff", "mean+rowdiff", "svd", "exact"]
 Eu = Literal["full", "quad", "quad_mean", "svd_query", "lowrank0", "lowrank1", "lowrank2",
              "lowrank4"]
@@ -111,11 +111,11 @@ PAPER_ROWS = {Options().name(): "Sub-cubic",
 # handlers (benchmarks/RESULTS.md §low-rank EU) and the paper's own variants.
 VARIANTS += (Options("min", 2, eu="lowrank1").name(), Options("min", 2, eu="lowrank0").name())
 PAPER_ROWS.update({Options("min", 2, eu="lowrank1").name(): "Low-rank EU"})
-# Low-rank EQKE (never forms EQKE; subcubic_attention): the measured best (rank 2,
+# Low-rank EQKE (never forms EQKE; subcubic_attention): the measured best (rank 4,
 # balanced Cauchy–Schwarz), rank 1, the paper's "SVD only" (rank 1, √2·σ₁), and
 # both low-rank handlers together (benchmarks/RESULTS.md §low-rank EQKE).
-LOW_RANK_QK = Options("min", 2, "rank2", "cs")
-LOW_RANK_QK_EU = Options("min", 2, "rank2", "cs", "lowrank1")
+LOW_RANK_QK = Options("min", 2, "rank4", "cs")
+LOW_RANK_QK_EU = Options("min", 2, "rank4", "cs", "lowrank1")
 VARIANTS += (LOW_RANK_QK.name(), Options("min", 2, "rank1", "cs").name(),
              Options("min", 2, "rank1", "svd").name(), LOW_RANK_QK_EU.name())
 PAPER_ROWS.update({LOW_RANK_QK.name(): "Low-rank QK",
