@@ -378,3 +378,11 @@ def _assert_lemma_l_unbounded(q, k, mats, error, rows):
             value = sum(a * b for a, b in zip(qr, kr)) - shift
             lo, hi = rows[i][t]._mpi_
             assert below(lo, value) and above(hi, value), (error, i, t)
+
+
+def test_the_campaign_catches_a_broken_rule(tmp_path, monkeypatch):
+    """Deliberately broken rule (the final `bound < 0` test of subcubic_gap made
+    vacuous): the campaign must then report false theorems."""
+    monkeypatch.setattr(rule, "_require", lambda *args: None)
+    counts, findings = campaign(3, np.random.default_rng(SEED), tmp_path, STRATEGIES[:1])
+    assert findings and counts["false_theorems"] > 0, counts

@@ -377,3 +377,16 @@ def test_the_campaign_has_false_claims_to_attack():
     assert verdict_of(restated(lines, claim, claim, claim))
     assert any(verdict_of(mutant) for desc, _, mutant in claim_mutants(claim, lines, 5)
                if desc.startswith("header-only free"))
+
+
+def test_the_campaign_catches_a_broken_rule(monkeypatch):
+    """Deliberately broken rule (step 6: the bound (r'_c·g_m)/σ_f replaced by −1e9,
+    every Lemma R bound still confirmed): the campaign must then report false theorems."""
+    from mpmath.libmp import from_float
+
+    from checker.rules import overwhelm_family
+
+    monkeypatch.setattr(overwhelm_family, "_upper_ratio", lambda numer, sigma: from_float(-1e9))
+    counts, findings = campaign("ln_rope", None, np.random.default_rng(SEED), n_false=1,
+                                n_true=1, mutations=("zero",))
+    assert findings and counts["false_theorems"] > 0, counts
