@@ -6,7 +6,10 @@ the exact result for all reals in its input balls (spec/arithmetic.md cites
 the FLINT documentation for each one used).  An upper bound ā is carried as a
 ball whose *upper endpoint* is the bound: if X <= upper(A) and Y <= upper(B)
 then X + Y <= upper(A + B), because upper(A) + upper(B) is a point of the ball
-A + B; likewise for A − y and, with w >= 0, for w·A.
+A + B; likewise for A − y and, with w >= 0, for w·A.  The scalar operations
+return the exact point at that upper end, so that long chains of bounds do not
+carry a growing radius (the vector ones, one step deep in the cubic rule, keep
+the ball).
 
 Exactness of verdicts: comparisons of balls with 0 (`<`, `>=`) and of exact
 endpoints are exact in Arb; `lower()`/`upper()` round outward.  Recorded
@@ -126,23 +129,27 @@ class ArbArithmetic(Arithmetic):
         return out
 
     # -- upper-bound arithmetic (balls; the bound is the upper endpoint) ------
+    # Each scalar result is the exact point at its ball's upper end (arb.upper():
+    # arb_get_ubound_arf, rounded up).  A bound kept as a ball whose lower end has
+    # drifted far below would have a radius, stored with 30 bits, that loses about
+    # 2^-30 of its width at every step (spec/arithmetic.md).
     def upper(self, x):
-        return x
+        return x.upper()
 
     def up_add(self, a, b):
-        return a + b
+        return (a + b).upper()
 
     def up_minus(self, a, y):
-        return a - y
+        return (a - y).upper()
 
     def up_diff(self, x, y):
-        return x - y
+        return (x - y).upper()
 
     def up_mul(self, w, a):
         if not w >= self.zero:
             raise Rejected("a weight that must be positive (an attention weight) has a "
                            "recorded enclosure reaching below 0")
-        return w * a
+        return (w * a).upper()
 
     def below_zero(self, a):
         return a < self.zero
