@@ -405,3 +405,17 @@ def test_lemma_r_perm_against_enumeration():
             u = perm_potentials(w_arr, y_arr, free, target)
             head.perm = (free, items, {0: list(u)})
             assert head.average_below(ymat, 0, target, key=0) is expect
+
+
+def test_ln_scale_rejects_a_direction_bound_the_box_cannot_meet():
+    """c in [0, 1]² has c·(1, 0) <= 1, so a confirmed-looking lower bound 5 is
+    contradictory: the rule rejects instead of building an empty interval."""
+    from mpmath import iv
+
+    from checker.errors import Rejected
+    from checker.rules.overwhelm_family import ln_scale
+
+    box = [iv.mpf((0, 1)), iv.mpf((0, 1))]
+    assert ln_scale(box, 1e-5, [1.0, 0.0], 0.5).b > 0  # consistent: an enclosure
+    with pytest.raises(Rejected, match="contradicts"):
+        ln_scale(box, 1e-5, [1.0, 0.0], 5.0)

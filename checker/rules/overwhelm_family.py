@@ -268,6 +268,8 @@ def ln_scale(box: list, eps: float, e: list, lower_dot):
     if lower_dot is not None and lower_dot > 0 and e_norm.a > 0:
         cs = (iv.mpf(lower_dot) ** 2 / e_norm).a  # Cauchy–Schwarz: |c|² >= (c·e)²/|e|²
         lo_sum = max(lo_sum, cs)
+    if lo_sum > hi_sum:  # the box and the confirmed direction bound admit no c: fail closed
+        raise Rejected("overwhelm_family: the LayerNorm direction bound contradicts the box")
     return sqrt_interval(iv.mpf((lo_sum, hi_sum)) / d + iv.mpf(eps))
 
 
