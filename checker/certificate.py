@@ -364,9 +364,8 @@ class CertificateChecker:
                 raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
                                "attention-only model family (spec/theorem.md §1b)")
             return self._overwhelm_rule(obj, lineno, rule)
-        hinted = getattr(rule, "HINTED_INPUTS", False)  # inputs depend on the hints
-        names = (rule.inputs(self.dims, obj.get("hints")) if hinted else
-                 rule.inputs(self.dims) if hasattr(rule, "inputs") else rule.INPUTS)
+        hints = obj.get("hints")
+        names = rule.inputs(self.dims, hints) if hasattr(rule, "inputs") else rule.INPUTS
         inputs = obj["inputs"]
         if not isinstance(inputs, dict) or set(inputs) != set(names):
             raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs {list(names)}")
@@ -387,7 +386,7 @@ class CertificateChecker:
             matrices[name] = value.rows(ar)
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
         started = time.monotonic()
-        proven, note = rule.check(self.dims, matrices, obj.get("hints"), self.charge, self.jobs,
+        proven, note = rule.check(self.dims, matrices, hints, self.charge, self.jobs,
                                   **({"arith": ar} if portable else {}))
         note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
@@ -395,8 +394,7 @@ class CertificateChecker:
                            f"sequences, but the line claims {claim}")
         self.proven[lineno] = claim
         if hasattr(rule, "dimensionality") and self.report.dimensionality is not None:
-            self.report.dimensionality += (rule.dimensionality(self.dims, obj.get("hints"))
-                                           if hinted else rule.dimensionality(self.dims))
+            self.report.dimensionality += rule.dimensionality(self.dims, hints)
         else:  # the rule defines none (spec/rules.md §proof length): the sum is undefined
             self.report.dimensionality = None
         self.report.rule_notes.append(f"{obj['rule']}: {note}")

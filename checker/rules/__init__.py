@@ -1,9 +1,9 @@
 """Proof rules (spec/rules.md).  Each module has INPUTS, the canonical model
 quantities it reads, and check(dims, matrices, hints, charge) -> (proven, note),
 where `proven` is a number of sequences the rule proves correct.  A rule whose
-inputs depend on the model family has inputs(dims) instead of INPUTS; one whose
-inputs depend on its hints sets HINTED_INPUTS = True and has inputs(dims, hints)
-and dimensionality(dims, hints) (subcubic_gap: low-rank EQKE and EU).
+inputs depend on the model family or on its hints has inputs(dims, hints) instead
+of INPUTS (forward; subcubic_gap: low-rank EQKE and EU); dimensionality(dims,
+hints), where defined, is its unexplained dimensionality (spec/rules.md).
 
 Rules with PROPERTY = "overwhelm" prove an overwhelm claim instead
 (spec/overwhelm.md): parse_claim(obj, dims, FORM), inputs(dims, claim) -> the

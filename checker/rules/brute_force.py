@@ -73,7 +73,7 @@ def _margin(ar, w, tokens, q, top, o, evou, pvou, eu):
                    for i, (w_i, t) in enumerate(zip(w, tokens)))
 
 
-def dimensionality(dims) -> int:
+def dimensionality(dims, hints=None) -> int:
     """Unexplained dimensionality (spec/rules.md §proof length): the logits of
     every sequence, a black box {0..v−1}^k → ℝ^v: v^(k+1)."""
     return dims.d_vocab ** (dims.n_ctx + 1)

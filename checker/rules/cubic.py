@@ -426,7 +426,7 @@ def parse_hints(hints, v, k):
     return good
 
 
-def dimensionality(dims) -> int:
+def dimensionality(dims, hints=None) -> int:
     """Unexplained dimensionality (spec/rules.md §proof length): the entries of
     EQKE, EVOU, EU (v² each) and EQKP, PVOU (kv each), enumerated: 3v² + 2kv."""
     v, k = dims.d_vocab, dims.n_ctx

@@ -31,7 +31,7 @@ _ZERO = iv.mpf(0)
 _EXP_COST = 50  # as ops.COST["exp"]
 
 
-def inputs(dims) -> tuple[str, ...]:
+def inputs(dims, hints=None) -> tuple[str, ...]:
     """Every weight of the family (by short name), and the RoPE tables if rotary."""
     names = tuple(p.short for p in parameter_table(dims.family))
     return names + (ROPE_INPUTS if dims.family.positional == "rotary" else ())

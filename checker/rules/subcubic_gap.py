@@ -35,7 +35,6 @@ INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
-HINTED_INPUTS = True  # inputs() and dimensionality() depend on the hints (certificate.py)
 
 
 def inputs(dims, hints=None) -> tuple[str, ...]:
