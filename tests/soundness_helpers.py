@@ -80,3 +80,34 @@ def cubic_covered(good_entries, v, k):
         if (not lower and mask) or (lower and all(mask >> t & 1 for t in lower)):
             out.add(seq)
     return out
+
+
+def accepted_inputs(lines):
+    """(dims, the rule's input matrices, its hints) of a certificate the checker
+    accepts in full (rule line second to last), else None."""
+    from checker.arith import MPMATH
+    from checker.errors import Malformed, Rejected
+
+    checker = CertificateChecker(Limits())
+    try:
+        for text in lines:
+            checker.feed(text)
+        checker.finish()
+    except (Rejected, Malformed):
+        return None
+    line = json.loads(lines[-2])
+    mats = {n: checker.values[i].rows(MPMATH) for n, i in line["inputs"].items()}
+    return checker.dims, mats, line["hints"]
+
+
+def subcubic_covered(gaps, v, k):
+    """The sequences a subcubic_gap table covers (spec/rules.md §subcubic_gap), for
+    gaps mapping (max m, query q, count c) to an entry whose first item is the gap g."""
+    out = set()
+    for seq in itertools.product(range(v), repeat=k):
+        q, m = seq[-1], max(seq)
+        lower = [t for t in seq[:-1] if t < m]
+        entry = gaps.get((m, q, len(lower)))
+        if entry is not None and all(t <= m - entry[0] for t in lower):
+            out.add(seq)
+    return out

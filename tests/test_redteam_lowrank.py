@@ -25,14 +25,13 @@ from __future__ import annotations
 import base64
 import copy
 import itertools
-import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from redteam_truth import margin, random_model
+from soundness_helpers import accepted_inputs, subcubic_covered
 
-from checker.certificate import CertificateChecker, Limits
 from checker.errors import Malformed, Rejected
 
 rule = pytest.importorskip("checker.rules.subcubic_gap")
@@ -68,32 +67,7 @@ def lines_for(w, tmp_path, strategy):
         return None
 
 
-def accepted_inputs(lines):
-    """(dims, the rule's input matrices, its hints) of an accepted certificate, else None."""
-    from checker.arith import MPMATH
-
-    checker = CertificateChecker(Limits())
-    try:
-        for text in lines:
-            checker.feed(text)
-        checker.finish()
-    except (Rejected, Malformed):
-        return None
-    line = json.loads(lines[-2])
-    mats = {n: checker.values[i].rows(MPMATH) for n, i in line["inputs"].items()}
-    return checker.dims, mats, line["hints"]
-
-
-def covered(gaps, v, k):
-    """The sequences the gap hints cover (spec/rules.md §subcubic_gap)."""
-    out = set()
-    for seq in itertools.product(range(v), repeat=k):
-        q, m = seq[-1], max(seq)
-        lower = [t for t in seq[:-1] if t < m]
-        entry = gaps.get((m, q, len(lower)))
-        if entry is not None and all(t <= m - entry[0] for t in lower):
-            out.add(seq)
-    return out
+covered = subcubic_covered
 
 
 # -- hint mutations -------------------------------------------------------------------------

@@ -18,8 +18,8 @@ import json
 import numpy as np
 import pytest
 from redteam_truth import margin, random_model
+from soundness_helpers import accepted_inputs, subcubic_covered
 
-from checker.certificate import CertificateChecker, Limits
 from checker.errors import Malformed, Rejected
 
 rule = pytest.importorskip("checker.rules.subcubic_gap")
@@ -40,31 +40,8 @@ def _lines(w, tmp_path, direct):
         return None
 
 
-def _accepted_inputs(lines):
-    """(dims, input matrices, hints) of an accepted certificate, else None."""
-    from checker.arith import MPMATH
-
-    checker = CertificateChecker(Limits())
-    try:
-        for text in lines:
-            checker.feed(text)
-        checker.finish()
-    except (Rejected, Malformed):
-        return None
-    line = json.loads(lines[-2])
-    mats = {n: checker.values[i].rows(MPMATH) for n, i in line["inputs"].items()}
-    return checker.dims, mats, line["hints"]
-
-
-def _covered(gaps, v, k):
-    out = set()
-    for seq in itertools.product(range(v), repeat=k):
-        q, m = seq[-1], max(seq)
-        lower = [t for t in seq[:-1] if t < m]
-        entry = gaps.get((m, q, len(lower)))
-        if entry is not None and all(t <= m - entry[0] for t in lower):
-            out.add(seq)
-    return out
+_accepted_inputs = accepted_inputs
+_covered = subcubic_covered
 
 
 def test_subcubic_gap_proves_only_truths(tmp_path):
