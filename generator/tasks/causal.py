@@ -100,20 +100,21 @@ def _single_thread():
         torch.set_num_threads(threads)
 
 
-def train_task(cfg: TaskTrainConfig, batch_fn: BatchFn, progress: bool = True):
-    """Train a model of the checker's class on a task; returns (model, stats).
-    Deterministic for a config on one machine/torch build (one seeded generator,
-    one thread)."""
+def fit(cfg: TaskTrainConfig, make_model, logits_fn, batch_fn: BatchFn, progress: bool = True):
+    """AdamW with cross-entropy at the positions the task marks (target −100 elsewhere):
+    make_model(generator) builds the model from the one seeded generator, which then
+    draws every batch; one thread.  Deterministic for a config on one machine/torch
+    build.  Returns (model, mean loss of the last 100 steps, seconds)."""
     started = time.perf_counter()
     with _single_thread():
         gen = torch.Generator().manual_seed(cfg.seed)
-        model = MaxOfKTransformer(cfg.dims, generator=gen)
+        model = make_model(gen)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         losses = []
         for _ in progress_bar(range(cfg.steps), "training", enabled=progress):
             tokens, targets = batch_fn(gen, cfg)
-            logits = logits_all_positions(model, tokens)
+            logits = logits_fn(model, tokens)
             loss = F.cross_entropy(logits.reshape(-1, cfg.d_vocab), targets.reshape(-1),
                                    ignore_index=-100)
             opt.zero_grad(set_to_none=True)
@@ -122,5 +123,11 @@ def train_task(cfg: TaskTrainConfig, batch_fn: BatchFn, progress: bool = True):
             losses.append(loss.item())
         model.eval()
     tail = losses[-100:]
-    return model, {"final_loss": sum(tail) / len(tail),
-                   "train_seconds": round(time.perf_counter() - started, 2)}
+    return model, sum(tail) / len(tail), round(time.perf_counter() - started, 2)
+
+
+def train_task(cfg: TaskTrainConfig, batch_fn: BatchFn, progress: bool = True):
+    """Train a model of the checker's class on a task; returns (model, stats)."""
+    model, loss, seconds = fit(cfg, lambda gen: MaxOfKTransformer(cfg.dims, generator=gen),
+                               logits_all_positions, batch_fn, progress)
+    return model, {"final_loss": loss, "train_seconds": seconds}

@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from checker.modelspec import Dims, Family
 
 from ..model import FamilyTransformer, FamilyWeights, _layer_norm_np, _rotate_np, rope_angles
-from ..progress import progress_bar
-from .causal import _single_thread
+from .causal import fit
 from .maxk import prefix_max_batch
 
 ATT = "blocks.0.attn."
@@ -125,26 +122,11 @@ def train_family_task(dims: Dims, batch_fn, steps: int, seed: int = 0, batch: in
 
     cfg = TaskTrainConfig(d_vocab=dims.d_vocab, n_ctx=dims.n_ctx, d_model=dims.d_model,
                           d_head=dims.d_head, seed=seed, steps=steps, batch=batch, lr=lr)
-    started = time.perf_counter()
-    with _single_thread():
-        gen = torch.Generator().manual_seed(seed)
-        model = FamilyTransformer(dims, generator=gen)
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
-        losses = []
-        for _ in progress_bar(range(steps), "training", enabled=progress):
-            tokens, targets = batch_fn(gen, cfg)
-            logits = family_logits_all_positions(model, tokens)
-            loss = F.cross_entropy(logits.reshape(-1, dims.d_vocab), targets.reshape(-1),
-                                   ignore_index=-100)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    tail = losses[-100:]
-    return model.weights(), {"final_loss": sum(tail) / len(tail), "train_config":
+    model, loss, seconds = fit(cfg, lambda gen: FamilyTransformer(dims, generator=gen),
+                               family_logits_all_positions, batch_fn, progress)
+    return model.weights(), {"final_loss": loss, "train_config":
                              {**cfg.to_json(), "family": dims.family.to_json()},
-                             "train_seconds": round(time.perf_counter() - started, 2)}
+                             "train_seconds": seconds}
 
 
 def main(argv=None) -> int:
