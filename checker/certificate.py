@@ -32,12 +32,12 @@ from .modelspec import (
     ATTN_ONLY,
     Dims,
     Family,
-    family_from_tl_config,
     infer_dims,
     matrix_shape,
     parameter_table,
 )
 from .numbers import decode_bounds, decode_floats
+from .tl_config import family_from_tl_config
 
 FORMAT = "maxk-cert"
 VERSION = 1
@@ -507,7 +507,8 @@ def check_against_model_file(weights: dict, model_file, family: Family = ATTN_ON
     """
     tensors = model_file.tensors
     config = getattr(model_file, "config", None)
-    file_family = ATTN_ONLY if config is None else family_from_tl_config(config)
+    shapes = {n: tuple(t.shape) for n, t in tensors.items()}
+    file_family = ATTN_ONLY if config is None else family_from_tl_config(config, shapes)
     if file_family != family:
         raise Rejected(f"the certificate's model family {family.to_json()} is not the model "
                        f"file's {file_family.to_json()}")

@@ -45,7 +45,7 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     if model_path is not None:
         from .modelfile import read_model_tensors
 
-        model_file = read_model_tensors(model_path)
+        model_file = read_model_tensors(model_path, deadline=started + limits.max_seconds)
     checker = CertificateChecker(limits, model_file, jobs, arith)
     checker.started = started  # reading the model file counts against --max-seconds
     try:

@@ -4,7 +4,7 @@ tensors and config, without torch.
 A directory holding `config.json` and `model.safetensors` is read with the
 checker's own safetensors reader; its tensors are renamed, split and
 transposed (exact: values are only moved) into TransformerLens layout, and its
-config is mapped to a TransformerLens config (modelspec.family_from_tl_config
+config is mapped to a TransformerLens config (tl_config.family_from_tl_config
 then decides the family).  Supported: GPT-NeoX (rotary, parallel or sequential
 residual) and GPT-2 (learned positions), one layer, ReLU MLP; anything else is
 refused with a message naming it.  The conversions follow TransformerLens's own
@@ -49,74 +49,223 @@ def _slice0(shape, values, start: int, stop: int):
     return (stop - start, *shape[1:]), values[start * inner:stop * inner]
 
 
-def read_directory(path, read_safetensors, budget):
+def read_directory(path, read_safetensors, budget, max_bytes: int, tick):
     """(sha256, TL tensors, TL config) of a save_pretrained directory.  sha256 is
-    that of the weights file's bytes followed by the config file's bytes."""
-    config_bytes = _read(os.path.join(path, CONFIG_NAME))
-    weights_bytes = _read(os.path.join(path, WEIGHTS_NAME))
-    config = json.loads(config_bytes.decode("utf-8"))
+    that of the weights file's bytes followed by the config file's bytes.
+
+    The weights file is held to `max_bytes` (the model-file limit) and config.json to
+    MAX_CONFIG_BYTES before either is read whole; `tick()` raises once the time limit
+    has passed and is called between steps and per converted tensor."""
+    config_bytes = _read(os.path.join(path, CONFIG_NAME), MAX_CONFIG_BYTES)
+    weights_bytes = _read(os.path.join(path, WEIGHTS_NAME), max_bytes)
+    tick()
+    try:
+        config = json.loads(config_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Malformed(f"{CONFIG_NAME} is not JSON: {exc}") from None
     if not isinstance(config, dict):
         raise Malformed(f"{CONFIG_NAME} is not a JSON object")
-    tensors, _ = read_safetensors(weights_bytes, budget)
-    tl_config, tl_tensors = convert(config, tensors)
+    tensors, metadata_config = read_safetensors(weights_bytes, budget)
+    if metadata_config is not None:
+        _refuse(f"{WEIGHTS_NAME} carries its own config in its metadata (one model, one "
+                f"config: {CONFIG_NAME})")
+    tick()
+    tl_config, tl_tensors = convert(config, tensors, tick)
     sha = hashlib.sha256(weights_bytes + config_bytes).hexdigest()
     return sha, tl_tensors, tl_config
 
 
-def _read(path) -> bytes:
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB
+
+
+def _read(path, limit: int) -> bytes:
     if not os.path.isfile(path):
         raise Malformed(f"is a directory without {os.path.basename(path)}: not a Hugging Face "
                         "save_pretrained directory")
     with open(path, "rb") as f:
-        return f.read(1 << 31)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise Malformed(f"{os.path.basename(path)} is larger than the limit of {limit} bytes "
+                        "(resource limit)")
+    return data
 
 
-def convert(config: dict, tensors: dict):
+# ---- the allow-list (spec/configs.md §Hugging Face) -------------------------------------
+# Every field of config.json is interpreted by a conversion below, fixed at the value under
+# which our semantics is the library's, or inert (no effect on the causal-LM forward pass:
+# names, token ids, dropout, initialisation, generation defaults, output switches).  Any
+# other field is refused, naming it: a field the checker does not understand could change
+# the model (issue 18).
+_INERT = frozenset("""_name_or_path transformers_version dtype torch_dtype id2label label2id
+    problem_type output_attentions output_hidden_states return_dict use_return_dict
+    chunk_size_feed_forward tokenizer_class prefix task_specific_params finetuning_task
+    use_bfloat16 torchscript bos_token_id eos_token_id pad_token_id sep_token_id
+    decoder_start_token_id is_decoder tie_encoder_decoder use_cache initializer_range
+    _attn_implementation attn_implementation _attn_implementation_autoset
+    max_length min_length do_sample early_stopping num_beams num_beam_groups diversity_penalty
+    temperature top_k top_p typical_p repetition_penalty length_penalty no_repeat_ngram_size
+    encoder_no_repeat_ngram_size bad_words_ids num_return_sequences output_scores
+    return_dict_in_generate forced_bos_token_id forced_eos_token_id remove_invalid_values
+    exponential_decay_length_penalty suppress_tokens begin_suppress_tokens""".split())
+# name -> (predicate on the value, what is allowed); an absent field has the allowed default
+_FIXED = {
+    "is_encoder_decoder": (lambda v: v is False, "false"),
+    "add_cross_attention": (lambda v: v is False, "false"),
+    "cross_attention_hidden_size": (lambda v: v is None, "null"),
+    "pruned_heads": (lambda v: v == {}, "{} (no pruned heads)"),
+}
+_NEOX_FIELDS = {
+    "interpreted": """model_type architectures vocab_size hidden_size num_hidden_layers
+        num_attention_heads intermediate_size hidden_act max_position_embeddings layer_norm_eps
+        rope_parameters rotary_pct rotary_emb_base use_parallel_residual attention_bias
+        tie_word_embeddings""".split(),
+    "fixed": {"rope_scaling": (lambda v: v is None, "null (no rope scaling)")},
+    "inert": ("hidden_dropout", "attention_dropout", "classifier_dropout"),
+}
+_GPT2_FIELDS = {
+    "interpreted": """model_type architectures vocab_size n_embd n_layer n_head n_inner
+        n_positions activation_function layer_norm_epsilon tie_word_embeddings""".split(),
+    "fixed": {"scale_attn_weights": (lambda v: v is True, "true"),
+              "scale_attn_by_inverse_layer_idx": (lambda v: v is False, "false")},
+    # n_ctx: a 4.x alias of n_positions that the model never reads; reorder_and_upcast_attn
+    # changes only the float evaluation order (same real-valued attention); summary_*: the
+    # double-heads model's classification head, absent from GPT2LMHeadModel.
+    "inert": ("resid_pdrop", "embd_pdrop", "attn_pdrop", "n_ctx", "reorder_and_upcast_attn",
+              "summary_type", "summary_use_proj", "summary_activation",
+              "summary_proj_to_labels", "summary_first_dropout"),
+}
+
+
+def _check_fields(config: dict, fields: dict) -> None:
+    """Refuse any field that is neither interpreted, fixed at its allowed value, nor inert."""
+    fixed = {**_FIXED, **fields["fixed"]}
+    known = set(fields["interpreted"]) | set(fixed) | _INERT | set(fields["inert"])
+    unknown = sorted(k for k in config if k not in known)
+    if unknown:
+        _refuse(f"unknown config field {unknown[0]!r} = {config[unknown[0]]!r:.60} (a field "
+                "the checker does not understand could change the model; spec/configs.md)")
+    for name, (allowed, text) in fixed.items():
+        if name in config and not allowed(config[name]):
+            _refuse(f"{name} = {config[name]!r:.60} (supported: {text})")
+
+
+def _int(config: dict, name: str, default=None):
+    """A JSON integer (not true, not 2.0, not "8"); a missing field takes `default`."""
+    value = config.get(name, default)
+    if type(value) is not int or value < 0:
+        _refuse(f"{name} = {value!r:.60} is not a non-negative integer")
+    return value
+
+
+def _real(config: dict, name: str, default):
+    value = config.get(name, default)
+    if type(value) not in (int, float) or not math.isfinite(value):
+        _refuse(f"{name} = {value!r:.60} is not a finite number")
+    return value
+
+
+def _flag(config: dict, name: str, default: bool) -> bool:
+    value = config.get(name, default)
+    if type(value) is not bool:
+        _refuse(f"{name} = {value!r:.60} is not true or false")
+    return value
+
+
+def _architecture(config: dict, name: str) -> None:
+    arch = config.get("architectures")
+    if arch not in (None, [name]):
+        _refuse(f"architectures = {arch!r:.80} (supported: [{name!r}])")
+
+
+def convert(config: dict, tensors: dict, tick=lambda: None):
     """(TL config, TL tensors) of an HF GPT-NeoX or GPT-2 config and state dict."""
     kind = config.get("model_type")
     if kind == "gpt_neox":
-        return _neox(config, tensors)
+        return _neox(config, tensors, tick)
     if kind == "gpt2":
-        return _gpt2(config, tensors)
+        return _gpt2(config, tensors, tick)
     _refuse(f"model_type {kind!r} (supported: gpt_neox, gpt2)")
 
 
-def _common_checks(config, layers_key, act_key):
-    if config.get(layers_key) != 1:
-        _refuse(f"{layers_key} = {config.get(layers_key)!r} (one layer is supported)")
-    if config.get(act_key) != "relu":
-        _refuse(f"{act_key} = {config.get(act_key)!r} (only relu is supported)")
+def _common_checks(config, layers_key, act_key, default_act):
+    layers = _int(config, layers_key, None)
+    if layers != 1:
+        _refuse(f"{layers_key} = {layers!r} (one layer is supported)")
+    act = config.get(act_key, default_act)
+    if act != "relu":
+        _refuse(f"{act_key} = {act!r:.40} (only relu is supported)")
+
+
+def _neox_rope(config) -> tuple[float, float]:
+    """(rope_theta, partial_rotary_factor) as transformers 5 reads them: rope_parameters
+    first, then the 4.x names rotary_emb_base / rotary_pct, then 10000 and 0.25.  Both
+    spellings with different values are refused (4.x and 5.x would build different models)."""
+    rope = config.get("rope_parameters")
+    if rope is None:
+        rope = {}
+    if not isinstance(rope, dict):
+        _refuse(f"rope_parameters = {rope!r:.60} is not an object")
+    extra = sorted(set(rope) - {"rope_type", "rope_theta", "partial_rotary_factor"})
+    if extra or rope.get("rope_type", "default") != "default":
+        _refuse(f"rope parameters {rope!r:.80} (supported: rope_type 'default', rope_theta, "
+                "partial_rotary_factor; no rope scaling)")
+    values = []
+    for new, old, default in (("rope_theta", "rotary_emb_base", 10000.0),
+                              ("partial_rotary_factor", "rotary_pct", 0.25)):
+        if new in rope and old in config and rope[new] != config[old]:
+            _refuse(f"rope_parameters.{new} = {rope[new]!r} but {old} = {config[old]!r}")
+        values.append(_real(rope, new, config.get(old, default)))
+    theta, pct = values
+    if not 0 < pct <= 1:
+        _refuse(f"partial_rotary_factor = {pct!r} is not in (0, 1]")
+    return theta, pct
 
 
 def _tensor(cls, shape, values, dtype):
     return cls(shape=tuple(shape), values=tuple(values), dtype=dtype)
 
 
-def _lookup(t):
-    """t[key], or Malformed naming the missing key."""
+def _lookup(t, tick):
+    """t[key], or Malformed naming the missing key; checks the clock per tensor."""
     def get(key):
+        tick()
         if key not in t:
             raise Malformed(f"Hugging Face state dict lacks {key}")
         return t[key]
     return get
 
 
-def _neox(config, t):
+def _neox(config, t, tick):
     """GPT-NeoX: fused query_key_value (rows ordered head, {q,k,v}, d_head), nn.Linear
     weights (out, in), rotary on the first rotary_dim coordinates, untied embed_out."""
-    _common_checks(config, "num_hidden_layers", "hidden_act")
-    rope = config.get("rope_parameters") or {}
-    base = rope.get("rope_theta", config.get("rotary_emb_base", 10000))
-    pct = rope.get("partial_rotary_factor", config.get("rotary_pct", 1.0))
-    if rope.get("rope_type", "default") != "default" or config.get("rope_scaling"):
-        _refuse("rope scaling")
+    _check_fields(config, _NEOX_FIELDS)
+    _architecture(config, "GPTNeoXForCausalLM")
+    _common_checks(config, "num_hidden_layers", "hidden_act", "gelu")
+    base, pct = _neox_rope(config)
+    if _flag(config, "tie_word_embeddings", False):
+        _refuse("tie_word_embeddings = true (embed_out would be replaced by embed_in)")
+    bias = _flag(config, "attention_bias", True)
+    prefix = "gpt_neox.layers.0."
+    names = [prefix + "attention.query_key_value.bias", prefix + "attention.dense.bias"]
+    if any((name in t) != bias for name in names):
+        _refuse(f"attention_bias = {str(bias).lower()} but the attention bias tensors are "
+                f"{'missing' if bias else 'present'} (transformers would "
+                f"{'initialise them at random' if bias else 'ignore them'})")
+    if "lm_head.weight" in t:
+        _refuse("lm_head.weight in a GPT-NeoX file (its unembedding is embed_out.weight)")
+    for name in ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings",
+                 "intermediate_size"):
+        _int(config, name)
+    if not config["num_attention_heads"] or config["hidden_size"] % config["num_attention_heads"]:
+        _refuse("hidden_size is not a multiple of num_attention_heads")
+    eps = _real(config, "layer_norm_eps", 1e-5)
+    parallel = _flag(config, "use_parallel_residual", True)
     d, n = config["hidden_size"], config["num_attention_heads"]
     h = d // n
-    prefix = "gpt_neox.layers.0."
     T = type(next(iter(t.values())))
     out = {}
 
-    get = _lookup(t)
+    get = _lookup(t, tick)
 
     def linear_t(key):  # (out, in) -> (in, out)
         w = get(key)
@@ -146,7 +295,7 @@ def _neox(config, t):
     out["blocks.0.mlp.b_out"] = get(prefix + "mlp.dense_4h_to_h.bias")
     out["ln_final.w"] = get("gpt_neox.final_layer_norm.weight")
     out["ln_final.b"] = get("gpt_neox.final_layer_norm.bias")
-    head = "lm_head.weight" if "lm_head.weight" in t else "embed_out.weight"
+    head = "embed_out.weight"
     out["unembed.W_U"] = linear_t(head)
     _no_others(t, {"gpt_neox.embed_in.weight", head, "gpt_neox.final_layer_norm.weight",
                    "gpt_neox.final_layer_norm.bias"}, prefix, (
@@ -160,26 +309,30 @@ def _neox(config, t):
     tl = {"n_layers": 1, "d_model": d, "n_heads": n, "d_head": h,
           "d_vocab": config["vocab_size"], "n_ctx": config["max_position_embeddings"],
           "d_mlp": config["intermediate_size"], "act_fn": "relu", "normalization_type": "LN",
-          "eps": float(config.get("layer_norm_eps", 1e-5)),
-          "positional_embedding_type": "rotary", "rotary_dim": int(h * pct),
-          "rotary_base": base, "parallel_attn_mlp": bool(config.get("use_parallel_residual",
-                                                                    True))}
+          "eps": float(eps), "positional_embedding_type": "rotary", "rotary_dim": int(h * pct),
+          "rotary_base": base, "parallel_attn_mlp": parallel}
     return tl, out
 
 
-def _gpt2(config, t):
+def _gpt2(config, t, tick):
     """GPT-2: Conv1D weights (in, out), fused c_attn (d, 3·d), learned positions,
     unembedding tied to wte (or lm_head), no unembedding bias."""
-    _common_checks(config, "n_layer", "activation_function")
-    if not config.get("scale_attn_weights", True) or config.get("scale_attn_by_inverse_layer_idx"):
-        _refuse("an attention scale other than sqrt(d_head)")
+    _check_fields(config, _GPT2_FIELDS)
+    _architecture(config, "GPT2LMHeadModel")
+    _common_checks(config, "n_layer", "activation_function", "gelu_new")
+    for name in ("n_embd", "n_head", "vocab_size", "n_positions"):
+        _int(config, name)
+    if not config["n_head"] or config["n_embd"] % config["n_head"]:
+        _refuse("n_embd is not a multiple of n_head")
+    eps = _real(config, "layer_norm_epsilon", 1e-5)
+    tied = _flag(config, "tie_word_embeddings", True)
     d, n = config["n_embd"], config["n_head"]
     h = d // n
     prefix = "transformer.h.0."
     T = type(next(iter(t.values())))
     out = {}
 
-    get = _lookup(t)
+    get = _lookup(t, tick)
 
     out["embed.W_E"] = get("transformer.wte.weight")
     out["pos_embed.W_pos"] = get("transformer.wpe.weight")
@@ -203,7 +356,7 @@ def _gpt2(config, t):
     out["blocks.0.mlp.b_out"] = get(prefix + "mlp.c_proj.bias")
     out["ln_final.w"] = get("transformer.ln_f.weight")
     out["ln_final.b"] = get("transformer.ln_f.bias")
-    head = get("lm_head.weight") if "lm_head.weight" in t else get("transformer.wte.weight")
+    head = _gpt2_unembedding(t, tied, get)
     out["unembed.W_U"] = _tensor(T, *_permute(head, head.shape, (1, 0)), head.dtype)
     _no_others(t, {"transformer.wte.weight", "transformer.wpe.weight", "lm_head.weight",
                    "transformer.ln_f.weight", "transformer.ln_f.bias"}, prefix, (
@@ -211,13 +364,26 @@ def _gpt2(config, t):
         "ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",
         "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"), ("attn.bias",
                                                                    "attn.masked_bias"))
-    inner = config.get("n_inner") or 4 * d
+    inner = _int(config, "n_inner", None) if config.get("n_inner") is not None else 4 * d
     tl = {"n_layers": 1, "d_model": d, "n_heads": n, "d_head": h,
           "d_vocab": config["vocab_size"], "n_ctx": config["n_positions"], "d_mlp": inner,
-          "act_fn": "relu", "normalization_type": "LN",
-          "eps": float(config.get("layer_norm_epsilon", 1e-5)),
+          "act_fn": "relu", "normalization_type": "LN", "eps": float(eps),
           "positional_embedding_type": "standard"}
     return tl, out
+
+
+def _gpt2_unembedding(t, tied: bool, get):
+    """transformers ties lm_head to wte when tie_word_embeddings (its default): a stored
+    lm_head.weight is then replaced by wte at load, so it must equal wte bit for bit."""
+    wte = get("transformer.wte.weight")
+    if not tied:
+        return get("lm_head.weight")
+    lm_head = t.get("lm_head.weight")
+    if lm_head is not None and (lm_head.shape != wte.shape or lm_head.values != wte.values
+                                or lm_head.dtype != wte.dtype):
+        _refuse("tie_word_embeddings = true but lm_head.weight differs from "
+                "transformer.wte.weight (transformers would use wte)")
+    return wte
 
 
 def _no_others(t, top: set, prefix: str, layer: tuple, buffers: tuple) -> None:

@@ -25,6 +25,7 @@ import os
 import pickle
 import pickletools
 import struct
+import time
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -81,33 +82,41 @@ class ModelFile:
 
 
 def read_model_tensors(path, *, max_bytes: int = MAX_BYTES,
-                       max_elements: int = MAX_ELEMENTS) -> ModelFile:
+                       max_elements: int = MAX_ELEMENTS,
+                       deadline: float | None = None) -> ModelFile:
     """Read every tensor of the state dict in the .pt or .safetensors file `path`.
 
     Any exception while decoding the untrusted bytes means the file is
     malformed: it is reported as ModelFileError naming the file (fail closed).
+    `deadline` (time.monotonic()) is the time limit of the check the file is read for.
     """
+    def tick():
+        if deadline is not None and time.monotonic() > deadline:
+            raise ModelFileError("reading it took longer than the time limit (--max-seconds)")
+
     try:
-        if os.path.isfile(os.path.join(path, "config.json")):  # a save_pretrained directory
+        if os.path.isdir(path):  # a save_pretrained directory
             from . import hf
 
             sha, tensors, config = hf.read_directory(path, _read_safetensors,
-                                                     _Budget(max_elements))
+                                                     _Budget(max_elements), max_bytes, tick)
             return ModelFile(sha256=sha, tensors=tensors, config=config)
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
         if len(data) > max_bytes:
             raise ModelFileError(f"file is larger than the limit of {max_bytes} bytes")
         budget = _Budget(max_elements)
+        tick()
         if data[:4] == b"PK\x03\x04":  # zip local file header
             tensors, config = _read_torch_zip(data, budget)
         else:
             tensors, config = _read_safetensors(data, budget)
+        tick()
         if config is None:
             config = sidecar_config(path)
         return ModelFile(sha256=hashlib.sha256(data).hexdigest(), tensors=tensors,
                          config=config)
-    except ModelFileError as exc:
+    except Malformed as exc:  # ModelFileError, or hf.py's refusals
         raise ModelFileError(f"model file {path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- fail closed on anything the bytes provoke
         raise ModelFileError(f"model file {path}: cannot be read "
@@ -374,15 +383,45 @@ def _read_torch_zip(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], di
     pkl = _read_entry(zf, pkls[0])
     _check_opcodes(pkl)
     top = _RestrictedUnpickler(pkl, zf, folder, budget).load()
-    state = top.get("model") if isinstance(top, dict) else None
-    if not (isinstance(state, dict) and state):
-        state = top
-    if not (isinstance(state, dict)
-            and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in state.items())):
+    if _is_state_dict(top):  # torch.save(model.state_dict()): no config
+        return {name: _materialize(ref) for name, ref in top.items()}, None
+    if not (isinstance(top, dict) and _is_state_dict(top.get("model"))):
         raise ModelFileError("data.pkl holds neither a state dict nor a dict whose 'model' "
-                             "entry is a state dict (name -> tensor)")
-    return ({name: _materialize(ref) for name, ref in state.items()},
-            _config(top.get("config") if isinstance(top, dict) else None))
+                             "entry is a state dict (name -> tensor); save "
+                             "{'model': model.state_dict(), 'config': model.cfg.to_dict()}")
+    return ({name: _materialize(ref) for name, ref in top["model"].items()},
+            _file_config(top, "entry"))
+
+
+def _is_state_dict(obj) -> bool:
+    return isinstance(obj, dict) and bool(obj) and all(
+        isinstance(k, str) and isinstance(v, _TensorRef) for k, v in obj.items())
+
+
+# What a model file may hold beside its tensors (spec/configs.md §model files): the
+# TransformerLens config ("config"; "model_config" is the generator's name for the
+# attention-only description), training metadata, and the format tag safetensors writes.
+# Anything else is refused: a field the checker does not understand is never ignored.
+_FILE_ENTRIES = {"model": "the state dict", "config": "a TransformerLens config",
+                 "model_config": "a TransformerLens config (the generator's name)",
+                 "train_metrics": "training metadata (inert: not part of the model)",
+                 "format": "the safetensors framework tag (inert)"}
+
+
+def _file_config(entries: dict, what: str) -> dict | None:
+    """The config among a file's top-level entries (a .pt dict, or safetensors metadata
+    with JSON strings decoded); refuses unknown entries and two configs."""
+    allowed = ("model", "config", "model_config", "train_metrics") if what == "entry" \
+        else ("config", "model_config", "train_metrics", "format")
+    for key in entries:
+        if key not in allowed:
+            raise ModelFileError(f"the file has the {what} {key!r:.80}, which the checker does "
+                                 f"not understand (allowed: {', '.join(allowed)}); "
+                                 "spec/configs.md")
+    if "config" in entries and "model_config" in entries:
+        raise ModelFileError("the file has both 'config' and 'model_config': one model, "
+                             "one config")
+    return _config(entries.get("config", entries.get("model_config")))
 
 
 def sidecar_config(path) -> dict | None:
@@ -398,6 +437,11 @@ def sidecar_config(path) -> dict | None:
                 config = json.loads(f.read(1 << 20).decode("utf-8"))
             if needs_tl_names and not (isinstance(config, dict) and "d_model" in config
                                        and "n_heads" in config):
+                if isinstance(config, dict) and "model_type" in config:
+                    raise ModelFileError("is the weights file of a Hugging Face directory: "
+                                         "pass the directory "
+                                         f"({os.path.dirname(os.fspath(path)) or '.'}), "
+                                         "not the file")
                 continue
             return _config(config)
     return None
@@ -458,8 +502,10 @@ def _read_safetensors(data: bytes, budget: _Budget) -> tuple[dict[str, Tensor], 
         tensors[name], pos = Tensor(shape, _decode(dtype, buffer[begin:end]), dtype), end
     if pos != len(buffer):
         raise ModelFileError("safetensors data has bytes that belong to no tensor")
-    config = metadata.get("config")  # a JSON string, as safetensors metadata holds only str
-    return tensors, _config(None if config is None else json.loads(config))
+    if not all(isinstance(v, str) for v in metadata.values()):
+        raise ModelFileError("safetensors __metadata__ values must be strings")
+    config = {k: json.loads(v) for k, v in metadata.items() if k in ("config", "model_config")}
+    return tensors, _file_config({**metadata, **config}, "metadata key")
 
 
 def _safetensors_entry(name: str, spec) -> tuple:

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from checker.errors import Malformed
-from checker.modelspec import IGNORED_BUFFERS, ROTARY_BUFFERS, family_from_tl_config
+from checker.modelspec import IGNORED_BUFFERS, ROTARY_BUFFERS
+from checker.tl_config import family_from_tl_config
 
 from .model import FamilyWeights, ModelWeights
 
@@ -80,7 +81,8 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
             continue  # mask / IGNORE / float32 rotary tables: semantics fixed by the spec
         tensors[key] = _to_float32(path, key, value)
     try:
-        family = None if config is None else family_from_tl_config(config)
+        shapes = {k: tuple(v.shape) for k, v in tensors.items()}
+        family = None if config is None else family_from_tl_config(config, shapes)
         if family is None or family.is_attn_only:
             weights = ModelWeights.from_state_dict(tensors)
         else:
@@ -101,7 +103,8 @@ def _load_hf_directory(path) -> LoadedModel:
         tensors = {k: _to_float32(path, k, torch.tensor(t.values, dtype=torch.float64)
                                   .reshape(t.shape)) for k, t in mf.tensors.items()
                    if t.dtype in ("float32", "float16", "bfloat16")}
-        family = family_from_tl_config(mf.config)
+        family = family_from_tl_config(mf.config, {k: tuple(t.shape)
+                                                   for k, t in mf.tensors.items()})
         weights = (ModelWeights.from_state_dict(tensors) if family.is_attn_only
                    else FamilyWeights.from_state_dict(tensors, family))
     except Malformed as exc:
@@ -167,7 +170,16 @@ def _parse_torch(path: str | os.PathLike, data: bytes) -> dict:
                                    f"got {type(obj).__name__}")
     if config is not None and not isinstance(config, dict):
         raise ModelFileError(path, "the file's 'config' is not a dictionary")
-    return obj, config
+    return obj, None if config is None else {k: _plain_scalar(v) for k, v in config.items()}
+
+
+def _plain_scalar(value):
+    """A config value as the checker's reader sees it: numpy scalars as Python numbers,
+    a torch dtype as its name (cfg.to_dict() holds both)."""
+    if isinstance(value, torch.dtype):
+        return str(value)
+    item = getattr(value, "item", None)
+    return item() if callable(item) and type(value).__module__ == "numpy" else value
 
 
 def _describe_torch_error(exc: Exception) -> str:
@@ -274,8 +286,9 @@ def save_model(path: str | os.PathLike, weights: ModelWeights,
     elif suffix == SAFETENSORS_SUFFIX:
         import safetensors.torch
 
-        meta = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-                for k, v in metadata.items()}
+        # One key for the training metadata: the checker refuses metadata keys it does not
+        # know (a model file means exactly one model; spec/configs.md).
+        meta = {"train_metrics": json.dumps(metadata, sort_keys=True)} if metadata else {}
         if family:
             meta["config"] = json.dumps(weights.tl_config(), sort_keys=True)
         else:

@@ -74,12 +74,19 @@ def test_bare_state_dict(tmp_path):
     assert_same(read_model_tensors(tmp_path / "m.pt"), sd, tmp_path / "m.pt")
 
 
-def test_wrapped_state_dict_ignores_other_entries(tmp_path):
+def test_wrapped_state_dict_reads_known_entries_and_refuses_others(tmp_path):
+    """A model file means one model: training metadata is read (inert), an entry the
+    checker does not understand is refused by name, never ignored (issue 18)."""
     sd = state_dict()
     path = tmp_path / "m.pth"
-    torch.save({"model": sd, "model_config": {"d_vocab": 8, "act": None, "xs": [1, (2, 3.5)]},
-                "train_metrics": {"acc": 0.9}, "wandb_id": "abc"}, path)
+    torch.save({"model": sd, "train_metrics": {"acc": 0.9, "xs": [1, (2, 3.5)]}}, path)
     assert_same(read_model_tensors(path), sd, path)
+    torch.save({"model": sd, "train_metrics": {"acc": 0.9}, "wandb_id": "abc"}, path)
+    with pytest.raises(ModelFileError, match="'wandb_id'"):
+        read_model_tensors(path)
+    torch.save({"model": sd, "config": {"n_layers": 1}, "model_config": {"n_layers": 1}}, path)
+    with pytest.raises(ModelFileError, match="both 'config' and 'model_config'"):
+        read_model_tensors(path)
 
 
 def test_module_state_dict_with_metadata_and_parameters(tmp_path):
@@ -100,7 +107,7 @@ def test_strided_views_and_dtypes(tmp_path):
     extra = odd_tensors()
     assert not extra["transposed"].is_contiguous() and not extra["sliced"].is_contiguous()
     path = tmp_path / "odd.bin"  # dispatch is on content, not on the name
-    torch.save({"model": extra, "other": 1}, path)
+    torch.save({"model": extra, "train_metrics": 1}, path)
     assert_same(read_model_tensors(path), extra, path)
 
 
@@ -115,7 +122,7 @@ def test_safetensors(tmp_path):
     sd = state_dict() | {k: v.contiguous().clone() for k, v in odd_tensors().items()}
     sd["bool"] = torch.tensor([True, False, True])
     path = tmp_path / "m.safetensors"
-    safetensors.torch.save_file(sd, str(path), metadata={"model_config": "{}"})
+    safetensors.torch.save_file(sd, str(path), metadata={"format": "pt"})
     assert_same(read_model_tensors(path), sd, path)
     other = tmp_path / "m.pt"  # dispatch on content: a safetensors file named .pt
     other.write_bytes(path.read_bytes())
@@ -251,7 +258,7 @@ def test_pickle_protocols(tmp_path, protocol):
     sd = {"a": torch.randn(3, 2).t(), "m": torch.ones(2).bool()}
     path = tmp_path / "p.pt"
     cfg = {"b": [2**70, -1.5, (None, True)]}
-    torch.save({"model": sd, "cfg": cfg}, path, pickle_protocol=protocol)
+    torch.save({"model": sd, "train_metrics": cfg}, path, pickle_protocol=protocol)
     assert_same(read_model_tensors(path), sd, path)
 
 
@@ -343,7 +350,7 @@ def test_not_model_files(tmp_path):
     (tmp_path / "short").write_bytes(b"PK")
     refused(tmp_path / "short")
     refused(tmp_path / "missing.pt", "FileNotFoundError")
-    refused(tmp_path, "IsADirectoryError")
+    refused(tmp_path, "a directory without config.json")
     torch.save(state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     refused(tmp_path / "legacy.pt", "neither")
 
@@ -433,7 +440,7 @@ def test_fuzzed_files_only_ever_raise_model_file_error(tmp_path):
 
 def fuzz_pickles(tmp_path: Path, count: int, seed: int = 99) -> None:
     """Corrupt data.pkl itself (the zip's CRCs stay right, so the unpickler sees it)."""
-    torch.save({"model": state_dict() | odd_tensors(), "cfg": {"a": [1, 2.5, None]}},
+    torch.save({"model": state_dict() | odd_tensors(), "train_metrics": {"a": [1, 2.5, None]}},
                tmp_path / "m.pt")
     with zipfile.ZipFile(tmp_path / "m.pt") as zf:
         members = {n: zf.read(n) for n in zf.namelist()}

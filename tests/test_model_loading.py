@@ -130,7 +130,7 @@ def test_roundtrip_pt_and_safetensors(tmp_path):
     assert obj["train_metrics"] == {"final_loss": 0.5, "cfg": {"seed": 3}}
     assert obj["model_config"]["d_head"] == 5
     meta = safetensors.safe_open(str(tmp_path / "m.safetensors"), "pt").metadata()
-    assert json.loads(meta["cfg"]) == {"seed": 3}
+    assert json.loads(meta["train_metrics"])["cfg"] == {"seed": 3}
     # Same arguments -> same bytes (no timestamps or file names inside).
     save_model(tmp_path / "again.pt", w, {"final_loss": 0.5, "cfg": {"seed": 3}})
     assert (tmp_path / "again.pt").read_bytes() == (tmp_path / "m.pt").read_bytes()

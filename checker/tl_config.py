@@ -1,0 +1,261 @@
+"""Which model a TransformerLens config means: the allow-list binding (spec/configs.md).
+
+Trusted.  A model file may carry a TransformerLens `HookedTransformerConfig` as a dict
+(`cfg.to_dict()`).  TransformerLens runs a different forward pass for many of its fields
+(a soft cap on the attention scores, NTK or YaRN RoPE scaling, QK norms, ...), so a field
+the checker does not understand can make a certificate speak of another model than the
+one TransformerLens runs.  Hence every field is in exactly one of four classes:
+
+  interpreted  read here into the family and the sizes (checked against the tensors);
+  inert        known not to change HookedTransformer's forward pass (names, hooks, init);
+  fixed        allowed only at the value under which TransformerLens's semantics is ours;
+  subordinate  read by TransformerLens only when a fixed field is at another value, so
+               inert here (e.g. the NTK factors while use_NTK_by_parts_rope is False).
+
+A field in no class is refused, naming it.  A missing field takes TransformerLens's
+default (as `HookedTransformerConfig(**cfg)` would), except the few that must be stated
+(REQUIRED).  Types are strict: an integer is a JSON/Python int (not a bool, not 2.0),
+a real is a finite int or float, a flag is a bool.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .errors import Malformed
+from .modelspec import MAX_ROTARY_CTX, NORMALIZATIONS, POSITIONALS, Family
+
+# ---- the table (spec/configs.md §TransformerLens lists the same, with reasons) ------------
+
+INTERPRETED = ("n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "d_vocab_out",
+               "d_mlp", "attn_only", "act_fn", "normalization_type", "eps",
+               "positional_embedding_type", "rotary_dim", "rotary_base", "parallel_attn_mlp")
+REQUIRED = ("n_layers", "d_model", "d_head", "n_ctx", "d_vocab", "normalization_type")
+INERT = ("model_name", "device", "dtype", "seed", "n_devices", "n_params", "init_mode",
+         "init_weights", "initializer_range", "use_attn_result", "use_split_qkv_input",
+         "use_hook_mlp_in", "use_attn_in", "use_hook_tokens", "default_prepend_bos",
+         "tokenizer_name", "tokenizer_prepends_bos", "from_checkpoint", "checkpoint_index",
+         "checkpoint_label_type", "checkpoint_value", "trust_remote_code",
+         "layer_norm_folding", "tie_word_embeddings", "decoder_start_token_id")
+
+
+def _off(value) -> bool:
+    return value is False
+
+
+def _none(value) -> bool:
+    return value is None
+
+
+def _no_cap(value) -> bool:  # TransformerLens: a cap is active only when > 0
+    return value is None or (_is_real(value) and value <= 0)
+
+
+# name -> (TransformerLens default, predicate for an allowed value, what is allowed)
+FIXED = {
+    "gated_mlp": (False, _off, "False"),
+    "uses_rms_norm": (False, _off, "False"),
+    "final_rms": (False, _off, "False"),
+    "use_normalization_before_and_after": (False, _off, "False"),
+    "post_embedding_ln": (False, _off, "False"),
+    "use_qk_norm": (False, _off, "False"),
+    "use_local_attn": (False, _off, "False"),
+    "use_logn_attn": (False, _off, "False"),
+    "use_dynamic_ntk_rope": (False, _off, "False"),
+    "use_NTK_by_parts_rope": (False, _off, "False"),
+    "use_yarn_rope": (False, _off, "False"),
+    "use_attention_sinks": (False, _off, "False"),
+    "rotary_adjacent_pairs": (False, _off, "False (rotate-half pairing)"),
+    "scale_attn_by_inverse_layer_idx": (False, _off, "False"),
+    "load_in_4bit": (False, _off, "False"),
+    "use_attn_scale": (True, lambda v: v is True, "True"),
+    "attn_scores_soft_cap": (-1.0, _no_cap, "<= 0 (no soft cap)"),
+    "output_logits_soft_cap": (-1.0, _no_cap, "<= 0 (no soft cap)"),
+    "rotary_scaling_factor": (1.0, lambda v: _is_real(v) and v == 1, "1.0"),
+    "clip_qkv": (None, _none, "None"),
+    "num_experts": (None, lambda v: v is None or (type(v) is int and v == 0), "None"),
+    "quantization_method": (None, _none, "None"),
+    "attention_dir": ("causal", lambda v: v == "causal", "'causal'"),
+    "original_architecture": (None, lambda v: v in (None, "GPT2LMHeadModel",
+                                                     "GPTNeoXForCausalLM"),
+                              "None, 'GPT2LMHeadModel' or 'GPTNeoXForCausalLM'"),
+    # attn_scale and n_key_value_heads depend on other fields: see _check_fixed and _family.
+    "attn_scale": (-1.0, lambda v: _is_real(v), "-1 or sqrt(d_head)"),
+    "n_key_value_heads": (None, lambda v: v is None or type(v) is int, "None or n_heads"),
+}
+# name -> the fixed field whose required value makes TransformerLens ignore it
+SUBORDINATE = {
+    **{f"NTK_{x}": "use_NTK_by_parts_rope" for x in (
+        "by_parts_low_freq_factor", "by_parts_high_freq_factor", "by_parts_factor",
+        "original_ctx_len")},
+    **{f"yarn_{x}": "use_yarn_rope" for x in (
+        "factor", "attention_factor", "beta_fast", "beta_slow",
+        "original_max_position_embeddings", "truncate", "global_attn_only")},
+    "window_size": "use_local_attn", "attn_types": "use_local_attn",
+    "rotary_base_local": "use_local_attn",
+    "train_seq_length": "use_logn_attn and use_dynamic_ntk_rope",
+    "experts_per_token": "num_experts", "norm_topk_prob": "num_experts",
+    "ungroup_grouped_query_attention": "n_key_value_heads",
+    "relative_attention_max_distance": "positional_embedding_type",
+    "relative_attention_num_buckets": "positional_embedding_type",
+}
+KNOWN = frozenset(INTERPRETED) | frozenset(INERT) | frozenset(FIXED) | frozenset(SUBORDINATE)
+
+
+# ---- strict types -----------------------------------------------------------------------
+
+def _is_real(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _refuse(message: str):
+    raise Malformed(f"unsupported model config: {message}")
+
+
+def _shown(value) -> str:
+    return f"{value!r:.60}"
+
+
+def _int(cfg: dict, name: str, default=None, *, optional: bool = False):
+    value = cfg.get(name, default)
+    if value is None and optional:
+        return None
+    if type(value) is not int:
+        _refuse(f"{name} = {_shown(value)} is not an integer")
+    return value
+
+
+def _real(cfg: dict, name: str, default):
+    value = cfg.get(name, default)
+    if not _is_real(value):
+        _refuse(f"{name} = {_shown(value)} is not a finite number")
+    return value
+
+
+def _flag(cfg: dict, name: str, default: bool) -> bool:
+    value = cfg.get(name, default)
+    if type(value) is not bool:
+        _refuse(f"{name} = {_shown(value)} is not true or false")
+    return value
+
+
+def _choice(cfg: dict, name: str, default, allowed: tuple):
+    value = cfg.get(name, default)
+    if value not in allowed or type(value) not in (str, type(None)):
+        _refuse(f"{name} = {_shown(value)} (supported: {', '.join(map(repr, allowed))})")
+    return value
+
+
+# ---- the binding --------------------------------------------------------------------------
+
+def family_from_tl_config(cfg: dict, shapes: dict | None = None) -> Family:
+    """The family a TransformerLens config (a dict, e.g. cfg.to_dict()) describes.
+
+    Pre: `cfg` holds plain values (modelfile._config checked that).  With `shapes`
+    (state dict key -> shape), every size the config states must equal the tensors'.
+    Post: the config's every field is interpreted, inert, at its fixed value, or
+    subordinate to a fixed field at its required value; else Malformed names the field.
+    """
+    if not isinstance(cfg, dict):
+        _refuse("not a dictionary")
+    unknown = sorted(k for k in cfg if k not in KNOWN)
+    if unknown:
+        _refuse(f"unknown field {unknown[0]!r} = {_shown(cfg[unknown[0]])} (a field the "
+                "checker does not understand could change the forward pass; "
+                "see spec/configs.md)")
+    missing = [k for k in REQUIRED if k not in cfg]
+    if missing:
+        _refuse(f"the config does not state {', '.join(missing)}")
+    _check_fixed(cfg)
+    family = _family(cfg)
+    if shapes is not None:
+        _check_sizes(cfg, family, shapes)
+    return family
+
+
+def _check_fixed(cfg: dict) -> None:
+    for name, (default, allowed, text) in FIXED.items():
+        value = cfg.get(name, default)
+        if not allowed(value):
+            _refuse(f"{name} = {_shown(value)} (our semantics is TransformerLens's only "
+                    f"for {text})")
+    d_head = cfg.get("d_head")
+    scale = cfg.get("attn_scale", -1.0)
+    if scale != -1 and (type(d_head) is not int or d_head < 1 or scale != math.sqrt(d_head)):
+        _refuse(f"attn_scale = {_shown(scale)} (supported: -1 or sqrt(d_head) = "
+                f"{math.sqrt(d_head) if type(d_head) is int and d_head > 0 else '?'})")
+
+
+def _family(cfg: dict) -> Family:
+    n_layers = _int(cfg, "n_layers")
+    if n_layers != 1:
+        _refuse(f"n_layers = {n_layers} (only one layer is supported)")
+    d_model, d_head = _int(cfg, "d_model"), _int(cfg, "d_head")
+    if d_model < 1 or d_head < 1:
+        _refuse(f"d_model = {d_model}, d_head = {d_head} must be positive")
+    n_heads = _int(cfg, "n_heads", -1)
+    if n_heads == -1:  # TransformerLens: n_heads = d_model // d_head
+        n_heads = d_model // d_head
+    kv = cfg.get("n_key_value_heads")
+    if kv is not None and kv != n_heads:
+        _refuse(f"n_key_value_heads = {_shown(kv)} (grouped-query attention: "
+                f"supported only n_key_value_heads == n_heads = {n_heads})")
+    d_vocab = _int(cfg, "d_vocab")
+    d_vocab_out = _int(cfg, "d_vocab_out", -1)
+    if d_vocab_out not in (-1, d_vocab):
+        _refuse(f"d_vocab_out = {d_vocab_out} (supported: -1 or d_vocab = {d_vocab})")
+    norm = _choice(cfg, "normalization_type", None, NORMALIZATIONS)
+    eps = _real(cfg, "eps", 1e-5)
+    attn_only = _flag(cfg, "attn_only", False)
+    d_mlp = _int(cfg, "d_mlp", None, optional=True)  # read by TransformerLens only with an MLP
+    act = cfg.get("act_fn")
+    if not (act is None or type(act) is str):
+        _refuse(f"act_fn = {_shown(act)} is not a name")
+    if attn_only:
+        d_mlp = 0
+    else:
+        d_mlp = 4 * d_model if d_mlp is None else d_mlp  # TransformerLens's default
+        if d_mlp < 1:
+            _refuse(f"d_mlp = {d_mlp} with attn_only = False (an MLP needs d_mlp >= 1)")
+        if act != "relu":
+            _refuse(f"act_fn = {_shown(act)} (only relu is supported)")
+    pos = _choice(cfg, "positional_embedding_type", "standard", POSITIONALS)
+    parallel = _flag(cfg, "parallel_attn_mlp", False)
+    rotary = pos == "rotary"
+    n_ctx = _int(cfg, "n_ctx")
+    if rotary and not 2 <= n_ctx <= MAX_ROTARY_CTX:
+        _refuse(f"n_ctx = {n_ctx}: a rotary model needs n_ctx in [2, {MAX_ROTARY_CTX}]")
+    rotary_dim = _int(cfg, "rotary_dim", None, optional=True)
+    base = _real(cfg, "rotary_base", 10000)
+    if rotary and base != int(base):
+        _refuse(f"rotary_base = {base!r} (an integer base is supported)")
+    family = Family(
+        normalization=norm, n_heads=n_heads, d_mlp=d_mlp, act_fn="relu", positional=pos,
+        n_ctx=n_ctx if rotary else 0,
+        rotary_dim=(d_head if rotary_dim is None else rotary_dim) if rotary else 0,
+        rotary_base=int(base) if rotary else 0,
+        ln_eps=float(eps) if norm else 0.0, parallel=parallel and d_mlp > 0)
+    family.validate()
+    return family
+
+
+def _check_sizes(cfg: dict, family: Family, shapes: dict) -> None:
+    """Every size the config states equals the tensors' (TransformerLens would refuse or
+    silently reshape otherwise); read only where the tensor exists."""
+    def dim(key: str, axis: int):
+        shape = shapes.get(key)
+        return shape[axis] if shape is not None and len(shape) > axis else None
+
+    d_vocab = cfg["d_vocab"]
+    stated = [("d_vocab", d_vocab, dim("embed.W_E", 0)),
+              ("d_model", cfg["d_model"], dim("embed.W_E", 1)),
+              ("d_head", cfg["d_head"], dim("blocks.0.attn.W_Q", 2)),
+              ("n_heads", family.n_heads, dim("blocks.0.attn.W_Q", 0)),
+              ("d_vocab_out", d_vocab, dim("unembed.W_U", 1))]
+    if family.positional == "standard":
+        stated.append(("n_ctx", cfg["n_ctx"], dim("pos_embed.W_pos", 0)))
+    if family.d_mlp:
+        stated.append(("d_mlp", family.d_mlp, dim("blocks.0.mlp.W_in", 1)))
+    for name, value, actual in stated:
+        if actual is not None and value != actual:
+            _refuse(f"{name} = {value} but the tensors have {actual}")
