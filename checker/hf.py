@@ -142,7 +142,7 @@ def _check_fields(config: dict, fields: dict) -> None:
     known = set(fields["interpreted"]) | set(fixed) | _INERT | set(fields["inert"])
     unknown = sorted(k for k in config if k not in known)
     if unknown:
-        _refuse(f"unknown config field {unknown[0]!r} = {config[unknown[0]]!r:.60} (a field "
+        _refuse(f"unknown config field {unknown[0]} = {config[unknown[0]]!r:.60} (a field "
                 "the checker does not understand could change the model; spec/configs.md)")
     for name, (allowed, text) in fixed.items():
         if name in config and not allowed(config[name]):
@@ -207,7 +207,7 @@ def _neox_rope(config) -> tuple[float, float]:
         _refuse(f"rope_parameters = {rope!r:.60} is not an object")
     extra = sorted(set(rope) - {"rope_type", "rope_theta", "partial_rotary_factor"})
     if extra or rope.get("rope_type", "default") != "default":
-        _refuse(f"rope parameters {rope!r:.80} (supported: rope_type 'default', rope_theta, "
+        _refuse(f"rope_parameters = {rope!r:.80} (supported: rope_type 'default', rope_theta, "
                 "partial_rotary_factor; no rope scaling)")
     values = []
     for new, old, default in (("rope_theta", "rotary_emb_base", 10000.0),

@@ -160,7 +160,7 @@ def family_from_tl_config(cfg: dict, shapes: dict | None = None) -> Family:
         _refuse("not a dictionary")
     unknown = sorted(k for k in cfg if k not in KNOWN)
     if unknown:
-        _refuse(f"unknown field {unknown[0]!r} = {_shown(cfg[unknown[0]])} (a field the "
+        _refuse(f"unknown field {unknown[0]} = {_shown(cfg[unknown[0]])} (a field the "
                 "checker does not understand could change the forward pass; "
                 "see spec/configs.md)")
     missing = [k for k in REQUIRED if k not in cfg]
