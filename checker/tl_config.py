@@ -31,12 +31,36 @@ INTERPRETED = ("n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "
                "d_mlp", "attn_only", "act_fn", "normalization_type", "eps",
                "positional_embedding_type", "rotary_dim", "rotary_base", "parallel_attn_mlp")
 REQUIRED = ("n_layers", "d_model", "d_head", "n_ctx", "d_vocab", "normalization_type")
-INERT = ("model_name", "device", "dtype", "seed", "n_devices", "n_params", "init_mode",
-         "init_weights", "initializer_range", "use_attn_result", "use_split_qkv_input",
-         "use_hook_mlp_in", "use_attn_in", "use_hook_tokens", "default_prepend_bos",
-         "tokenizer_name", "tokenizer_prepends_bos", "from_checkpoint", "checkpoint_index",
-         "checkpoint_label_type", "checkpoint_value", "trust_remote_code",
-         "layer_norm_folding", "tie_word_embeddings", "decoder_start_token_id")
+
+
+def _of(*types):
+    """A predicate: the value's exact type is one of `types` (bool is not int)."""
+    return lambda v: type(v) in types and (type(v) is not float or math.isfinite(v))
+
+
+_BOOL, _INT_OR_NONE, _STR_OR_NONE = _of(bool), _of(int, type(None)), _of(str, type(None))
+# name -> (predicate for a well-typed value, its type): inert fields still have their types,
+# since TransformerLens refuses some ill-typed ones (a seed of inf) and a file it cannot
+# run should not be accepted as its model.
+INERT = {
+    "model_name": (_of(str), "a name"), "device": (_STR_OR_NONE, "a name or None"),
+    "dtype": (lambda v: v in ("torch.float32", "torch.float64", "torch.float16",
+                              "torch.bfloat16"), "a torch float dtype"),
+    "seed": (_INT_OR_NONE, "an integer or None"), "n_devices": (_of(int), "an integer"),
+    "n_params": (_INT_OR_NONE, "an integer"), "init_mode": (_of(str), "a name"),
+    "init_weights": (_BOOL, "a flag"), "initializer_range": (_of(int, float), "a number"),
+    "use_attn_result": (_BOOL, "a flag"), "use_split_qkv_input": (_BOOL, "a flag"),
+    "use_hook_mlp_in": (_BOOL, "a flag"), "use_attn_in": (_BOOL, "a flag"),
+    "use_hook_tokens": (_BOOL, "a flag"), "default_prepend_bos": (_BOOL, "a flag"),
+    "tokenizer_name": (_STR_OR_NONE, "a name or None"),
+    "tokenizer_prepends_bos": (_of(bool, type(None)), "a flag or None"),
+    "from_checkpoint": (_BOOL, "a flag"), "checkpoint_index": (_INT_OR_NONE, "an integer"),
+    "checkpoint_label_type": (_STR_OR_NONE, "a name or None"),
+    "checkpoint_value": (_INT_OR_NONE, "an integer or None"),
+    "trust_remote_code": (_BOOL, "a flag"), "layer_norm_folding": (_BOOL, "a flag"),
+    "tie_word_embeddings": (_BOOL, "a flag"),
+    "decoder_start_token_id": (_INT_OR_NONE, "an integer or None"),
+}
 
 
 def _off(value) -> bool:
@@ -83,21 +107,28 @@ FIXED = {
     "attn_scale": (-1.0, lambda v: _is_real(v), "-1 or sqrt(d_head)"),
     "n_key_value_heads": (None, lambda v: v is None or type(v) is int, "None or n_heads"),
 }
-# name -> the fixed field whose required value makes TransformerLens ignore it
+# name -> (the fixed field whose required value makes TransformerLens ignore it, predicate
+# for a well-typed value): inert here, but typed as TransformerLens types them.
+_REAL, _REAL_OR_NONE = _of(int, float), _of(int, float, type(None))
 SUBORDINATE = {
-    **{f"NTK_{x}": "use_NTK_by_parts_rope" for x in (
-        "by_parts_low_freq_factor", "by_parts_high_freq_factor", "by_parts_factor",
-        "original_ctx_len")},
-    **{f"yarn_{x}": "use_yarn_rope" for x in (
-        "factor", "attention_factor", "beta_fast", "beta_slow",
-        "original_max_position_embeddings", "truncate", "global_attn_only")},
-    "window_size": "use_local_attn", "attn_types": "use_local_attn",
-    "rotary_base_local": "use_local_attn",
-    "train_seq_length": "use_logn_attn and use_dynamic_ntk_rope",
-    "experts_per_token": "num_experts", "norm_topk_prob": "num_experts",
-    "ungroup_grouped_query_attention": "n_key_value_heads",
-    "relative_attention_max_distance": "positional_embedding_type",
-    "relative_attention_num_buckets": "positional_embedding_type",
+    **{f"NTK_{x}": ("use_NTK_by_parts_rope", _REAL) for x in (
+        "by_parts_low_freq_factor", "by_parts_high_freq_factor", "by_parts_factor")},
+    "NTK_original_ctx_len": ("use_NTK_by_parts_rope", _of(int)),
+    **{f"yarn_{x}": ("use_yarn_rope", _REAL) for x in (
+        "factor", "attention_factor", "beta_fast", "beta_slow")},
+    "yarn_original_max_position_embeddings": ("use_yarn_rope", _of(int)),
+    "yarn_truncate": ("use_yarn_rope", _BOOL),
+    "yarn_global_attn_only": ("use_yarn_rope", _BOOL),
+    "window_size": ("use_local_attn", _INT_OR_NONE),
+    "attn_types": ("use_local_attn", lambda v: v is None or (
+        type(v) is list and all(x in ("global", "local") for x in v))),
+    "rotary_base_local": ("use_local_attn", _REAL_OR_NONE),
+    "train_seq_length": ("use_logn_attn and use_dynamic_ntk_rope", _INT_OR_NONE),
+    "experts_per_token": ("num_experts", _INT_OR_NONE),
+    "norm_topk_prob": ("num_experts", _BOOL),
+    "ungroup_grouped_query_attention": ("n_key_value_heads", _BOOL),
+    "relative_attention_max_distance": ("positional_embedding_type", _INT_OR_NONE),
+    "relative_attention_num_buckets": ("positional_embedding_type", _INT_OR_NONE),
 }
 KNOWN = frozenset(INTERPRETED) | frozenset(INERT) | frozenset(FIXED) | frozenset(SUBORDINATE)
 
@@ -166,11 +197,22 @@ def family_from_tl_config(cfg: dict, shapes: dict | None = None) -> Family:
     missing = [k for k in REQUIRED if k not in cfg]
     if missing:
         _refuse(f"the config does not state {', '.join(missing)}")
+    _check_inert(cfg)
     _check_fixed(cfg)
     family = _family(cfg)
     if shapes is not None:
         _check_sizes(cfg, family, shapes)
     return family
+
+
+def _check_inert(cfg: dict) -> None:
+    """Inert and subordinate fields change nothing, but must have their types."""
+    for name, (well_typed, text) in INERT.items():
+        if name in cfg and not well_typed(cfg[name]):
+            _refuse(f"{name} = {_shown(cfg[name])} is not {text}")
+    for name, (_, well_typed) in SUBORDINATE.items():
+        if name in cfg and not well_typed(cfg[name]):
+            _refuse(f"{name} = {_shown(cfg[name])} does not have its TransformerLens type")
 
 
 def _check_fixed(cfg: dict) -> None:
