@@ -109,6 +109,24 @@ def base_config(sd: dict) -> dict:
     return tl_config_of(sd)
 
 
+def judge(oracle: Oracle, sd: dict, cfg: dict, path: Path) -> tuple[str, str]:
+    """(verdict, checker message) for one config: accepted_same_function,
+    false_bindings (accepted, TransformerLens computes another function),
+    accepted_tl_refuses, refused_same_function or refused_other_or_invalid."""
+    torch.save({"config": cfg, "model": sd}, path)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = check_cert([str(CERT), "--model", str(path), "--jobs", "1"])
+    theirs = oracle.logits(cfg)
+    same = theirs is not None and float((theirs - oracle.base).abs().max()) <= 1e-9
+    if code == 0:
+        verdict = ("accepted_tl_refuses" if theirs is None else
+                   "accepted_same_function" if same else "false_bindings")
+    else:
+        verdict = "refused_same_function" if same else "refused_other_or_invalid"
+    return verdict, err.getvalue()
+
+
 def run(cases: int, seed: int, progress: bool = False) -> dict:
     tl = __import__("transformer_lens")
     sd = torch.load(MODEL, weights_only=True)["model"]
@@ -128,27 +146,12 @@ def run(cases: int, seed: int, progress: bool = False) -> dict:
                 field = rng.choice(FIELDS + ["unknown_field_x"])
                 cfg[field] = random_value(rng, cfg.get(field))
                 changed.append(field)
-            torch.save({"config": cfg, "model": sd}, path)
-            err = io.StringIO()
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-                code = check_cert([str(CERT), "--model", str(path), "--jobs", "1"])
-            theirs = oracle.logits(cfg)
-            same = theirs is not None and float((theirs - oracle.base).abs().max()) <= 1e-9
-            if code == 0:
-                tally["accepted"] += 1
-                if theirs is None:
-                    tally["accepted_tl_refuses"] += 1
-                    findings.append(("accepted, TransformerLens refuses", changed,
-                                     {f: cfg[f] for f in changed}))
-                elif not same:
-                    tally["false_bindings"] += 1
-                    findings.append(("FALSE BINDING", changed, {f: cfg[f] for f in changed}))
-                else:
-                    tally["accepted_same_function"] += 1
-            else:
-                tally["refused"] += 1
-                tally["refused_same_function" if same else "refused_other_or_invalid"] += 1
-                message = err.getvalue()
+            verdict, message = judge(oracle, sd, cfg, path)
+            tally[verdict] += 1
+            tally["accepted" if verdict.startswith("accepted") else "refused"] += 1
+            if verdict in ("false_bindings", "accepted_tl_refuses"):
+                findings.append((verdict, changed, {f: cfg[f] for f in changed}))
+            if verdict.startswith("refused"):
                 refused_by[next((f for f in FIELDS + ["unknown_field_x"]
                                  if f" {f} = " in message), "other")] += 1
             if progress and (i + 1) % 25 == 0:

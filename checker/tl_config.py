@@ -97,7 +97,7 @@ FIXED = {
     "output_logits_soft_cap": (-1.0, _no_cap, "<= 0 (no soft cap)"),
     "rotary_scaling_factor": (1.0, lambda v: _is_real(v) and v == 1, "1.0"),
     "clip_qkv": (None, _none, "None"),
-    "num_experts": (None, lambda v: v is None or (type(v) is int and v == 0), "None"),
+    "num_experts": (None, _none, "None"),
     "quantization_method": (None, _none, "None"),
     "attention_dir": ("causal", lambda v: v == "causal", "'causal'"),
     "original_architecture": (None, lambda v: v in (None, "GPT2LMHeadModel",
