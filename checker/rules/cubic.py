@@ -244,8 +244,7 @@ def _map(jobs, args, v):
         return [_count_q(*args, q) for q in range(v)]
     _SHARED["args"] = args
     try:
-        with pool.workers(jobs) as workers:
-            return list(workers.map(_count_q_shared, range(v)))
+        return pool.map_in_order(jobs, _count_q_shared, range(v))
     finally:
         _SHARED.clear()
 

@@ -313,8 +313,7 @@ def _map(jobs, args, queries):
         return [_residue_q(*args, q) for q in queries]
     _SHARED["args"] = args
     try:
-        with pool.workers(jobs) as workers:
-            return list(workers.map(_residue_q_shared, queries))
+        return pool.map_in_order(jobs, _residue_q_shared, queries)
     finally:
         _SHARED.clear()
 

@@ -34,10 +34,21 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def map_in_order(jobs: int, fn, items) -> list:
+    """[fn(x) for x in items], computed in `jobs` forked workers.  The first exception
+    (a worker's Rejected, a limit, a dead worker's BrokenProcessPool, Ctrl-C, SIGTERM)
+    propagates and ends every worker."""
+    with workers(jobs) as pool:
+        futures = [pool.submit(fn, x) for x in items]
+        return [f.result() for f in futures]
+
+
 @contextlib.contextmanager
 def workers(n: int, fork: bool = True):
     """A ProcessPoolExecutor of `n` workers (forked if `fork` and the platform can),
-    whose workers are killed if the block raises."""
+    whose workers are killed if the block raises.  (Futures are never cancelled on that
+    path: Python 3.11's executor would then fail a cancelled future as well and print a
+    traceback from its manager thread; the killed workers fail them instead.)"""
     context = multiprocessing.get_context("fork" if fork and can_fork() else None)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_started)
     _LIVE.append(pool)
@@ -48,7 +59,7 @@ def workers(n: int, fork: bool = True):
         raise
     finally:
         _LIVE.remove(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True)  # after _kill_workers: nothing is left to wait for
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
