@@ -69,6 +69,8 @@ def model_sha256(files: list[Path], deadline: float) -> str:
 def _hash_into(h, path: Path, deadline: float) -> None:
     too_large = Malformed(f"model file {path} is larger than the limit of {MAX_MODEL_BYTES} "
                           "bytes")
+    if not path.is_file():  # e.g. a FIFO as model.safetensors: opening it would block
+        raise Malformed(f"model file {path} is not a regular file")
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size > MAX_MODEL_BYTES:
