@@ -356,7 +356,8 @@ def _write_junit(path: str, tree: ET.ElementTree) -> bool:
         return False
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())  # as open() would have made it
+            if hasattr(os, "fchmod"):  # POSIX: the mode open() would have given it
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
             tree.write(f, encoding="utf-8", xml_declaration=True)
         os.replace(tmp, path)
         return True

@@ -44,12 +44,12 @@ def map_in_order(jobs: int, fn, items) -> list:
 
 
 @contextlib.contextmanager
-def workers(n: int, fork: bool = True):
-    """A ProcessPoolExecutor of `n` workers (forked if `fork` and the platform can),
-    whose workers are killed if the block raises.  (Futures are never cancelled on that
+def workers(n: int):
+    """A ProcessPoolExecutor of `n` workers (forked where the platform can), whose
+    workers are killed if the block raises.  (Futures are never cancelled on that
     path: Python 3.11's executor would then fail a cancelled future as well and print a
     traceback from its manager thread; the killed workers fail them instead.)"""
-    context = multiprocessing.get_context("fork" if fork and can_fork() else None)
+    context = multiprocessing.get_context("fork" if can_fork() else None)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_started)
     _LIVE.append(pool)
     try:
