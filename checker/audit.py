@@ -17,11 +17,14 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -32,6 +35,8 @@ from . import statement
 from .certificate import Limits
 from .cli import _summary, check_file, enforce
 from .errors import Malformed, Rejected
+from .modelfile import MAX_BYTES as MAX_MODEL_BYTES
+from .rules import pool as worker_pool
 
 PASS = "verified"
 VERDICTS = (PASS, "rejected", "malformed", "stale", "missing", "unaudited")
@@ -39,12 +44,48 @@ JUNIT_ERRORS = ("malformed",)  # a JUnit <error>; every other finding is a <fail
 HASH_CHUNK = 1 << 20
 
 
-def file_sha256(path: Path) -> str:
+def model_files(model: Path) -> list[Path] | None:
+    """The files whose bytes make a model file's digest, in order; None if there is no
+    model.  A save_pretrained directory (read_model_tensors's test: it holds config.json)
+    is its weights' bytes followed by its config's (checker/hf.py read_directory), the
+    digest `check-cert --model DIR` reports and `gen-cert --pin` pins."""
+    if (model / "config.json").is_file():
+        from .hf import CONFIG_NAME, WEIGHTS_NAME
+
+        return [model / WEIGHTS_NAME, model / CONFIG_NAME]
+    return [model] if model.is_file() else None
+
+
+def model_sha256(files: list[Path], deadline: float) -> str:
+    """SHA-256 of the files' bytes, concatenated.  Each file over the model-file size
+    limit is refused before a byte is hashed, and the clock is checked between chunks:
+    a pinned symbolic link to a huge (or endless) file costs no more than the check."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK):
-            h.update(chunk)
+    for path in files:
+        _hash_into(h, path, deadline)
     return h.hexdigest()
+
+
+def _hash_into(h, path: Path, deadline: float) -> None:
+    too_large = Malformed(f"model file {path} is larger than the limit of {MAX_MODEL_BYTES} "
+                          "bytes")
+    if not path.is_file():  # e.g. a FIFO as model.safetensors: opening it would block
+        raise Malformed(f"model file {path} is not a regular file")
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > MAX_MODEL_BYTES:
+                raise too_large
+            read = 0
+            while chunk := f.read(HASH_CHUNK):
+                read += len(chunk)
+                if read > MAX_MODEL_BYTES:  # it grew, or it is not what stat said
+                    raise too_large
+                if time.monotonic() > deadline:
+                    raise Malformed(f"hashing model file {path} took longer than the time "
+                                    "limit (raise --max-seconds to allow it)")
+                h.update(chunk)
+    except OSError as err:
+        raise Malformed(f"cannot read model file {path}: {err.strerror}") from None
 
 
 def _finding(verdict: str, message: str) -> dict:
@@ -74,19 +115,25 @@ def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int
 
 def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
                  arith: str) -> dict:
+    started = time.monotonic()
     if not cert.is_file():
         return _finding("missing", f"missing certificate: no file {cert}")
-    if not model.is_file():
-        return _finding("missing", f"missing model file: no file {model}")
+    files = model_files(model)
+    if files is None:
+        return _finding("missing", f"missing model file: no file or save_pretrained "
+                                   f"directory {model}")
     atoms = statement.parse(require, "policy statement")
     pinned = policy_file.pinned_model_sha256(atoms)
     if pinned is not None:
-        actual = file_sha256(model)
+        actual = model_sha256(files, started + limits.max_seconds)
         if actual != pinned:
             return _finding("stale", f"stale certificate: model changed: {model} has sha256:"
                                      f"{actual[:12]}..., the policy pins sha256:{pinned[:12]}... "
                                      "(regenerate the certificate and re-pin it)")
-    report = check_file(str(cert), limits, str(model), jobs, arithmetic.get(arith))
+    # the time spent hashing counts against --max-seconds: the check gets what is left
+    left = max(0.0, limits.max_seconds - (time.monotonic() - started))
+    report = check_file(str(cert), dataclasses.replace(limits, max_seconds=left), str(model),
+                        jobs, arithmetic.get(arith))
     enforce([atoms], report.facts)
     summary = _summary(report, str(model))
     if summary.get("property") == "overwhelm":  # spec/overwhelm.md: no count
@@ -118,15 +165,6 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _pool(workers: int):
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
-
-
 def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
         arith: str = arithmetic.DEFAULT) -> list[dict]:
     """Check every entry of `pol`, then list unaudited certificates.
@@ -154,7 +192,7 @@ def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
         for entry, a in zip(entries, args):
             collect(entry, check_entry(*a))
     else:
-        with _pool(workers) as pool:
+        with worker_pool.workers(workers) as pool:
             # largest certificates first: the slowest check starts at once (LPT order)
             order = sorted(range(len(args)), key=lambda i: -_size(args[i][0]))
             futures = {i: pool.submit(check_entry, *args[i]) for i in order}
@@ -174,12 +212,33 @@ def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
     return results
 
 
+# What a log line or XML 1.0 cannot hold, or should not show raw: control characters (C0,
+# DEL, C1), the surrogates by which Python carries a file name's undecodable bytes,
+# U+FFFE/U+FFFF, and the bidirectional overrides that make a name read as another.
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff"
+                         "\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text) -> str:
+    """`text` with every unshowable character written as a Python escape (ESC as \\x1b,
+    the undecodable byte 0xff of a file name as \\xff): a hostile file name can neither
+    break the JUnit report nor write terminal escape sequences into a CI log."""
+    return _UNSHOWABLE.sub(_escape, str(text))
+
+
+def _escape(match: re.Match) -> str:
+    c = ord(match.group())
+    if 0xDC80 <= c <= 0xDCFF:  # os.fsdecode's surrogateescape of the byte c - 0xDC00
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
 def counts(results: list[dict]) -> dict:
     return {v: sum(r["verdict"] == v for r in results) for v in VERDICTS}
 
 
 def verdict_line(r: dict) -> str:
-    return f"{r['verdict'].upper():<9} {r['certificate']}: {r['message']}"
+    return printable(f"{r['verdict'].upper():<9} {r['certificate']}: {r['message']}")
 
 
 def summary_line(path, results: list[dict]) -> str:
@@ -187,12 +246,13 @@ def summary_line(path, results: list[dict]) -> str:
     n = len(results) - c["unaudited"]
     found = ", ".join(f"{c[v]} {v}" for v in VERDICTS[1:] if c[v])
     outcome = f"FAILED ({found})" if found else "PASSED"
-    return f"audit {path}: {c[PASS]} of {n} certificates verified: {outcome}"
+    return printable(f"audit {path}: {c[PASS]} of {n} certificates verified: {outcome}")
 
 
 def junit(path, results: list[dict], error: str | None = None) -> ET.ElementTree:
     """A JUnit XML report: one testcase per certificate or finding (a malformed
-    policy is one erroring testcase)."""
+    policy is one erroring testcase).  Every name and message is `printable`, so the
+    report is well-formed XML 1.0 whatever the file names."""
     cases = results if error is None else [
         {"certificate": str(path), "verdict": "malformed", "message": error, "seconds": 0.0,
          "file": str(path)}]
@@ -200,21 +260,21 @@ def junit(path, results: list[dict], error: str | None = None) -> ET.ElementTree
     n_err = sum(c[v] for v in JUNIT_ERRORS)
     n_fail = len(cases) - c[PASS] - n_err
     seconds = f"{sum(r['seconds'] for r in cases):.3f}"
-    attrs = {"name": f"check-cert audit {path}", "tests": str(len(cases)),
+    attrs = {"name": printable(f"check-cert audit {path}"), "tests": str(len(cases)),
              "failures": str(n_fail), "errors": str(n_err), "skipped": "0", "time": seconds}
     root = ET.Element("testsuites", attrs)
     suite = ET.SubElement(root, "testsuite", attrs)
     for r in cases:
         case = ET.SubElement(suite, "testcase", {
-            "classname": "check-cert.audit", "name": r["certificate"], "file": r["file"],
-            "time": f"{r['seconds']:.3f}"})
+            "classname": "check-cert.audit", "name": printable(r["certificate"]),
+            "file": printable(r["file"]), "time": f"{r['seconds']:.3f}"})
+        line = verdict_line(r)
         if r["verdict"] != PASS:
             tag = "error" if r["verdict"] in JUNIT_ERRORS else "failure"
-            element = ET.SubElement(case, tag, {"type": r["verdict"],
-                                                "message": verdict_line(r)[:1000]})
-            element.text = verdict_line(r)
+            element = ET.SubElement(case, tag, {"type": r["verdict"], "message": line[:1000]})
+            element.text = line
         else:
-            ET.SubElement(case, "system-out").text = verdict_line(r)
+            ET.SubElement(case, "system-out").text = line
     ET.indent(root)
     return ET.ElementTree(root)
 
@@ -256,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         results = run(pol, limits, max(1, args.jobs), show, args.arith)
     except (Malformed, arithmetic.Unavailable) as err:
         return _report_error(args, str(err))
-    except KeyboardInterrupt:
-        return _report_error(args, "interrupted")
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (cli.Terminated)
+        return _report_error(args, str(err) or "interrupted")
     code = 0 if counts(results)[PASS] == len(results) else 1
     if args.junit and not _write_junit(args.junit, junit(args.policy, results)):
         code = 2
@@ -280,12 +340,42 @@ def _say(text: str) -> None:
 
 
 def _write_junit(path: str, tree: ET.ElementTree) -> bool:
-    try:
-        tree.write(path, encoding="utf-8", xml_declaration=True)
-        return True
-    except OSError as err:
-        print(f"MALFORMED: cannot write JUnit report {path}: {err.strerror}", file=sys.stderr)
+    """Write the report to a new file beside `path`, then rename it over `path`: nothing
+    is ever written through whatever `path` is.  A symbolic link at `path` is refused, not
+    followed: a pull request could commit `check-cert.xml -> ~/.bashrc` for the documented
+    CI step to overwrite.  (Renaming over a link would replace the link, but a report
+    that silently replaces a committed link hides the attempt.)"""
+    if os.path.islink(path):
+        _say_error(f"cannot write JUnit report {path}: it is a symbolic link (not followed)")
         return False
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".check-cert-junit-", suffix=".tmp",
+                                   dir=os.path.dirname(path) or ".")
+    except OSError as err:
+        _say_error(f"cannot write JUnit report {path}: {err.strerror}")
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if hasattr(os, "fchmod"):  # POSIX: the mode open() would have given it
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
+            tree.write(f, encoding="utf-8", xml_declaration=True)
+        os.replace(tmp, path)
+        return True
+    except (OSError, ValueError) as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        _say_error(f"cannot write JUnit report {path}: {getattr(err, 'strerror', None) or err}")
+        return False
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _say_error(message: str) -> None:
+    print(printable(f"MALFORMED: {message}"), file=sys.stderr)
 
 
 def _report_error(args, message: str) -> int:
@@ -296,5 +386,5 @@ def _report_error(args, message: str) -> int:
         print(json.dumps({"policy": args.policy, "verdict": "malformed", "exit_code": 2,
                           "message": message}))
     else:
-        print(f"MALFORMED: {message}", file=sys.stderr)
+        _say_error(message)
     return 2

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from fractions import Fraction
 
@@ -135,7 +137,36 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  float32-vs-real gap of the generator's own values (max |float − real|): {gaps}")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main process where Ctrl-C raises KeyboardInterrupt."""
+
+    def __str__(self) -> str:
+        return "terminated (SIGTERM)"
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    """check-cert (or check-cert audit).  SIGTERM -- what `timeout`, CI cancellation and
+    `docker stop` send -- is handled like Ctrl-C: the check stops, its forked workers
+    are killed (rules/pool.py), and the exit code is 2 with one line, never 143."""
+    if threading.current_thread() is not threading.main_thread():  # signals: main thread only
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    if previous is None:  # installed from outside Python: the default is the closest
+        previous = signal.SIG_DFL
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as err:  # outside the check itself, e.g. while printing
+        print(f"MALFORMED: {err or 'interrupted'}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["audit"]:  # the subcommand only as the first word; a file named audit: ./audit
         from .audit import main as audit_main
@@ -185,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     except (Malformed, Rejected) as err:
         verdict = "rejected" if isinstance(err, Rejected) else "malformed"
         return _fail(args.json, verdict, str(err), err.exit_code)
-    except KeyboardInterrupt:
-        return _fail(args.json, "malformed", "interrupted", 2)
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (Terminated)
+        return _fail(args.json, "malformed", str(err) or "interrupted", 2)
     except Exception as err:  # fail closed: an internal error is never acceptance
         return _fail(args.json, "malformed", f"internal error: {type(err).__name__}: {err}", 2)
     try:

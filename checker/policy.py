@@ -111,7 +111,33 @@ def _read_text(path: Path) -> str:
 def load(path: str | os.PathLike) -> Policy:
     """Read and validate the policy at `path`.  Raises Malformed (exit 2)."""
     p = Path(path)
-    return Policy(p, tuple(parse(_read_text(p), str(p))))
+    entries = tuple(parse(_read_text(p), str(p)))
+    _refuse_same_file_twice(entries, p)
+    return Policy(p, entries)
+
+
+def _refuse_same_file_twice(entries: tuple[Entry, ...], path: Path) -> None:
+    """A certificate is named at most once however it is spelled: `a.jsonl`,
+    `../certs/a.jsonl`, an absolute path and a symbolic link to it are one file
+    (compared after resolving '..' and links), else one certificate could be held to
+    the weaker of two statements or counted twice."""
+    seen: dict[Path, Entry] = {}
+    for entry in entries:
+        key = _real(path.parent / entry.certificate)
+        if key in seen:
+            first = seen[key]
+            raise Malformed(f"{path}:{entry.lineno}: certificate {entry.certificate} is the "
+                            f"same file as {first.certificate}, already named on line "
+                            f"{first.lineno}")
+        seen[key] = entry
+
+
+def _real(path: Path) -> Path:
+    """`path` with '..' and symbolic links resolved (as far as they exist)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a link loop: the check reports the file itself
+        return Path(os.path.abspath(path))
 
 
 def _relative(path: str | os.PathLike, base: Path) -> str:
@@ -123,6 +149,11 @@ def _relative(path: str | os.PathLike, base: Path) -> str:
     if any(c.isspace() for c in rel) or not rel:
         raise Malformed(f"path {rel!r} cannot be written in a policy (it contains whitespace)")
     return rel.replace(os.sep, "/")
+
+
+def _same_certificate(a: str, b: str, base: Path) -> bool:
+    """Whether two certificate paths of a policy in `base` name the same file."""
+    return os.path.normpath(a) == os.path.normpath(b) or _real(base / a) == _real(base / b)
 
 
 def pin(policy_path: str | os.PathLike, certificate: str | os.PathLike,
@@ -143,7 +174,7 @@ def pin(policy_path: str | os.PathLike, certificate: str | os.PathLike,
     lines = text.splitlines()
     action = "added"
     for i, line in enumerate(lines):
-        if not _is_comment(line) and os.path.normpath(line.split()[0]) == os.path.normpath(cert):
+        if not _is_comment(line) and _same_certificate(line.split()[0], cert, p.parent):
             lines[i], action = new_line, "updated"
             break
     else:

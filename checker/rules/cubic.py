@@ -38,6 +38,7 @@ from math import comb
 
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
+from . import pool
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
@@ -239,16 +240,11 @@ def _map(jobs, args, v):
     """Per-query counts, in `jobs` forked processes (queries are independent).
     A worker's exception (Rejected, a time limit) propagates to the caller, and
     a worker that dies raises BrokenProcessPool (exit 2): never a pass."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs <= 1 or not pool.can_fork():
         return [_count_q(*args, q) for q in range(v)]
     _SHARED["args"] = args
     try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            return list(pool.map(_count_q_shared, range(v)))
+        return pool.map_in_order(jobs, _count_q_shared, range(v))
     finally:
         _SHARED.clear()
 

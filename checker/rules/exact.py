@@ -34,7 +34,7 @@ from math import comb
 from operator import add
 
 from ..errors import Malformed, Rejected
-from . import cubic
+from . import cubic, pool
 
 INPUTS = cubic.INPUTS
 # Work units charged per entry of a row term[i][t] (two additions, a product)
@@ -309,16 +309,11 @@ def _map(jobs, args, queries):
     """[_residue_q(*args, q) for q in queries], in `jobs` forked processes.  A
     worker's exception propagates; a dead worker raises BrokenProcessPool
     (exit 2): never a pass."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs <= 1 or not pool.can_fork():
         return [_residue_q(*args, q) for q in queries]
     _SHARED["args"] = args
     try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            return list(pool.map(_residue_q_shared, queries))
+        return pool.map_in_order(jobs, _residue_q_shared, queries)
     finally:
         _SHARED.clear()
 
