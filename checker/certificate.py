@@ -286,7 +286,9 @@ class CertificateChecker:
         self.canonical = definitions.model_terms(self.dims)
         self.weights_sha256 = weights_digest(self.dims, self.weights)
         if self.model_file is not None:
-            check_against_model_file(self.weights, self.model_file, self.family)
+            note = check_against_model_file(self.weights, self.model_file, self.dims)
+            if note:
+                self.report.rule_notes.append(note)
 
     def _op(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "op", "args", "shape", "lo", "hi"},
@@ -497,22 +499,31 @@ def weights_digest(dims: Dims, weights: dict) -> str:
     return h.hexdigest()
 
 
-def check_against_model_file(weights: dict, model_file, family: Family = ATTN_ONLY) -> None:
+def check_against_model_file(weights: dict, model_file, dims: Dims) -> str | None:
     """The certificate's weights must be exactly the model file's tensors, and
     its family the one the file's config describes (a file without a config,
     or whose config is the attention-only class, is attention-only).
 
     Parameters absent from the file (biases a model was trained without)
-    must be zero in the certificate.
+    must be zero in the certificate.  The certified sequence length dims.n_ctx may be
+    below the model's position capacity P (spec/theorem.md §1): a learned table then
+    binds by its first n_ctx rows, the only ones a sequence of that length reads.
+    Returns a note for the report when n_ctx < P.
     """
     tensors = model_file.tensors
     config = getattr(model_file, "config", None)
     shapes = {n: tuple(t.shape) for n, t in tensors.items()}
-    file_family = ATTN_ONLY if config is None else family_from_tl_config(config, shapes)
+    family = dims.family
+    file_family = ATTN_ONLY if config is None else family_from_tl_config(config, shapes,
+                                                                         dims.n_ctx)
     if file_family != family:
         raise Rejected(f"the certificate's model family {family.to_json()} is not the model "
                        f"file's {file_family.to_json()}")
-    infer_dims({n: t.shape for n, t in tensors.items()}, family)
+    capacity = (infer_dims(shapes, family).n_ctx if family.positional == "standard"
+                else config["n_ctx"])
+    if dims.n_ctx > capacity:
+        raise Rejected(f"the certificate's sequences have length {dims.n_ctx}, more than the "
+                       f"model's n_ctx = {capacity}")
     for name, (shape, values) in weights.items():
         if name not in tensors:
             if any(v != 0 for v in values):
@@ -524,8 +535,16 @@ def check_against_model_file(weights: dict, model_file, family: Family = ATTN_ON
             raise Rejected(f"the model file's {name} is {t.dtype}, not float32, so it cannot be "
                            "the certificate's float32 weights bit for bit (save the model in "
                            "float32)")
-        if tuple(t.shape) != tuple(shape) or _float32_bits(t.values) != _float32_bits(values):
+        file_shape, file_values = tuple(t.shape), t.values
+        if name == "pos_embed.W_pos" and file_shape[0] > dims.n_ctx:  # rows 0..n_ctx-1
+            file_shape = (dims.n_ctx, *file_shape[1:])
+            file_values = file_values[:dims.n_ctx * math.prod(file_shape[1:])]
+        if file_shape != tuple(shape) or _float32_bits(file_values) != _float32_bits(values):
             raise Rejected(f"the certificate's {name} differs from the model file's")
+    if dims.n_ctx < capacity:
+        return (f"sequences of length n_ctx = {dims.n_ctx}; the model file's position "
+                f"capacity is {capacity} (positions {dims.n_ctx}..{capacity - 1} unused)")
+    return None
 
 
 def _float32_bits(values) -> bytes:

@@ -179,11 +179,15 @@ def _choice(cfg: dict, name: str, default, allowed: tuple):
 
 # ---- the binding --------------------------------------------------------------------------
 
-def family_from_tl_config(cfg: dict, shapes: dict | None = None) -> Family:
-    """The family a TransformerLens config (a dict, e.g. cfg.to_dict()) describes.
+def family_from_tl_config(cfg: dict, shapes: dict | None = None,
+                          n_ctx: int | None = None) -> Family:
+    """The family a TransformerLens config (a dict, e.g. cfg.to_dict()) describes, on
+    sequences of length `n_ctx` (default: the config's n_ctx, the model's capacity).
 
     Pre: `cfg` holds plain values (modelfile._config checked that).  With `shapes`
     (state dict key -> shape), every size the config states must equal the tensors'.
+    A certified length below the capacity is allowed (spec/theorem.md §1: only positions
+    0..n_ctx-1 act on such sequences); above it, refused.
     Post: the config's every field is interpreted, inert, at its fixed value, or
     subordinate to a fixed field at its required value; else Malformed names the field.
     """
@@ -199,7 +203,7 @@ def family_from_tl_config(cfg: dict, shapes: dict | None = None) -> Family:
         _refuse(f"the config does not state {', '.join(missing)}")
     _check_inert(cfg)
     _check_fixed(cfg)
-    family = _family(cfg)
+    family = _family(cfg, n_ctx)
     if shapes is not None:
         _check_sizes(cfg, family, shapes)
     return family
@@ -228,7 +232,7 @@ def _check_fixed(cfg: dict) -> None:
                 f"{math.sqrt(d_head) if type(d_head) is int and d_head > 0 else '?'})")
 
 
-def _family(cfg: dict) -> Family:
+def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
     n_layers = _int(cfg, "n_layers")
     if n_layers != 1:
         _refuse(f"n_layers = {n_layers} (only one layer is supported)")
@@ -264,9 +268,14 @@ def _family(cfg: dict) -> Family:
     pos = _choice(cfg, "positional_embedding_type", "standard", POSITIONALS)
     parallel = _flag(cfg, "parallel_attn_mlp", False)
     rotary = pos == "rotary"
-    n_ctx = _int(cfg, "n_ctx")
-    if rotary and not 2 <= n_ctx <= MAX_ROTARY_CTX:
-        _refuse(f"n_ctx = {n_ctx}: a rotary model needs n_ctx in [2, {MAX_ROTARY_CTX}]")
+    capacity = _int(cfg, "n_ctx")
+    n_ctx = capacity if certified_n_ctx is None else certified_n_ctx
+    if not 2 <= n_ctx <= capacity:
+        _refuse(f"sequences of length {n_ctx}: the model's n_ctx is {capacity} (certified "
+                f"lengths: 2..{capacity})")
+    if rotary and n_ctx > MAX_ROTARY_CTX:
+        _refuse(f"n_ctx = {n_ctx}: a rotary model is certified on sequences of at most "
+                f"{MAX_ROTARY_CTX} positions (choose a shorter length: gen-cert --n-ctx)")
     rotary_dim = _int(cfg, "rotary_dim", None, optional=True)
     base = _real(cfg, "rotary_base", 10000)
     if rotary and base != int(base):

@@ -31,10 +31,11 @@ SHIPPED = Path(__file__).with_name("models")
 
 
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
-             progress: bool = False) -> tuple[list[str], dict]:
-    """Certificate lines for the model at `model_path`, and a summary."""
+             progress: bool = False, n_ctx: int | None = None) -> tuple[list[str], dict]:
+    """Certificate lines for the model at `model_path` on sequences of length `n_ctx`
+    (default: the model's position capacity), and a summary."""
     started = time.monotonic()
-    loaded = load_model(model_path)
+    loaded = load_model(model_path, n_ctx)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
     if strategy is None:  # the decomposition rules apply only to the attention-only family
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                    "the audit policy POLICY (spec/policy.md); needs -o and --floor")
     p.add_argument("--floor", metavar="ACCURACY", help="with --pin: the accuracy the policy "
                    "requires, e.g. 0.998 or 4087/4096")
+    p.add_argument("--n-ctx", type=int, metavar="K", help="certify sequences of length K "
+                   "(default: the model's n_ctx, e.g. all 1024 positions of a GPT-2 table); "
+                   "K may be below the model's position capacity (spec/theorem.md §1)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
-                                  progress=not args.quiet)
+                                  progress=not args.quiet, n_ctx=args.n_ctx)
     except Malformed as err:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2

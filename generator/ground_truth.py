@@ -252,6 +252,9 @@ def _dims_json(dims) -> dict:
     return out
 
 
+MAX_ENUMERATED = 10**10  # ~hours at ~10^6 sequences per second: beyond it, refuse up front
+
+
 def main(argv: list[str] | None = None) -> int:
     """exact-accuracy MODEL [--json]: exit 0, or 2 if the model file is refused."""
     from .modelfile import ModelFileError, load_model
@@ -264,15 +267,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--chunk-size", type=int, default=1 << 13, help=argparse.SUPPRESS)
+    parser.add_argument("--n-ctx", type=int, metavar="K",
+                        help="count sequences of length K (default: the model's n_ctx)")
     args = parser.parse_args(argv)
     try:
-        loaded = load_model(args.model)
+        loaded = load_model(args.model, args.n_ctx)
     except ModelFileError as exc:
         print(f"exact-accuracy: error: {exc}", file=sys.stderr)
         return 2
+    dims = loaded.weights.dims
+    if dims.d_vocab ** dims.n_ctx > MAX_ENUMERATED:
+        print(f"exact-accuracy: error: {dims.d_vocab}^{dims.n_ctx} sequences are too many to "
+              f"enumerate (at most {MAX_ENUMERATED:.0e}); count shorter sequences with "
+              "--n-ctx K", file=sys.stderr)
+        return 2
     gt = count_correct(loaded.weights, chunk_size=max(1, args.chunk_size),
                        progress=False if args.no_progress else None)
-    dims = loaded.weights.dims
     if args.json:
         print(json.dumps({"model": loaded.path, "sha256": loaded.file_sha256,
                           "dims": _dims_json(dims), **gt.to_json()}))

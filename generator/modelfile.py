@@ -52,15 +52,17 @@ class LoadedModel:
     path: str
 
 
-def load_model(path: str | os.PathLike) -> LoadedModel:
-    """Load and validate a model file.
+def load_model(path: str | os.PathLike, n_ctx: int | None = None) -> LoadedModel:
+    """Load and validate a model file, for sequences of length `n_ctx` (default: the
+    model's capacity, the rows of W_pos or the config's n_ctx).
 
     Pre: none (any path).  Post: returns weights that passed
-    checker.modelspec.infer_dims, all float32 and finite; otherwise raises
+    checker.modelspec.infer_dims, all float32 and finite, with n_ctx = `n_ctx` (a learned
+    position table cut to its first n_ctx rows: spec/theorem.md §1); otherwise raises
     ModelFileError.  Never unpickles anything but tensors and plain containers.
     """
-    if os.path.isfile(os.path.join(path, "config.json")):  # a save_pretrained directory
-        return _load_hf_directory(path)
+    if os.path.isdir(path):  # a save_pretrained directory
+        return _load_hf_directory(path, n_ctx)
     data = _read_bytes(path)
     sha = hashlib.sha256(data).hexdigest()
     kind = _file_kind(path, data)
@@ -80,19 +82,29 @@ def load_model(path: str | os.PathLike) -> LoadedModel:
         if key in IGNORED_BUFFERS + ROTARY_BUFFERS:
             continue  # mask / IGNORE / float32 rotary tables: semantics fixed by the spec
         tensors[key] = _to_float32(path, key, value)
+    return LoadedModel(weights=_weights(path, tensors, config, n_ctx), file_sha256=sha,
+                       path=str(path))
+
+
+def _weights(path, tensors: dict, config: dict | None, n_ctx: int | None):
+    """The model's weights for sequences of length n_ctx (None: the capacity)."""
     try:
         shapes = {k: tuple(v.shape) for k, v in tensors.items()}
-        family = None if config is None else family_from_tl_config(config, shapes)
+        family = None if config is None else family_from_tl_config(config, shapes, n_ctx)
+        if n_ctx is not None and "pos_embed.W_pos" in tensors:
+            capacity = tensors["pos_embed.W_pos"].shape[0]
+            if not 2 <= n_ctx <= capacity:
+                raise Malformed(f"--n-ctx {n_ctx}: the model's position table has {capacity} "
+                                f"rows (certified lengths: 2..{capacity})")
+            tensors = {**tensors, "pos_embed.W_pos": tensors["pos_embed.W_pos"][:n_ctx]}
         if family is None or family.is_attn_only:
-            weights = ModelWeights.from_state_dict(tensors)
-        else:
-            weights = FamilyWeights.from_state_dict(tensors, family)
+            return ModelWeights.from_state_dict(tensors)
+        return FamilyWeights.from_state_dict(tensors, family)
     except Malformed as exc:
         raise ModelFileError(path, str(exc)) from None
-    return LoadedModel(weights=weights, file_sha256=sha, path=str(path))
 
 
-def _load_hf_directory(path) -> LoadedModel:
+def _load_hf_directory(path, n_ctx: int | None) -> LoadedModel:
     """A Hugging Face save_pretrained directory (GPT-NeoX, GPT-2), converted to
     TransformerLens layout by the checker's own reader (checker/hf.py), so that the
     certified weights are exactly what `check-cert --model DIR` reads."""
@@ -103,13 +115,10 @@ def _load_hf_directory(path) -> LoadedModel:
         tensors = {k: _to_float32(path, k, torch.tensor(t.values, dtype=torch.float64)
                                   .reshape(t.shape)) for k, t in mf.tensors.items()
                    if t.dtype in ("float32", "float16", "bfloat16")}
-        family = family_from_tl_config(mf.config, {k: tuple(t.shape)
-                                                   for k, t in mf.tensors.items()})
-        weights = (ModelWeights.from_state_dict(tensors) if family.is_attn_only
-                   else FamilyWeights.from_state_dict(tensors, family))
     except Malformed as exc:
         raise ModelFileError(path, str(exc)) from None
-    return LoadedModel(weights=weights, file_sha256=mf.sha256, path=str(path))
+    return LoadedModel(weights=_weights(path, tensors, mf.config, n_ctx),
+                       file_sha256=mf.sha256, path=str(path))
 
 
 def _read_bytes(path: str | os.PathLike) -> bytes:

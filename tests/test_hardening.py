@@ -25,6 +25,7 @@ from checker.certificate import CertificateChecker, Limits, check_against_model_
 from checker.cli import main as check_cert
 from checker.errors import Malformed, Rejected
 from checker.modelfile import ModelFile, ModelFileError, Tensor, read_model_tensors
+from checker.modelspec import infer_dims
 
 ROOT = Path(__file__).resolve().parent.parent
 CERT = ROOT / "certs" / "max3_v8_seed0.brute-force.jsonl"
@@ -149,10 +150,11 @@ def test_int64_bias_is_not_its_float32_rounding():
     tensors = dict(mf.tensors)
     tensors["unembed.b_U"] = Tensor(shape, (2**62 + 512,) + tuple(int(v) for v in values[1:]),
                                     "int64")
+    dims = infer_dims({n: s for n, (s, _) in weights.items()})
     with pytest.raises(Rejected, match="int64, not float32"):
-        check_against_model_file(weights, ModelFile(mf.sha256, tensors))
+        check_against_model_file(weights, ModelFile(mf.sha256, tensors), dims)
     tensors["unembed.b_U"] = Tensor(shape, (2.0**62,) + values[1:], "float32")
-    check_against_model_file(weights, ModelFile(mf.sha256, tensors))  # the same bits: fine
+    check_against_model_file(weights, ModelFile(mf.sha256, tensors), dims)  # same bits: fine
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16,

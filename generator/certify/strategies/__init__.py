@@ -8,6 +8,11 @@ class NotApplicable(Exception):
     """The strategy does not apply to this model (the message says why)."""
 
 
+def magnitude(n: int) -> str:
+    """An integer of any size as text for a message (float() overflows past 1e308)."""
+    return f"{n:.1e}" if n < 10**300 else f"10^{len(str(n)) - 1}"
+
+
 from . import brute_force, cubic, exact, forward_brute_force, subcubic  # noqa: E402
 
 STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic, exact.NAME: exact,

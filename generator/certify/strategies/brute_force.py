@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from . import NotApplicable
+from . import NotApplicable, magnitude
 
 NAME = "brute-force"
 MAX_CHECKER_WORK = 20_000_000
@@ -28,8 +28,9 @@ def certify(trace, progress=False):
     work = v**k * k * v * 4
     if work > MAX_CHECKER_WORK:
         raise NotApplicable(
-            f"brute force on d_vocab={v}, n_ctx={k} would need ~{work:.1e} interval operations "
-            "in the checker; use --strategy cubic")
+            f"brute force on d_vocab={v}, n_ctx={k} would need ~{magnitude(work)} interval "
+            "operations in the checker; use --strategy cubic, or --n-ctx K for shorter "
+            "sequences")
     eqke, eqkp, evou, pvou, eu = (trace.matrix(n).mid for n in
                                   ("EQKE", "EQKP", "EVOU", "PVOU", "EU"))
     seqs = np.array(list(itertools.product(range(v), repeat=k)))  # (N, k)

@@ -16,7 +16,7 @@ import numpy as np
 
 from checker.rules import forward
 
-from . import NotApplicable
+from . import NotApplicable, magnitude
 
 NAME = "forward-brute-force"
 MAX_CHECKER_WORK = 40_000_000  # below check-cert's default --max-work
@@ -44,8 +44,9 @@ def certify(trace, progress=False):
     work = d.d_vocab ** d.n_ctx * forward._sequence_cost(d)
     if work > MAX_CHECKER_WORK:
         raise NotApplicable(
-            f"a full forward pass of all {d.d_vocab}^{d.n_ctx} sequences would need ~{work:.1e} "
-            "interval operations in the checker")
+            f"a full forward pass of all {d.d_vocab}^{d.n_ctx} sequences would need "
+            f"~{magnitude(work)} interval operations in the checker; certify shorter "
+            "sequences with --n-ctx K")
     seqs, margin = predicted_margins(trace.weights)
     certified = int((margin > NEAR_TIE).sum())
     near_ties = int((np.abs(margin) <= NEAR_TIE).sum())
