@@ -517,8 +517,7 @@ def check_against_model_file(weights: dict, model_file, dims: Dims) -> str | Non
     file_family = ATTN_ONLY if config is None else family_from_tl_config(config, shapes,
                                                                          dims.n_ctx)
     if file_family != family:
-        raise Rejected(f"the certificate's model family {family.to_json()} is not the model "
-                       f"file's {file_family.to_json()}")
+        raise Rejected(_family_mismatch(family, file_family, config is None))
     capacity = (infer_dims(shapes, family).n_ctx if family.positional == "standard"
                 else config["n_ctx"])
     if dims.n_ctx > capacity:
@@ -545,6 +544,19 @@ def check_against_model_file(weights: dict, model_file, dims: Dims) -> str | Non
         return (f"sequences of length n_ctx = {dims.n_ctx}; the model file's position "
                 f"capacity is {capacity} (positions {dims.n_ctx}..{capacity - 1} unused)")
     return None
+
+
+def _family_mismatch(family: Family, file_family: Family, no_config: bool) -> str:
+    """Why the certificate's family is not the file's, naming only what differs."""
+    ours, theirs = family.to_json(), file_family.to_json()
+    diff = ", ".join(f"{k} {ours[k]!r} (the file's: {theirs[k]!r})" for k in ours
+                     if ours[k] != theirs[k])
+    if no_config:
+        return (f"the model file has no config, so it is read as the attention-only model; the "
+                f"certificate's model differs: {diff}. Save the config with the weights "
+                "({'model': model.state_dict(), 'config': model.cfg.to_dict()}) or put "
+                "<stem>.config.json beside the file")
+    return f"the certificate's model family is not the model file's: {diff}"
 
 
 def _float32_bits(values) -> bytes:

@@ -62,6 +62,10 @@ _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF
                        "BOOL": "bool", "I64": "int64", "I32": "int32"}
 
 
+SAVE_HINT = ("save the weights and the config as plain data: torch.save({'model': "
+             "model.state_dict(), 'config': model.cfg.to_dict()}, path)")
+
+
 class ModelFileError(Malformed):
     """The model file cannot be read: unsupported, corrupt, unsafe or too large."""
 
@@ -278,7 +282,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
                      "torch._utils._rebuild_parameter": _rebuild_parameter}
         if full not in stand_ins:
             raise ModelFileError(f"data.pkl refers to the global {full!r}, which is refused "
-                                 "(only tensor storages and rebuild functions are allowed)")
+                                 "(only tensor storages and rebuild functions are allowed; "
+                                 f"a whole model or config object cannot be read: {SAVE_HINT})")
         return _Global(stand_ins[full])
 
     def persistent_load(self, pid):
@@ -330,7 +335,8 @@ def _check_opcodes(pkl: bytes) -> None:
                                      "(resource limit)")
             if op.name not in _PICKLE_OPCODES:
                 raise ModelFileError(f"data.pkl uses the pickle opcode {op.name} (byte {pos}), "
-                                     "which is refused")
+                                     "which is refused (a whole model or config object "
+                                     f"cannot be read: {SAVE_HINT})")
             if op.name in ("FRAME", "BINGET", "LONG_BINGET", "BINPUT", "LONG_BINPUT") \
                     and arg > len(pkl):
                 raise ModelFileError(f"data.pkl has {op.name} {arg} (byte {pos}): out of range")

@@ -131,13 +131,32 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
         if isinstance(cause, Malformed):
             raise Malformed(f"{what}: {cause}") from None
         detail = str(err).strip().splitlines()[0]
-        raise Malformed(f"{what}: cannot parse {text!r}: {detail}") from None
+        raise Malformed(f"{what}: cannot parse {text!r}: {_unknown_field(text) or detail}") \
+            from None
     seen = set()
     for atom in atoms:
         if atom.field in seen:
             raise Malformed(f"{what}: field '{atom.field}' appears twice")
         seen.add(atom.field)
     return atoms
+
+
+FIELDS = ("task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "model_file",
+          "correct", "accuracy", "property", "prefix", "query", "output", "free_perm", "free")
+
+
+def _unknown_field(text: str) -> str | None:
+    """A readable message when an atom starts with a word that is not a field (the common
+    mistake: a misspelt field), naming the nearest field and listing them all."""
+    import difflib
+    import re
+
+    for word in re.findall(r"(?:^|\band\s+)\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:>=|<=|==)", text):
+        if word not in FIELDS:
+            near = difflib.get_close_matches(word, FIELDS, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            return f"unknown field '{word}'{hint}; fields: {', '.join(FIELDS)}"
+    return None
 
 
 def _show_tokens(tokens) -> str:

@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 from checker.errors import Malformed
+from checker.modelfile import SAVE_HINT
 from checker.modelspec import IGNORED_BUFFERS, ROTARY_BUFFERS
 from checker.tl_config import family_from_tl_config
 
@@ -79,11 +81,15 @@ def load_model(path: str | os.PathLike, n_ctx: int | None = None) -> LoadedModel
     for key, value in raw.items():
         if not isinstance(key, str):
             raise ModelFileError(path, f"state dict has a non-string key {key!r}")
-        if key in IGNORED_BUFFERS + ROTARY_BUFFERS:
-            continue  # mask / IGNORE / float32 rotary tables: semantics fixed by the spec
+        if key in IGNORED_BUFFERS + ROTARY_BUFFERS or _LAYER_BUFFER.fullmatch(key):
+            continue  # mask / IGNORE / float32 rotary tables: semantics fixed by the spec;
+            # of another layer: the family check below names the unsupported depth
         tensors[key] = _to_float32(path, key, value)
     return LoadedModel(weights=_weights(path, tensors, config, n_ctx), file_sha256=sha,
                        path=str(path))
+
+
+_LAYER_BUFFER = re.compile(r"blocks\.[0-9]+\.attn\.(mask|IGNORE|rotary_sin|rotary_cos)")
 
 
 def _weights(path, tensors: dict, config: dict | None, n_ctx: int | None):
@@ -200,7 +206,8 @@ def _describe_torch_error(exc: Exception) -> str:
                   if "GLOBAL" in ln or "global" in ln.split(":")[0].lower()]
         why = (detail[0] if detail else text.splitlines()[0]).split(" Please use")[0]
         return ("refused to unpickle: the file would import or call something other than "
-                f"tensors and plain containers ({why})")
+                f"tensors and plain containers ({why}); a whole model (torch.save(model)) or "
+                f"a config object cannot be read: {SAVE_HINT}")
     if "zip archive" in text or "central directory" in text:
         first = text.split(". ")[0]  # torch appends paragraphs of advice
         return f"not a valid torch zip archive (truncated or not a torch file): {first}"
