@@ -230,7 +230,7 @@ def test_non_model_files(tmp_path):
     empty.write_bytes(b"")
     refused(empty, "empty")
     refused(tmp_path / "does_not_exist.pt", "cannot read")
-    refused(tmp_path, "cannot read")  # a directory
+    refused(tmp_path, "a directory without config.json")  # not a model directory
     refused(Path(__file__), "unrecognised")  # a .py file
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
