@@ -17,7 +17,7 @@ from mpmath import iv
 from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 
 from .errors import Malformed
-from .numbers import WORKING_PRECISION
+from .numbers import WORKING_PRECISION, exp_interval
 
 _GUARD_BITS = 64
 _BITS = WORKING_PRECISION + _GUARD_BITS  # fixed-point resolution 2^-_BITS
@@ -241,3 +241,202 @@ def rope_table(n_ctx: int, rotary_dim: int, base: int, odd: bool, tick=lambda: N
             row.append(_trig_interval(angle, odd))
         out.append(row)
     return out
+
+
+# --- activations (spec/rules.md §Activations) -----------------------------------
+# Constants as exact rational bounds, then outward-rounded intervals.
+
+def _atan_inv_bounds(n: int, bits: int) -> tuple[int, int]:
+    """Integers (L, H) with L·2^-bits <= atan(1/n) <= H·2^-bits, n >= 2.
+
+    atan(1/n) = Σ_j (−1)^j / ((2j+1) n^(2j+1)): alternating with decreasing terms, so
+    the partial sums alternate around the limit; the sum is taken to a term below
+    2^-bits and bracketed by the last two partial sums (each term floored/ceiled)."""
+    scale = 1 << bits
+    lo = hi = 0
+    j, power = 0, n
+    while True:
+        t_lo, t_hi = scale // ((2 * j + 1) * power), -(-scale // ((2 * j + 1) * power))
+        if j % 2 == 0:
+            lo, hi = lo + t_lo, hi + t_hi
+        else:
+            lo, hi = lo - t_hi, hi - t_lo
+        if t_hi <= 1:  # the next term is < 2^-bits: the limit is within one term
+            return lo - 1, hi + 1
+        j, power = j + 1, power * n * n
+
+
+def pi_bounds() -> tuple[Fraction, Fraction]:
+    """Rational bounds of π by Machin's formula π = 16 atan(1/5) − 4 atan(1/239)."""
+    bits = _BITS + 8
+    a_lo, a_hi = _atan_inv_bounds(5, bits)
+    b_lo, b_hi = _atan_inv_bounds(239, bits)
+    return Fraction(16 * a_lo - 4 * b_hi, 1 << bits), Fraction(16 * a_hi - 4 * b_lo, 1 << bits)
+
+
+def _constants():
+    """Intervals of π-derived constants, built once (rigorous: π from integers, then
+    mpmath's outward-rounded + − × ÷ and sqrt_interval)."""
+    if not _CONST:
+        pi = _interval_from_rationals(*pi_bounds())
+        _CONST["sqrt_2_over_pi"] = sqrt_interval(2 / pi)  # gelu_new's √(2/π)
+        _CONST["inv_sqrt_2pi"] = 1 / sqrt_interval(2 * pi)  # the normal density's 1/√(2π)
+        _CONST["two_over_sqrt_pi"] = 2 / sqrt_interval(pi)  # erf's 2/√π
+        _CONST["inv_sqrt_2"] = 1 / sqrt_interval(iv.mpf(2))
+    return _CONST
+
+
+_CONST: dict = {}
+_ERF_SATURATION = 6  # erfc(t) <= e^(−t²)/(t√π) < 2^-55 for t >= 6
+
+
+def _erf_point_bounds(t: Fraction) -> tuple[Fraction, Fraction]:
+    """Bounds of erf(t) at a rational point.
+
+    |t| >= 6: erf(t) ∈ [1 − 2^-55, 1] (t > 0; odd).  Otherwise t is moved outward to the
+    grid 2^-b (erf is increasing) and the Maclaurin series
+    erf(t) = 2/√π Σ_n (−1)^n t^(2n+1) / (n!(2n+1)) is summed in fixed point: the
+    magnitudes P_n = t^(2n+1)/n! are carried as floor and ceiling integers at 2^-b
+    (P_n = P_(n−1)·t²/n), each term P_n/(2n+1) floored and ceiled.  The terms decrease
+    once n + 1 >= t²; the sum stops past that point at a term below 2^-b, and the rest
+    lies within ± that term (alternating, decreasing).  Then the product with 2/√π."""
+    if t < 0:
+        lo, hi = _erf_point_bounds(-t)
+        return -hi, -lo
+    if t >= _ERF_SATURATION:
+        return Fraction(1) - Fraction(1, 1 << 55), Fraction(1)
+    bits = _BITS + 24
+    scale = 1 << bits
+    bounds = []
+    for up in (False, True):
+        tt = -((-t.numerator * scale) // t.denominator) if up else (t.numerator * scale) // \
+            t.denominator  # t on the grid: below (lower bound) or above (upper bound)
+        sq_lo, sq_hi = (tt * tt) >> bits, -((-(tt * tt)) >> bits)  # t² at 2^-b
+        p_lo = p_hi = tt
+        total_lo = total_hi = 0
+        n = 0
+        while True:
+            term_lo, term_hi = p_lo // (2 * n + 1), -(-p_hi // (2 * n + 1))
+            if n % 2 == 0:
+                total_lo, total_hi = total_lo + term_lo, total_hi + term_hi
+            else:
+                total_lo, total_hi = total_lo - term_hi, total_hi - term_lo
+            n += 1
+            p_lo, p_hi = (p_lo * sq_lo) // (n * scale), -(-(p_hi * sq_hi) // (n * scale))
+            if (n + 1) * scale >= sq_hi and p_hi < 2 * n + 1:  # decreasing, next < 2^-b
+                break
+        total = (total_lo - 1, total_hi + 1)  # the omitted rest: within one unit
+        bounds.append(Fraction(total[1 if up else 0], scale))
+    c_lo, c_hi = endpoints(_constants()["two_over_sqrt_pi"])
+    lo, hi = bounds[0] * c_lo, bounds[1] * c_hi  # the series is >= 0 for t >= 0
+    return max(lo, Fraction(0)), min(hi, Fraction(1))
+
+
+def erf_interval(x):
+    """A rigorous enclosure of erf over the interval x (erf is increasing)."""
+    lo, hi = endpoints(x)
+    return _interval_from_rationals(_erf_point_bounds(lo)[0], _erf_point_bounds(hi)[1])
+
+
+def sigmoid_interval(u):
+    """σ(u) = 1/(1 + e^(−u)) over the interval u (increasing): the lower end from u's lower
+    end, the upper from its upper end, each by the form whose exp argument is <= 0
+    (e^u/(1+e^u) for u < 0), so no exp overflows."""
+    def at(p):
+        point = iv.mpf(p)
+        if p >= 0:
+            return 1 / (1 + exp_interval(-point))
+        e = exp_interval(point)
+        return e / (1 + e)
+    lo, hi = x_lo_hi(u)
+    return iv.mpf([at(lo).a, at(hi).b])
+
+
+def x_lo_hi(x):
+    """The endpoints of interval x as mpmath numbers."""
+    return x.a, x.b
+
+
+def _hull(a, b):
+    return iv.mpf([min(a.a, b.a), max(a.b, b.b)])
+
+
+# The smooth activations: f(x) = x·g(x).  Each has a naive enclosure (x appears more than
+# once, so it over-approximates but always encloses) and a derivative enclosure used to
+# find where f is monotone (spec/rules.md §Activations, Lemma A).
+_CUBIC = iv.mpf(44715) / 10 ** 6  # an enclosure of 0.044715
+_GELU_FAST_K = iv.mpf(7978845608) / 10 ** 10  # of gelu_fast's 0.7978845608
+
+
+def _tanh_form_k(name: str):
+    return _constants()["sqrt_2_over_pi"] if name == "gelu_new" else _GELU_FAST_K
+
+
+def _naive(name: str, x):
+    if name == "silu":
+        return x * sigmoid_interval(x)
+    if name == "gelu":
+        if x.b <= -8:  # Lemma A2's tail: |x|Φ(x) < φ(x), so gelu(x) ∈ [−φ(x), 0]
+            phi = exp_interval(-square_interval(x) / 2) * _constants()["inv_sqrt_2pi"]
+            return iv.mpf([-phi.b, 0])
+        return x * (1 + erf_interval(x * _constants()["inv_sqrt_2"])) / 2
+    u = 2 * _tanh_form_k(name) * (x + _CUBIC * x * square_interval(x))
+    return x * sigmoid_interval(u)  # x(1 + tanh(u/2))/2 = x σ(u)
+
+
+def _slope_sign(name: str, x):
+    """An interval with the sign of f'(t) for every t in x (a positive factor dropped):
+    silu: f' = σ(x)·(1 + x σ(−x)); the tanh forms, u = k(x + c x³): f' = σ(u)·(1 + x σ(−u) u')
+    with u' = k(1 + 3c x²); gelu: f' = Φ(x) + x φ(x), and on x <= −1 the constant −1
+    (Lemma A2: f' < 0 there, by the Mills-ratio bound Φ(x) < φ(x)/|x|)."""
+    if name == "silu":
+        return 1 + x * sigmoid_interval(-x)
+    if name == "gelu":
+        if x.b <= -1:
+            return iv.mpf(-1)
+        phi = exp_interval(-square_interval(x) / 2) * _constants()["inv_sqrt_2pi"]
+        return (1 + erf_interval(x * _constants()["inv_sqrt_2"])) / 2 + x * phi
+    k = 2 * _tanh_form_k(name)
+    u = k * (x + _CUBIC * x * square_interval(x))
+    return 1 + x * sigmoid_interval(-u) * k * (1 + 3 * _CUBIC * square_interval(x))
+
+
+SMOOTH_ACTIVATIONS = ("gelu", "gelu_new", "gelu_fast", "silu")
+_MAX_PIECES = 64  # pieces examined per enclosure (deterministic: every back-end agrees)
+_BREAKS = (-2, -1, -0.5, 0)  # every smooth activation here is monotone on each side of these
+
+
+def activation_interval(name: str, x, tick=lambda: None):
+    """A rigorous enclosure of the activation `name` over the interval x.
+
+    relu: [max(0, lo), max(0, hi)].  The smooth ones: x is cut at _BREAKS into pieces; a
+    piece on which the slope-sign enclosure is >= 0 (<= 0) is monotone (mean value
+    theorem), so its range is the hull of its end values, each a point enclosure; a piece
+    where it straddles 0 is halved, up to _MAX_PIECES pieces, after which the naive
+    enclosure covers it.  The union of the pieces' enclosures encloses f(x)
+    (spec/rules.md §Activations, Lemma A)."""
+    if name == "relu":
+        lo, hi = x_lo_hi(x)
+        return iv.mpf([max(lo, 0), max(hi, 0)])
+    if name not in SMOOTH_ACTIVATIONS:
+        raise Malformed(f"unknown activation {name!r}")
+    a, b = x_lo_hi(x)
+    cuts = [a, *(c for c in _BREAKS if a < c < b), b]
+    todo = list(zip(cuts, cuts[1:])) if a < b else [(a, b)]
+    result, examined = None, 0
+    while todo:
+        tick()
+        a, b = todo.pop()
+        examined += 1
+        piece = iv.mpf([a, b])
+        sign = _slope_sign(name, piece) if a != b else None
+        if a == b or sign.a >= 0 or sign.b <= 0:
+            got = _hull(_naive(name, iv.mpf(a)), _naive(name, iv.mpf(b)))
+        elif examined + len(todo) + 2 > _MAX_PIECES:
+            got = _naive(name, piece)
+        else:
+            mid = min(max((iv.mpf(a) + iv.mpf(b)).mid / 2, a), b)  # any point of [a, b]
+            todo += [(a, mid), (mid, b)]
+            continue
+        result = got if result is None else _hull(result, got)
+    return result
