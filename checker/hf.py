@@ -20,6 +20,7 @@ import os
 from itertools import product
 
 from .errors import Malformed
+from .modelspec import ACTIVATION_ALIASES, ACTIVATIONS
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -192,8 +193,10 @@ def _common_checks(config, layers_key, act_key, default_act):
     if layers != 1:
         _refuse(f"{layers_key} = {layers!r} (one layer is supported)")
     act = config.get(act_key, default_act)
-    if act != "relu":
-        _refuse(f"{act_key} = {act!r:.40} (only relu is supported)")
+    if ACTIVATION_ALIASES.get(act, act) not in ACTIVATIONS:
+        _refuse(f"{act_key} = {act!r:.40} (supported: "
+                f"{', '.join([*ACTIVATIONS, *ACTIVATION_ALIASES])})")
+    return ACTIVATION_ALIASES.get(act, act)
 
 
 def _neox_rope(config) -> tuple[float, float]:
@@ -240,7 +243,7 @@ def _neox(config, t, tick):
     weights (out, in), rotary on the first rotary_dim coordinates, untied embed_out."""
     _check_fields(config, _NEOX_FIELDS)
     _architecture(config, "GPTNeoXForCausalLM")
-    _common_checks(config, "num_hidden_layers", "hidden_act", "gelu")
+    act = _common_checks(config, "num_hidden_layers", "hidden_act", "gelu")
     base, pct = _neox_rope(config)
     if _flag(config, "tie_word_embeddings", False):
         _refuse("tie_word_embeddings = true (embed_out would be replaced by embed_in)")
@@ -308,7 +311,7 @@ def _neox(config, t, tick):
                                                                "attention.masked_bias"))
     tl = {"n_layers": 1, "d_model": d, "n_heads": n, "d_head": h,
           "d_vocab": config["vocab_size"], "n_ctx": config["max_position_embeddings"],
-          "d_mlp": config["intermediate_size"], "act_fn": "relu", "normalization_type": "LN",
+          "d_mlp": config["intermediate_size"], "act_fn": act, "normalization_type": "LN",
           "eps": float(eps), "positional_embedding_type": "rotary", "rotary_dim": int(h * pct),
           "rotary_base": base, "parallel_attn_mlp": parallel}
     return tl, out
@@ -319,7 +322,7 @@ def _gpt2(config, t, tick):
     unembedding tied to wte (or lm_head), no unembedding bias."""
     _check_fields(config, _GPT2_FIELDS)
     _architecture(config, "GPT2LMHeadModel")
-    _common_checks(config, "n_layer", "activation_function", "gelu_new")
+    act = _common_checks(config, "n_layer", "activation_function", "gelu_new")
     for name in ("n_embd", "n_head", "vocab_size", "n_positions"):
         _int(config, name)
     if not config["n_head"] or config["n_embd"] % config["n_head"]:
@@ -367,7 +370,7 @@ def _gpt2(config, t, tick):
     inner = _int(config, "n_inner", None) if config.get("n_inner") is not None else 4 * d
     tl = {"n_layers": 1, "d_model": d, "n_heads": n, "d_head": h,
           "d_vocab": config["vocab_size"], "n_ctx": config["n_positions"], "d_mlp": inner,
-          "act_fn": "relu", "normalization_type": "LN", "eps": float(eps),
+          "act_fn": act, "normalization_type": "LN", "eps": float(eps),
           "positional_embedding_type": "standard"}
     return tl, out
 

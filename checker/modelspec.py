@@ -20,7 +20,10 @@ from .errors import Malformed
 
 NORMALIZATIONS = (None, "LN", "LNPre")
 POSITIONALS = ("standard", "rotary")
-ACTIVATIONS = ("relu",)
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_fast", "silu")  # spec/rules.md §Activations
+# Library names of the same real functions: TransformerLens's and Hugging Face's
+# gelu_pytorch_tanh is torch's tanh form, gelu_new's formula; swish is silu.
+ACTIVATION_ALIASES = {"gelu_pytorch_tanh": "gelu_new", "swish": "silu"}
 # RoPE angles i·θ_j are enclosed by Taylor series (checker/elementary.py); their
 # cost grows with the angle, so rotary models are limited to this many positions.
 MAX_ROTARY_CTX = 256
@@ -61,7 +64,8 @@ class Family:
         if type(self.d_mlp) is not int or not 0 <= self.d_mlp <= 1 << 14:
             raise Malformed(f"d_mlp must be an integer in [0, 16384], got {self.d_mlp!r}")
         if self.act_fn not in ACTIVATIONS:
-            raise Malformed(f"unsupported activation {self.act_fn!r} (supported: relu)")
+            raise Malformed(f"unsupported activation {self.act_fn!r} (supported: "
+                            f"{', '.join(ACTIVATIONS)})")
         if self.positional not in POSITIONALS:
             raise Malformed(f"unsupported positional embedding {self.positional!r} "
                             "(supported: standard, rotary)")

@@ -23,7 +23,14 @@ from __future__ import annotations
 import math
 
 from .errors import Malformed
-from .modelspec import MAX_ROTARY_CTX, NORMALIZATIONS, POSITIONALS, Family
+from .modelspec import (
+    ACTIVATION_ALIASES,
+    ACTIVATIONS,
+    MAX_ROTARY_CTX,
+    NORMALIZATIONS,
+    POSITIONALS,
+    Family,
+)
 
 # ---- the table (spec/configs.md §TransformerLens lists the same, with reasons) ------------
 
@@ -263,8 +270,10 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
         d_mlp = 4 * d_model if d_mlp is None else d_mlp  # TransformerLens's default
         if d_mlp < 1:
             _refuse(f"d_mlp = {d_mlp} with attn_only = False (an MLP needs d_mlp >= 1)")
-        if act != "relu":
-            _refuse(f"act_fn = {_shown(act)} (only relu is supported)")
+        act = ACTIVATION_ALIASES.get(act, act)
+        if act not in ACTIVATIONS:
+            _refuse(f"act_fn = {_shown(cfg.get('act_fn'))} (supported: "
+                    f"{', '.join([*ACTIVATIONS, *ACTIVATION_ALIASES])})")
     pos = _choice(cfg, "positional_embedding_type", "standard", POSITIONALS)
     parallel = _flag(cfg, "parallel_attn_mlp", False)
     rotary = pos == "rotary"
@@ -281,7 +290,8 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
     if rotary and base != int(base):
         _refuse(f"rotary_base = {base!r} (an integer base is supported)")
     family = Family(
-        normalization=norm, n_heads=n_heads, d_mlp=d_mlp, act_fn="relu", positional=pos,
+        normalization=norm, n_heads=n_heads, d_mlp=d_mlp,
+        act_fn=act if d_mlp else "relu", positional=pos,
         n_ctx=n_ctx if rotary else 0,
         rotary_dim=(d_head if rotary_dim is None else rotary_dim) if rotary else 0,
         rotary_base=int(base) if rotary else 0,

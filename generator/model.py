@@ -413,10 +413,43 @@ def family_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
         resid = x[:, -1] + np.einsum("njh,jhd->nd", z, w[att + "W_O"]) + w[att + "b_O"]
         if f.d_mlp:
             m_in = norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
-            hidden = np.maximum(m_in @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"], 0.0)
+            hidden = activation_np(f.act_fn, m_in @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"])
             resid = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
         out[s:s + chunk] = norm(resid, "ln_final") @ w["unembed.W_U"] + w["unembed.b_U"]
     return out
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def activation_np(name: str, x: np.ndarray) -> np.ndarray:
+    """The MLP activation `name` in float64 (spec/rules.md §Activations)."""
+    if name == "relu":
+        return np.maximum(x, 0.0)
+    if name == "gelu":
+        from scipy.special import erf
+
+        return x * (1 + erf(x / math.sqrt(2))) / 2
+    if name in ("gelu_new", "gelu_fast"):
+        k = _SQRT_2_OVER_PI if name == "gelu_new" else 0.7978845608
+        return x * (1 + np.tanh(k * (x + 0.044715 * x ** 3))) / 2
+    if name == "silu":
+        return x / (1 + np.exp(-x))
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def activation_torch(name: str, x: torch.Tensor) -> torch.Tensor:
+    """The MLP activation `name` in torch (training; the same functions)."""
+    if name == "relu":
+        return torch.relu(x)
+    if name == "gelu":
+        return torch.nn.functional.gelu(x)
+    if name in ("gelu_new", "gelu_fast"):
+        k = _SQRT_2_OVER_PI if name == "gelu_new" else 0.7978845608
+        return x * (1 + torch.tanh(k * (x + 0.044715 * x ** 3))) / 2
+    if name == "silu":
+        return torch.nn.functional.silu(x)
+    raise ValueError(f"unknown activation {name!r}")
 
 
 def family_weights(weights) -> FamilyWeights:
@@ -508,7 +541,8 @@ class FamilyTransformer(nn.Module):
             + self.p(att + "b_O")
         if f.d_mlp:
             m_in = self._norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
-            hidden = torch.relu(m_in @ self.p("blocks.0.mlp.W_in") + self.p("blocks.0.mlp.b_in"))
+            hidden = activation_torch(f.act_fn, m_in @ self.p("blocks.0.mlp.W_in")
+                                      + self.p("blocks.0.mlp.b_in"))
             resid = resid + hidden @ self.p("blocks.0.mlp.W_out") + self.p("blocks.0.mlp.b_out")
         return self._norm(resid, "ln_final") @ self.p("unembed.W_U") + self.p("unembed.b_U")
 

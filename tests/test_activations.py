@@ -125,3 +125,11 @@ def test_building_blocks():
                 assert contains(e, mp.erf(mpf(p))) and contains(s, 1 / (1 + mp.exp(-mpf(p))))
     huge = sigmoid_interval(iv.mpf([-1e300, 1e300]))  # no exp overflow
     assert huge.a >= 0 and huge.b <= 1
+
+
+def test_tanh_form_for_exact_gelu_is_caught(monkeypatch):
+    """Deliberate break: exact gelu evaluated by the tanh form (up to ~1e-3 off)."""
+    naive = elementary._naive
+    monkeypatch.setattr(elementary, "_naive", lambda name, x: naive(
+        "gelu_new" if name == "gelu" else name, x))
+    assert check_enclosures("gelu", [(-2.5, -2.5), (1.5, 1.5), (-3.0, 1.0)])

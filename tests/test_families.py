@@ -179,10 +179,22 @@ def reference_logits(fw: FamilyWeights, tokens) -> list:
             m_in = norm(xs[-1] if f.parallel else resid, "blocks.0.ln2")
             pre = [p + b for p, b in zip(vm(m_in, P["blocks.0.mlp.W_in"]),
                                          vec(P["blocks.0.mlp.b_in"]))]
-            out = vm([max(p, 0) for p in pre], P["blocks.0.mlp.W_out"])
+            out = vm([_activation(f.act_fn, p) for p in pre], P["blocks.0.mlp.W_out"])
             resid = [r + o + b for r, o, b in zip(resid, out, vec(P["blocks.0.mlp.b_out"]))]
         return [p + b for p, b in zip(vm(norm(resid, "ln_final"), P["unembed.W_U"]),
                                       vec(P["unembed.b_U"]))]
+
+
+def _activation(name: str, x):
+    """spec/rules.md §Activations, in mpmath at the working precision."""
+    if name == "relu":
+        return max(x, 0)
+    if name == "gelu":
+        return x * (1 + mpmath.erf(x / mpmath.sqrt(2))) / 2
+    if name == "silu":
+        return x / (1 + mpmath.exp(-x))
+    k = mpmath.sqrt(2 / mpmath.pi) if name == "gelu_new" else mpmath.mpf(7978845608) / 10**10
+    return x * (1 + mpmath.tanh(k * (x + mpmath.mpf(44715) / 10**6 * x ** 3))) / 2
 
 
 FAMILIES = {
@@ -196,6 +208,16 @@ FAMILIES = {
                               Dims(4, 3, 6, 2)),
     "mlp_no_norm": (Family(d_mlp=5), Dims(4, 3, 4, 3)),
     "attn_only": (ATTN_ONLY, Dims(4, 3, 4, 4)),
+    # issue 21: the smooth activations
+    "gelu_ln_learned_pos": (Family(normalization="LN", d_mlp=6, act_fn="gelu", ln_eps=1e-5),
+                            Dims(4, 3, 5, 4)),
+    "gelu_new_parallel_rotary": (Family(normalization="LN", d_mlp=6, act_fn="gelu_new",
+                                        parallel=True, positional="rotary", n_ctx=3,
+                                        rotary_dim=2, rotary_base=10000, ln_eps=1e-5),
+                                 Dims(4, 3, 6, 3)),
+    "gelu_fast_lnpre_2heads": (Family(normalization="LNPre", n_heads=2, d_mlp=5,
+                                      act_fn="gelu_fast", ln_eps=1e-5), Dims(4, 3, 5, 3)),
+    "silu_no_norm": (Family(d_mlp=5, act_fn="silu"), Dims(4, 3, 4, 3)),
 }
 
 
@@ -454,3 +476,39 @@ def test_forward_rule_agrees_with_brute_force_on_the_shipped_attention_only_mode
         _, report = replay(lines)
         counts[strategy] = report.facts.correct
     assert counts == {"brute-force": 511, "forward-brute-force": 511}
+
+
+def _logit_misses(fw) -> int:
+    """Sequences whose 200-bit reference logits are not all inside the checker's logit
+    enclosures (the rule's invariant, stronger than comparing certified sets)."""
+    lines = certificate(fw)
+    checker = CertificateChecker()
+    for line in lines:
+        if '"kind":"rule"' in line:
+            break
+        checker.feed(line)
+    rule = next(json.loads(x) for x in lines if '"kind":"rule"' in x)
+    mats = {n: checker.values[i].matrix for n, i in rule["inputs"].items()}
+    model = forward._Model(checker.dims, mats, lambda w: None)
+    misses = 0
+    for tokens in itertools.product(range(fw.dims.d_vocab), repeat=fw.dims.n_ctx):
+        ref = reference_logits(fw, tokens)
+        got = model.logits(tokens)
+        misses += not all(_mp_in(e, r) for e, r in zip(got, ref))
+    return misses
+
+
+def _mp_in(enclosure, value) -> bool:
+    with mpmath.workprec(200):
+        return mpmath.mpf(enclosure.a) <= value <= mpmath.mpf(enclosure.b)
+
+
+@pytest.mark.parametrize("name", ["gelu_ln_learned_pos", "silu_no_norm",
+                                  "gelu_new_parallel_rotary"])
+def test_activation_replaced_by_relu_is_caught(monkeypatch, name):
+    """The logit enclosures contain the 200-bit reference logits of every sequence; with
+    the deliberate break (the checker applies ReLU whatever the family says) they do not."""
+    fw = random_family_weights(name)
+    assert _logit_misses(fw) == 0
+    monkeypatch.setattr(forward, "activate", lambda act_fn, x: forward._relu(x))
+    assert _logit_misses(fw) > 0

@@ -22,17 +22,17 @@ from generator.modelfile import load_model  # noqa: E402
 V, K = 5, 3
 
 
-def neox(parallel: bool, pct: float, bias: bool = True):
+def neox(parallel: bool, pct: float, bias: bool = True, act: str = "relu"):
     cfg = transformers.GPTNeoXConfig(
         vocab_size=V, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=16, hidden_act="relu", max_position_embeddings=K, rotary_pct=pct,
+        intermediate_size=16, hidden_act=act, max_position_embeddings=K, rotary_pct=pct,
         use_parallel_residual=parallel, attention_bias=bias)
     return transformers.GPTNeoXForCausalLM(cfg)
 
 
-def gpt2(tied: bool = True):
+def gpt2(tied: bool = True, act: str = "relu"):
     cfg = transformers.GPT2Config(vocab_size=V, n_embd=8, n_layer=1, n_head=2, n_positions=K,
-                                  activation_function="relu", tie_word_embeddings=tied)
+                                  activation_function=act, tie_word_embeddings=tied)
     return transformers.GPT2LMHeadModel(cfg)
 
 
@@ -41,6 +41,11 @@ MODELS = {
     "neox_sequential_full_rotary": lambda: neox(False, 1.0),
     "neox_no_attention_bias": lambda: neox(True, 0.5, bias=False),
     "gpt2": gpt2,
+    # issue 21: the libraries' default activations (and SiLU)
+    "neox_gelu": lambda: neox(True, 0.5, act="gelu"),
+    "gpt2_gelu_new": lambda: gpt2(act="gelu_new"),
+    "gpt2_silu": lambda: gpt2(act="silu"),
+    "gpt2_gelu_fast": lambda: gpt2(act="gelu_fast"),
 }
 
 
@@ -68,7 +73,7 @@ def test_forward_equals_transformers(tmp_path, name):
     assert np.allclose(ours, theirs, rtol=1e-5, atol=1e-5), np.abs(ours - theirs).max()
 
 
-@pytest.mark.parametrize("name", ["neox_parallel", "gpt2"])
+@pytest.mark.parametrize("name", ["neox_parallel", "gpt2", "gpt2_gelu_new"])
 def test_certificate_binds_to_hf_directory(tmp_path, name):
     model = randomized(MODELS[name])
     model.save_pretrained(tmp_path / "m")
@@ -93,9 +98,9 @@ def test_unsupported_hf_models_are_named(tmp_path):
                                       n_positions=K, activation_function="relu")
         transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "two")
         cfg = transformers.GPT2Config(vocab_size=V, n_embd=8, n_layer=1, n_head=2,
-                                      n_positions=K)
-        transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "gelu")
+                                      n_positions=K, activation_function="quick_gelu")
+        transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "quick")
     with pytest.raises(Malformed, match="n_layer = 2"):
         load_model(tmp_path / "two")
-    with pytest.raises(Malformed, match="activation_function = 'gelu_new'"):
-        load_model(tmp_path / "gelu")
+    with pytest.raises(Malformed, match="activation_function = 'quick_gelu'"):
+        load_model(tmp_path / "quick")

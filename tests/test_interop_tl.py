@@ -32,6 +32,14 @@ CONFIGS = {
                                      rotary_base=500, eps=1e-3),
     "mlp_learned_pos": dict(n_heads=1, d_mlp=8, act_fn="relu", normalization_type=None),
     "attn_only_classic": dict(n_heads=1, attn_only=True, normalization_type=None),
+    # issue 21: TransformerLens's default activation and the other smooth ones
+    "default_gelu_ln": dict(n_heads=2, d_mlp=16, act_fn="gelu", normalization_type="LN"),
+    "gelu_new_rope": dict(n_heads=2, d_mlp=8, act_fn="gelu_new", normalization_type="LN",
+                          positional_embedding_type="rotary", rotary_dim=4),
+    "gelu_fast": dict(n_heads=1, d_mlp=8, act_fn="gelu_fast", normalization_type=None),
+    "gelu_pytorch_tanh": dict(n_heads=1, d_mlp=8, act_fn="gelu_pytorch_tanh",
+                              normalization_type="LNPre"),
+    "silu": dict(n_heads=2, d_mlp=8, act_fn="silu", normalization_type="LN"),
 }
 
 
@@ -76,7 +84,7 @@ def test_checker_reads_tl_config_safely(tmp_path):
     assert config["dtype"] == "torch.float32"
 
 
-@pytest.mark.parametrize("name", ["ln_mlp_rope", "attn_only_classic"])
+@pytest.mark.parametrize("name", ["ln_mlp_rope", "attn_only_classic", "default_gelu_ln"])
 def test_certificate_of_a_tl_model_binds_to_its_file(tmp_path, name):
     path = tmp_path / "m.pt"
     save_tl(hooked(name), path)
@@ -89,11 +97,11 @@ def test_certificate_of_a_tl_model_binds_to_its_file(tmp_path, name):
 def test_unsupported_tl_models_are_named(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cfg = tl.HookedTransformerConfig(**BASE, n_heads=1, d_mlp=8, act_fn="gelu")
+        cfg = tl.HookedTransformerConfig(**BASE, n_heads=1, d_mlp=8, act_fn="solu_ln")
         model = tl.HookedTransformer(cfg)
     path = tmp_path / "g.pt"
     save_tl(model, path)
-    with pytest.raises(Malformed, match="act_fn = 'gelu'"):
+    with pytest.raises(Malformed, match="act_fn = 'solu_ln'"):
         load_model(path)
 
 

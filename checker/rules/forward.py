@@ -20,7 +20,7 @@ import itertools
 
 from mpmath import iv
 
-from .. import ops
+from .. import elementary, ops
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Malformed
 from ..modelspec import parameter_table
@@ -81,6 +81,14 @@ def _add(x: list, y: list) -> list:
 def _relu(x: list) -> list:
     """max(t, 0) over each interval: exact on the endpoints."""
     return [iv.mpf((max(a.a, 0), max(a.b, 0))) if a.a < 0 else a for a in x]
+
+
+def activate(act_fn: str, x: list) -> list:
+    """The family's MLP activation over each interval (spec/rules.md §Activations):
+    ReLU exactly on the endpoints, the smooth ones by elementary.activation_interval."""
+    if act_fn == "relu":
+        return _relu(x)
+    return [elementary.activation_interval(act_fn, a) for a in x]
 
 
 def layer_norm(x: list, eps: float, w: list | None, b: list | None) -> list:
@@ -173,7 +181,8 @@ class _Model:
 
     def mlp(self, x: list) -> list:
         m = self.m
-        hidden = _relu(_add(_vecmat(self.norm("ln2", x), m["W_in"]), m["b_in"][0]))
+        hidden = activate(self.f.act_fn, _add(_vecmat(self.norm("ln2", x), m["W_in"]),
+                                               m["b_in"][0]))
         return _add(_vecmat(hidden, m["W_out"]), m["b_out"][0])
 
     def logits(self, tokens) -> list:

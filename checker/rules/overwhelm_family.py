@@ -28,7 +28,8 @@ attention.  Every quantity below is a linear functional r_c·a plus known terms.
     sqrt(Σ_k max c_k²/d + ε)] (Cauchy–Schwarz for the second lower bound).
     MLP (sequential): pre-activation k is (r_c·a_k)/σ_2 + b_2·W_in[:,k] + b_in[k],
     a_k = w_2 ∘ W_in[:,k], bounded by Lemma R (hints pre) — no box matmul;
-    hidden = ReLU (exact on endpoints).  Parallel: the MLP of x_p, exactly.
+    hidden = the activation over the pre-activation box (ReLU exactly on the endpoints,
+    the smooth ones by elementary.activation_interval).  Parallel: the MLP of x_p.
  6. each logit difference directly (D_m = U[:,m] − U[:,o], g_m = w_f ∘ D_m):
         ℓ_m − ℓ_o = (r'_c·g_m)/σ_f + b_f·D_m + b_U[m] − b_U[o],
     r'_c = r_c + hidden·c(W_out) + c(b_out); r_c·g_m by Lemma R (hints diff),
@@ -383,7 +384,8 @@ class AtQuery:
         if f.parallel:
             x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
                 if self.centre else self.x_p
-            return forward._relu(forward._add(forward._vecmat(x_in, m["W_in"]), m["b_in"][0]))
+            return forward.activate(f.act_fn, forward._add(forward._vecmat(x_in, m["W_in"]),
+                                                           m["b_in"][0]))
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
@@ -393,7 +395,7 @@ class AtQuery:
                                     [self.hint["pre"][j][k] for j in range(f.n_heads)],
                                     f"pre-activation {k}", (key(self.t.dims, "pre", k, 0),
                                                             key(self.t.dims, "pre", k, 1)))
-            out.append(forward._relu([numer / sigma + self.fun.pre_const[k]])[0])
+            out.append(forward.activate(f.act_fn, [numer / sigma + self.fun.pre_const[k]])[0])
         return out
 
     def check(self) -> None:

@@ -23,7 +23,15 @@ import torch
 
 from checker.modelspec import Dims, Family
 
-from ..model import FamilyTransformer, FamilyWeights, _layer_norm_np, _rotate_np, rope_angles
+from ..model import (
+    FamilyTransformer,
+    FamilyWeights,
+    _layer_norm_np,
+    _rotate_np,
+    activation_np,
+    activation_torch,
+    rope_angles,
+)
 from .causal import fit
 from .maxk import prefix_max_batch
 
@@ -67,7 +75,8 @@ def family_logits_all_positions(model: FamilyTransformer, tokens: torch.Tensor) 
     resid = x + torch.einsum("njph,jhd->npd", z, model.p(ATT + "W_O")) + model.p(ATT + "b_O")
     if f.d_mlp:
         m_in = model._norm(x if f.parallel else resid, "blocks.0.ln2")
-        hidden = torch.relu(m_in @ model.p("blocks.0.mlp.W_in") + model.p("blocks.0.mlp.b_in"))
+        hidden = activation_torch(f.act_fn, m_in @ model.p("blocks.0.mlp.W_in")
+                                  + model.p("blocks.0.mlp.b_in"))
         resid = resid + hidden @ model.p("blocks.0.mlp.W_out") + model.p("blocks.0.mlp.b_out")
     return model._norm(resid, "ln_final") @ model.p("unembed.W_U") + model.p("unembed.b_U")
 
@@ -108,7 +117,7 @@ def family_logits_at(weights: FamilyWeights, tokens: np.ndarray) -> np.ndarray:
     resid = x[:, -1] + np.einsum("njh,jhd->nd", z, w[ATT + "W_O"]) + w[ATT + "b_O"]
     if f.d_mlp:
         m_in = norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
-        hidden = np.maximum(m_in @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"], 0.0)
+        hidden = activation_np(f.act_fn, m_in @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"])
         resid = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
     return norm(resid, "ln_final") @ w["unembed.W_U"] + w["unembed.b_U"]
 
