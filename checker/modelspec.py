@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .errors import Malformed
 
-NORMALIZATIONS = (None, "LN", "LNPre")
+NORMALIZATIONS = (None, "LN", "LNPre", "RMS", "RMSPre")  # RMS: no centring, no bias
 POSITIONALS = ("standard", "rotary")
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "gelu_fast", "silu")  # spec/rules.md §Activations
 # Library names of the same real functions: TransformerLens's and Hugging Face's
@@ -58,7 +58,7 @@ class Family:
         """Raise Malformed naming what is unsupported or inconsistent."""
         if self.normalization not in NORMALIZATIONS:
             raise Malformed(f"unsupported normalization {self.normalization!r} "
-                            f"(supported: LN, LNPre or none)")
+                            f"(supported: LN, LNPre, RMS, RMSPre or none)")
         if type(self.n_heads) is not int or not 1 <= self.n_heads <= 64:
             raise Malformed(f"n_heads must be an integer in [1, 64], got {self.n_heads!r}")
         if type(self.d_mlp) is not int or not 0 <= self.d_mlp <= 1 << 14:
@@ -130,29 +130,32 @@ class Param:
 
 def parameter_table(family: Family = ATTN_ONLY) -> tuple[Param, ...]:
     """The family's parameters in certificate order (spec/format.md §weight)."""
-    ln = family.normalization == "LN"
+    ln = family.normalization in ("LN", "RMS")  # learned weights (LN also biases)
+    bias = family.normalization == "LN"
     mlp = family.d_mlp > 0
+
+    def norm(prefix: str, short: str) -> list:
+        return [Param(f"{prefix}.w", f"{short}.w", "d", True)] + (
+            [Param(f"{prefix}.b", f"{short}.b", "d", True)] if bias else [])
+
     out = [Param("embed.W_E", "W_E", "v d", True)]
     if family.positional == "standard":
         out.append(Param("pos_embed.W_pos", "W_pos", "k d", True))
     if ln:
-        out += [Param("blocks.0.ln1.w", "ln1.w", "d", True),
-                Param("blocks.0.ln1.b", "ln1.b", "d", True)]
+        out += norm("blocks.0.ln1", "ln1")
     out += [Param(f"blocks.0.attn.W_{x}", f"W_{x}", "n d h", True) for x in "QKV"]
     out.append(Param("blocks.0.attn.W_O", "W_O", "n h d", True))
     out += [Param(f"blocks.0.attn.b_{x}", f"b_{x}", "n h", False) for x in "QKV"]
     out.append(Param("blocks.0.attn.b_O", "b_O", "d", False))
     if ln and mlp:
-        out += [Param("blocks.0.ln2.w", "ln2.w", "d", True),
-                Param("blocks.0.ln2.b", "ln2.b", "d", True)]
+        out += norm("blocks.0.ln2", "ln2")
     if mlp:
         out += [Param("blocks.0.mlp.W_in", "W_in", "d m", True),
                 Param("blocks.0.mlp.b_in", "b_in", "m", False),
                 Param("blocks.0.mlp.W_out", "W_out", "m d", True),
                 Param("blocks.0.mlp.b_out", "b_out", "d", False)]
     if ln:
-        out += [Param("ln_final.w", "ln_final.w", "d", True),
-                Param("ln_final.b", "ln_final.b", "d", True)]
+        out += norm("ln_final", "ln_final")
     out += [Param("unembed.W_U", "W_U", "d v", True), Param("unembed.b_U", "b_U", "v", False)]
     return tuple(out)
 

@@ -370,6 +370,20 @@ def _layer_norm_np(x: np.ndarray, eps: float, w=None, b=None) -> np.ndarray:
     return y if w is None else y * w + b
 
 
+def norm_np(x: np.ndarray, family: Family, w: Mapping, which: str) -> np.ndarray:
+    """The family's normalisation `which` (blocks.0.ln1, blocks.0.ln2, ln_final) in
+    float64: LayerNorm (LN, LNPre) or RMSNorm (RMS, RMSPre; no centring, no bias)."""
+    kind, eps = family.normalization, family.ln_eps
+    if kind is None:
+        return x
+    if kind in ("RMS", "RMSPre"):
+        y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+        return y * w[which + ".w"] if kind == "RMS" else y
+    if kind == "LNPre":
+        return _layer_norm_np(x, eps)
+    return _layer_norm_np(x, eps, w[which + ".w"], w[which + ".b"])
+
+
 def family_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
                           chunk: int = 1 << 12) -> np.ndarray:
     """Independent float64 forward pass of any family at the last position.
@@ -383,11 +397,7 @@ def family_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
     att = "blocks.0.attn."
 
     def norm(x, which):
-        if f.normalization is None:
-            return x
-        if f.normalization == "LNPre":
-            return _layer_norm_np(x, f.ln_eps)
-        return _layer_norm_np(x, f.ln_eps, w[which + ".w"], w[which + ".b"])
+        return norm_np(x, f, w, which)
 
     if f.positional == "rotary":
         angles = rope_angles(dims)
@@ -510,6 +520,9 @@ class FamilyTransformer(nn.Module):
         f = self.dims.family
         if f.normalization is None:
             return x
+        if f.normalization in ("RMS", "RMSPre"):
+            y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + f.ln_eps)
+            return y * self.p(which + ".w") if f.normalization == "RMS" else y
         c = x - x.mean(-1, keepdim=True)
         y = c / torch.sqrt((c * c).mean(-1, keepdim=True) + f.ln_eps)
         return y if f.normalization == "LNPre" else y * self.p(which + ".w") + self.p(which + ".b")

@@ -194,6 +194,10 @@ def _certify_family(loaded, claim: Overwhelm, trace, force: bool, started: float
     from checker.rules import overwhelm_family as family_rule
 
     weights = loaded.weights
+    if weights.dims.family.normalization in ("RMS", "RMSPre"):
+        raise Malformed("overwhelm on an RMS-normalised model is not supported yet (rule "
+                        "overwhelm_family's Lemma LN assumes centring); use accuracy with "
+                        "--strategy forward-brute-force")
     margin = family_strategy.family_margins(weights, claim)
     verdict = Verdict(claim, "not proved", margin)
     if margin.proved or force:

@@ -131,6 +131,11 @@ def reference_logits(fw: FamilyWeights, tokens) -> list:
         def norm(x, which):
             if f.normalization is None:
                 return x
+            if f.normalization in ("RMS", "RMSPre"):
+                s = mpmath.sqrt(mpmath.fsum(a * a for a in x) / len(x) + mpmath.mpf(f.ln_eps))
+                y = [a / s for a in x]
+                return y if f.normalization == "RMSPre" else [
+                    a * wi for a, wi in zip(y, vec(P[which + ".w"]))]
             mu = mpmath.fsum(x) / len(x)
             c = [a - mu for a in x]
             s = mpmath.sqrt(mpmath.fsum(a * a for a in c) / len(x) + mpmath.mpf(f.ln_eps))
@@ -218,6 +223,12 @@ FAMILIES = {
     "gelu_fast_lnpre_2heads": (Family(normalization="LNPre", n_heads=2, d_mlp=5,
                                       act_fn="gelu_fast", ln_eps=1e-5), Dims(4, 3, 5, 3)),
     "silu_no_norm": (Family(d_mlp=5, act_fn="silu"), Dims(4, 3, 4, 3)),
+    # issue 21: RMSNorm (Llama-style with SiLU and RoPE; RMSPre with GELU)
+    "rms_silu_rotary": (Family(normalization="RMS", n_heads=2, d_mlp=6, act_fn="silu",
+                               positional="rotary", n_ctx=3, rotary_dim=4, rotary_base=10000,
+                               ln_eps=1e-6), Dims(4, 3, 6, 4)),
+    "rmspre_gelu": (Family(normalization="RMSPre", d_mlp=5, act_fn="gelu", ln_eps=1e-5),
+                    Dims(4, 3, 5, 4)),
 }
 
 
@@ -440,7 +451,7 @@ def test_checker_config_stand_ins_refuse_what_they_do_not_know(tmp_path, rope_ce
 
 
 @pytest.mark.parametrize("change", [
-    {"n_heads": 0}, {"n_heads": True}, {"normalization": "RMS"}, {"act_fn": "gelu"},
+    {"n_heads": 0}, {"n_heads": True}, {"normalization": "RMSNorm"}, {"act_fn": "solu_ln"},
     {"ln_eps": 0.0}, {"ln_eps": 1}, {"rotary_dim": 3}, {"rotary_base": 1.5},
     {"positional": "alibi"}, {"n_ctx": 1000}, {"extra": 1}, {"parallel": 1}])
 def test_malformed_family_headers_exit_2(rope_cert, change):
@@ -511,4 +522,14 @@ def test_activation_replaced_by_relu_is_caught(monkeypatch, name):
     fw = random_family_weights(name)
     assert _logit_misses(fw) == 0
     monkeypatch.setattr(forward, "activate", lambda act_fn, x: forward._relu(x))
+    assert _logit_misses(fw) > 0
+
+
+def test_rms_eps_dropped_is_caught(monkeypatch):
+    """Deliberate break: RMSNorm without its ε (1e-6 here) moves every logit by ~1e-7,
+    far outside the enclosures: the reference logits fall outside them."""
+    fw = random_family_weights("rms_silu_rotary")
+    assert _logit_misses(fw) == 0
+    rms = forward.rms_norm
+    monkeypatch.setattr(forward, "rms_norm", lambda x, eps, w: rms(x, 0.0, w))
     assert _logit_misses(fw) > 0

@@ -40,6 +40,9 @@ CONFIGS = {
     "gelu_pytorch_tanh": dict(n_heads=1, d_mlp=8, act_fn="gelu_pytorch_tanh",
                               normalization_type="LNPre"),
     "silu": dict(n_heads=2, d_mlp=8, act_fn="silu", normalization_type="LN"),
+    "rms_silu_rope": dict(n_heads=2, d_mlp=8, act_fn="silu", normalization_type="RMS",
+                          positional_embedding_type="rotary", rotary_dim=4),
+    "rmspre_gelu": dict(n_heads=1, d_mlp=8, act_fn="gelu", normalization_type="RMSPre"),
 }
 
 

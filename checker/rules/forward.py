@@ -107,6 +107,14 @@ def layer_norm(x: list, eps: float, w: list | None, b: list | None) -> list:
     return [a * wi + bi for a, wi, bi in zip(y, w, b)]
 
 
+def rms_norm(x: list, eps: float, w: list | None) -> list:
+    """TransformerLens RMSNorm over the vector x (RMSPre when w is None):
+    y = x / sqrt(mean(x²) + eps) (· w).  As layer_norm, without the centring and bias."""
+    scale = sqrt_interval(iv.fsum(square_interval(a) for a in x) / len(x) + iv.mpf(eps))
+    y = [a / scale for a in x]
+    return y if w is None else [a * wi for a, wi in zip(y, w)]
+
+
 def _rotate(x: list, cos_row: list, sin_row: list, rotary_dim: int) -> list:
     """TransformerLens rotate-half RoPE of one query/key vector at one position:
     for j < r/2, (x_j, x_{j+r/2}) -> (x_j cos − x_{j+r/2} sin, x_{j+r/2} cos + x_j sin);
@@ -152,6 +160,10 @@ class _Model:
             return x
         if self.f.normalization == "LNPre":
             return layer_norm(x, self.f.ln_eps, None, None)
+        if self.f.normalization == "RMSPre":
+            return rms_norm(x, self.f.ln_eps, None)
+        if self.f.normalization == "RMS":
+            return rms_norm(x, self.f.ln_eps, self.m[which + ".w"][0])
         return layer_norm(x, self.f.ln_eps, self.m[which + ".w"][0], self.m[which + ".b"][0])
 
     def project(self, x: list, name: str, head: int) -> list:

@@ -446,6 +446,9 @@ def _cost(dims, claim: Overwhelm, n_alpha: int) -> int:
 
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     """Confirm the claim at every query position; raise Rejected otherwise."""
+    if dims.family.normalization in ("RMS", "RMSPre"):  # Lemma LN assumes centring
+        raise Malformed("overwhelm_family does not support RMS normalization yet "
+                        "(forward_brute_force does)")
     free = alphabet(dims, claim)
     bounds = parse_hints(hints, dims, claim)
     charge(_cost(dims, claim, len(claim.free_perm) if claim.free_perm is not None else len(free)))

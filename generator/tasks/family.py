@@ -26,10 +26,10 @@ from checker.modelspec import Dims, Family
 from ..model import (
     FamilyTransformer,
     FamilyWeights,
-    _layer_norm_np,
     _rotate_np,
     activation_np,
     activation_torch,
+    norm_np,
     rope_angles,
 )
 from .causal import fit
@@ -93,11 +93,7 @@ def family_logits_at(weights: FamilyWeights, tokens: np.ndarray) -> np.ndarray:
     w = {k: a.astype(np.float64) for k, a in weights.params.items()}
 
     def norm(x, which):
-        if f.normalization is None:
-            return x
-        if f.normalization == "LNPre":
-            return _layer_norm_np(x, f.ln_eps)
-        return _layer_norm_np(x, f.ln_eps, w[which + ".w"], w[which + ".b"])
+        return norm_np(x, f, w, which)
 
     x = w["embed.W_E"][tokens]  # (n, L, d)
     if f.positional == "standard":
