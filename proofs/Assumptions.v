@@ -1,0 +1,36 @@
+(* Print Assumptions on every main theorem; proofs/check.sh parses this
+   output and fails unless only the allowed Reals axioms appear. *)
+From MaxK Require Import Sums Softmax UpperBound Counting Classes Cubic Exact SubcubicGap
+  Counterexamples.
+
+Print Assumptions Softmax.convex_comb_between.
+Print Assumptions Softmax.softmax_between.
+Print Assumptions Softmax.softmax_shift.
+Print Assumptions Softmax.sign_form.
+Print Assumptions Softmax.scale_sign.
+Print Assumptions Softmax.average_le_iff.
+Print Assumptions Softmax.affine_neg_at_ends.
+Print Assumptions Softmax.max_token_weight.
+Print Assumptions UpperBound.ub_mul.
+Print Assumptions Counting.length_fill.
+Print Assumptions Classes.class_size.
+Print Assumptions Classes.classes_total.
+Print Assumptions Cubic.cubic_count.
+Print Assumptions Cubic.cubic_class_sound.
+Print Assumptions Cubic.cubic_c0_sound.
+Print Assumptions Cubic.cubic_lemma4.
+Print Assumptions Exact.E1_total.
+Print Assumptions Exact.E1_class_residue.
+Print Assumptions Exact.E2.
+Print Assumptions Exact.E2_integer_term.
+Print Assumptions Exact.E2_integer_sum.
+Print Assumptions Exact.exact_counts_add.
+Print Assumptions SubcubicGap.gap_class_count.
+Print Assumptions SubcubicGap.subcubic_count.
+Print Assumptions SubcubicGap.lemma_S.
+Print Assumptions SubcubicGap.lemma6.
+Print Assumptions SubcubicGap.subcubic_class_sound.
+Print Assumptions Counterexamples.E2_lower_end_every_sign_false.
+Print Assumptions Counterexamples.E2_upper_end_every_sign_false.
+Print Assumptions Counterexamples.gap_strict_overcount_false.
+Print Assumptions Counterexamples.gap_count_m_minus_g_false.
