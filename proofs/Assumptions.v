@@ -1,7 +1,7 @@
 (* Print Assumptions on every main theorem; proofs/check.sh parses this
    output and fails unless only the allowed Reals axioms appear. *)
 From MaxK Require Import Sums Softmax UpperBound Counting Classes Cubic Exact SubcubicGap
-  Counterexamples.
+  SubsetSums Counterexamples.
 
 Print Assumptions Softmax.convex_comb_between.
 Print Assumptions Softmax.softmax_between.
@@ -34,3 +34,7 @@ Print Assumptions Counterexamples.E2_lower_end_every_sign_false.
 Print Assumptions Counterexamples.E2_upper_end_every_sign_false.
 Print Assumptions Counterexamples.gap_strict_overcount_false.
 Print Assumptions Counterexamples.gap_count_m_minus_g_false.
+Print Assumptions SubsetSums.firstn_sorted_le.
+Print Assumptions SubsetSums.subset_sum_lower.
+Print Assumptions SubsetSums.subset_sum_upper.
+Print Assumptions SubsetSums.placement_bounds.
