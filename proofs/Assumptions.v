@@ -1,7 +1,7 @@
 (* Print Assumptions on every main theorem; proofs/check.sh parses this
    output and fails unless only the allowed Reals axioms appear. *)
 From MaxK Require Import Sums Softmax UpperBound Counting Classes Cubic Exact SubcubicGap
-  SubsetSums Counterexamples.
+  SubsetSums CubicSound Counterexamples.
 
 Print Assumptions Softmax.convex_comb_between.
 Print Assumptions Softmax.softmax_between.
@@ -38,3 +38,4 @@ Print Assumptions SubsetSums.firstn_sorted_le.
 Print Assumptions SubsetSums.subset_sum_lower.
 Print Assumptions SubsetSums.subset_sum_upper.
 Print Assumptions SubsetSums.placement_bounds.
+Print Assumptions CubicSound.cubic_sound.
