@@ -1,7 +1,7 @@
 (* Print Assumptions on every main theorem; proofs/check.sh parses this
    output and fails unless only the allowed Reals axioms appear. *)
 From MaxK Require Import Sums Softmax UpperBound Counting Classes Cubic Exact SubcubicGap
-  SubsetSums CubicSound Counterexamples.
+  SubsetSums CubicSound Rowdiff Overwhelm Counterexamples.
 
 Print Assumptions Softmax.convex_comb_between.
 Print Assumptions Softmax.softmax_between.
@@ -39,3 +39,10 @@ Print Assumptions SubsetSums.subset_sum_lower.
 Print Assumptions SubsetSums.subset_sum_upper.
 Print Assumptions SubsetSums.placement_bounds.
 Print Assumptions CubicSound.cubic_sound.
+Print Assumptions Rowdiff.lemma20.
+Print Assumptions Rowdiff.lemma22_step.
+Print Assumptions Rowdiff.thm24.
+Print Assumptions Overwhelm.overwhelm_free_bound.
+Print Assumptions Overwhelm.overwhelm_perm_dual.
+Print Assumptions Overwhelm.lemma_R.
+Print Assumptions Counterexamples.lemma20_no_abs_false.

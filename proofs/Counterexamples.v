@@ -3,7 +3,7 @@
    (Coq being consistent).  Each is a plausible slip in a lemma of
    spec/rules.md. *)
 From Coq Require Import Reals Lra Lia List Arith Bool.
-From MaxK Require Import Sums Counting Classes Exact SubcubicGap.
+From MaxK Require Import Sums Counting Classes Exact SubcubicGap Rowdiff.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -86,4 +86,23 @@ Proof.
   intros H. specialize (H 2 1 1 1 1 1)%nat.
   assert (E := H ltac:(lia) ltac:(lia) ltac:(lia) ltac:(vm_compute; lia) ltac:(lia)).
   vm_compute in E. discriminate.
+Qed.
+
+(** Lemma 20 without the absolute value (rules.md, "Subtleties the paper
+    glosses" (1)): a = -1 and the row B_0 = (0, 1) of range 1 give
+    (aB)_0 - (aB)_1 = 1 > a * 1 = -1. *)
+Definition lemma20_no_abs : Prop :=
+  forall a B h c t,
+  (forall k, (k < h)%nat -> range_le (B k) c (t k)) ->
+  range_le (vecmat a B h) c (sumR (fun k => a k * t k) h).
+
+Theorem lemma20_no_abs_false : ~ lemma20_no_abs.
+Proof.
+  intros H.
+  assert (HB : forall k, (k < 1)%nat ->
+            range_le ((fun _ o => if (o =? 0)%nat then 0 else 1) k) 2 ((fun _ => 1) k)).
+  { intros k _ i j Hi Hj. destruct (i =? 0)%nat, (j =? 0)%nat; lra. }
+  specialize (H (fun _ => -1) (fun _ o => if (o =? 0)%nat then 0 else 1) 1%nat 2%nat
+                (fun _ => 1) HB 0%nat 1%nat ltac:(lia) ltac:(lia)).
+  unfold vecmat in H. simpl in H. lra.
 Qed.
