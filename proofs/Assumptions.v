@@ -28,7 +28,11 @@ Print Assumptions Exact.exact_counts_add.
 Print Assumptions SubcubicGap.gap_class_count.
 Print Assumptions SubcubicGap.subcubic_count.
 Print Assumptions SubcubicGap.lemma_S.
+Print Assumptions SubcubicGap.lemma5.
 Print Assumptions SubcubicGap.lemma6.
+Print Assumptions SubcubicGap.coeffs_max_diff.
+Print Assumptions SubcubicGap.coeffs_mean_diff.
+Print Assumptions SubcubicGap.coeffs_min_shift.
 Print Assumptions SubcubicGap.subcubic_class_sound.
 Print Assumptions Counterexamples.E2_lower_end_every_sign_false.
 Print Assumptions Counterexamples.E2_upper_end_every_sign_false.

@@ -1,6 +1,6 @@
 (* Rule subcubic_gap (spec/rules.md section "Rule subcubic_gap",
    checker/rules/subcubic_gap.py): the count C(k-1,c)(m-g+1)^c, Lemma S
-   (per-query shift), and Lemmas 5-7 with direct = "max_diff".
+   (per-query shift), and Lemmas 5-7 (direct = max_diff, mean+diff, min).
    Only the standard library. *)
 From Coq Require Import Reals Lra Lia List Bool Arith.
 From MaxK Require Import Sums Softmax Counting Classes Cubic.
@@ -95,7 +95,10 @@ Proof.
 Qed.
 
 (* ------------------------------------------------------------------------ *)
-(* Lemmas 5-7, direct = "max_diff", for one query q and max m                *)
+(* Lemmas 5-7 for one query q and max m.  Lemma 5 is split in two: the      *)
+(* per-position coefficient bounds (coeffs_max_diff, coeffs_mean_diff,      *)
+(* coeffs_min: the three `direct` options), and the weighted sum they give  *)
+(* (lemma5).                                                                 *)
 
 Section GapLemmas.
 
@@ -106,22 +109,20 @@ Variable bq : R.                (* beta_{k-1} *)
 Variable e : nat -> R.          (* e t = exp(EQKE[q, t]) (or any positive reals: Lemma S) *)
 Variable EU : nat -> R.         (* row q of EU *)
 Variable EVOU PVOU : nat -> nat -> R.
-Variable U Pn Pq : R.           (* the checker's U[q][m], Pn[m], Pq[m] *)
 Variable rho : nat -> R.        (* the checker's rho[t][m] *)
+Variable aM aQ aP : R.          (* the checker's alpha_M, alpha_Q, alpha_P *)
 
 Hypothesis beta_pos : forall i, (i < n)%nat -> 0 < beta i.
 Hypothesis bq_pos : 0 < bq.
 Hypothesis e_pos : forall t, 0 < e t.
-(* what the checker's upper bounds bound, for every o <> m *)
-Hypothesis U_ge : forall o, o <> m -> EU o - EU m <= U.
-Hypothesis rho_ge : forall t o, o <> m -> EVOU t o - EVOU t m <= rho t.
-Hypothesis Pn_ge : forall i o, (i < n)%nat -> o <> m -> PVOU i o - PVOU i m <= Pn.
-Hypothesis Pq_ge : forall o, o <> m -> PVOU n o - PVOU n m <= Pq.
 
 Definition xg (i u o : nat) : R := (EU o - EU m) + (EVOU u o - EVOU u m) + (PVOU i o - PVOU i m).
-Definition aM : R := U + rho m + Pn.
-Definition aQ : R := U + rho q + Pq.
-Definition aP : R := U + Pn.
+
+(* the coefficients bound each position's x_i(o), for every o <> m *)
+Hypothesis aM_ge : forall i o, (i < n)%nat -> o <> m -> xg i m o <= aM.
+Hypothesis aQ_ge : forall o, o <> m -> xg n q o <= aQ.
+Hypothesis aP_ge : forall i t o, (i < n)%nat -> t <> m -> o <> m -> xg i t o <= aP + rho t.
+
 Definition Bg : R := sumR beta n.
 Definition SPg (tok : nat -> nat) : R := sumR (fun i => if (tok i =? m)%nat then 0 else beta i) n.
 Definition SigmaG (tok : nat -> nat) (o : nat) : R :=
@@ -138,13 +139,11 @@ Proof.
       (apply Rmult_lt_0_compat; [apply beta_pos; assumption | apply e_pos]).
     destruct ((tok i =? m)%nat) eqn:E.
     + apply Nat.eqb_eq in E. rewrite E in *.
-      unfold xg, aM. pose proof (U_ge o Ho). pose proof (rho_ge m o Ho).
-      pose proof (Pn_ge i o Hi Ho). apply Rmult_le_compat_l; lra.
-    + unfold xg, aP. pose proof (U_ge o Ho). pose proof (rho_ge (tok i) o Ho).
-      pose proof (Pn_ge i o Hi Ho). apply Rmult_le_compat_l; lra.
-  - unfold xg, aQ. pose proof (U_ge o Ho). pose proof (rho_ge q o Ho). pose proof (Pq_ge o Ho).
-    assert (0 < bq * e q) by (apply Rmult_lt_0_compat; [assumption | apply e_pos]).
-    apply Rmult_le_compat_l; lra.
+      apply Rmult_le_compat_l; [lra | apply aM_ge; assumption].
+    + apply Nat.eqb_neq in E.
+      apply Rmult_le_compat_l; [lra | apply aP_ge; assumption].
+  - assert (0 < bq * e q) by (apply Rmult_lt_0_compat; [assumption | apply e_pos]).
+    apply Rmult_le_compat_l; [lra | apply aQ_ge; assumption].
 Qed.
 
 (** Lemma 6 (the gap and the near band): every token t <= m - g has
@@ -187,7 +186,8 @@ Proof.
                 <= sumR (fun i => if (tok i =? m)%nat then beta i * e m * aM
                                   else beta i * mu) n).
   { apply sumR_le. intros i Hi. destruct ((tok i =? m)%nat) eqn:E; [lra|].
-    apply Nat.eqb_neq in E. destruct (Htok i Hi) as [|Hg]; [contradiction|]. specialize (Hmu _ Hg).
+    apply Nat.eqb_neq in E. destruct (Htok i Hi) as [|Hg]; [contradiction|].
+    specialize (Hmu _ Hg).
     rewrite Rmult_assoc. apply Rmult_le_compat_l; [left; apply beta_pos; assumption | assumption]. }
   rewrite (sumR_if (fun i => (tok i =? m)%nat) (fun i => beta i * e m * aM) (fun i => beta i * mu))
     in Hle.
@@ -207,3 +207,61 @@ Proof.
 Qed.
 
 End GapLemmas.
+
+(** Lemma 5's coefficients, direct = "max_diff": U >= EU[q,o] - EU[q,m],
+    rho t >= EVOU[t,o] - EVOU[t,m], Pn, Pq >= the positional differences
+    (every o <> m); alpha_M = U + rho m + Pn, alpha_Q = U + rho q + Pq,
+    alpha_P = U + Pn. *)
+Lemma coeffs_max_diff : forall n q m (EU : nat -> R) (EVOU PVOU : nat -> nat -> R)
+                               (rho : nat -> R) U Pn Pq,
+  (forall o, o <> m -> EU o - EU m <= U) ->
+  (forall t o, o <> m -> EVOU t o - EVOU t m <= rho t) ->
+  (forall i o, (i < n)%nat -> o <> m -> PVOU i o - PVOU i m <= Pn) ->
+  (forall o, o <> m -> PVOU n o - PVOU n m <= Pq) ->
+  (forall i o, (i < n)%nat -> o <> m -> xg m EU EVOU PVOU i m o <= U + rho m + Pn) /\
+  (forall o, o <> m -> xg m EU EVOU PVOU n q o <= U + rho q + Pq) /\
+  (forall i t o, (i < n)%nat -> t <> m -> o <> m -> xg m EU EVOU PVOU i t o <= (U + Pn) + rho t).
+Proof.
+  intros n q m EU EVOU PVOU rho U Pn Pq HU Hr HPn HPq. unfold xg. repeat split.
+  - intros i o Hi Ho. specialize (HU o Ho). specialize (Hr m o Ho). specialize (HPn i o Hi Ho). lra.
+  - intros o Ho. specialize (HU o Ho). specialize (Hr q o Ho). specialize (HPq o Ho). lra.
+  - intros i t o Hi Ht Ho. specialize (HU o Ho). specialize (Hr t o Ho). specialize (HPn i o Hi Ho).
+    lra.
+Qed.
+
+(** direct = "mean+diff": for any row vector Ebar (the column means, or any
+    real vector in their enclosure) and R = EU - Ebar:
+    C >= Ebar[o] - Ebar[m] + EVOU[m,o] - EVOU[m,m], Ebm >= Ebar[o] - Ebar[m],
+    N >= R[o] - R[m]; alpha_M = C + N + Pn, alpha_Q = Ebm + rho q + N + Pq
+    (C + N + Pq when q = m), alpha_P = Ebm + N + Pn. *)
+Lemma coeffs_mean_diff : forall n q m (EU Ebar : nat -> R) (EVOU PVOU : nat -> nat -> R)
+                                (rho : nat -> R) C Ebm N Pn Pq,
+  (forall o, o <> m -> Ebar o - Ebar m + (EVOU m o - EVOU m m) <= C) ->
+  (forall o, o <> m -> Ebar o - Ebar m <= Ebm) ->
+  (forall o, o <> m -> (EU o - Ebar o) - (EU m - Ebar m) <= N) ->
+  (forall t o, o <> m -> EVOU t o - EVOU t m <= rho t) ->
+  (forall i o, (i < n)%nat -> o <> m -> PVOU i o - PVOU i m <= Pn) ->
+  (forall o, o <> m -> PVOU n o - PVOU n m <= Pq) ->
+  (forall i o, (i < n)%nat -> o <> m -> xg m EU EVOU PVOU i m o <= C + N + Pn) /\
+  (forall o, o <> m -> xg m EU EVOU PVOU n q o
+                       <= (if (q =? m)%nat then C else Ebm + rho q) + N + Pq) /\
+  (forall i t o, (i < n)%nat -> t <> m -> o <> m ->
+     xg m EU EVOU PVOU i t o <= (Ebm + N + Pn) + rho t).
+Proof.
+  intros n q m EU Ebar EVOU PVOU rho C Ebm N Pn Pq HC HE HN Hr HPn HPq. unfold xg. repeat split.
+  - intros i o Hi Ho. specialize (HC o Ho). specialize (HN o Ho). specialize (HPn i o Hi Ho). lra.
+  - intros o Ho. specialize (HN o Ho). specialize (HPq o Ho).
+    destruct (Nat.eqb_spec q m) as [->|Hq].
+    + specialize (HC o Ho). lra.
+    + specialize (HE o Ho). specialize (Hr q o Ho). lra.
+  - intros i t o Hi Ht Ho. specialize (HE o Ho). specialize (HN o Ho). specialize (Hr t o Ho).
+    specialize (HPn i o Hi Ho). lra.
+Qed.
+
+(** direct = "min": two upper bounds of the same quantity; their minimum is one. *)
+Lemma coeffs_min : forall (x a1 a2 : R), x <= a1 -> x <= a2 -> x <= Rmin a1 a2.
+Proof. intros; apply Rmin_glb; assumption. Qed.
+
+(* ... also for alpha_P, to which rho t is added after the minimum *)
+Lemma coeffs_min_shift : forall (x a1 a2 r : R), x <= a1 + r -> x <= a2 + r -> x <= Rmin a1 a2 + r.
+Proof. intros x a1 a2 r H1 H2. unfold Rmin. destruct (Rle_dec a1 a2); lra. Qed.
