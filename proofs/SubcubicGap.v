@@ -147,24 +147,27 @@ Proof.
 Qed.
 
 (** Lemma 6 (the gap and the near band): every token t <= m - g has
-    e_t (aP + rho t) <= mu, given the checker's near-band products and,
-    when m - h >= 0, its far bound E_hat * (aP + rho_star) with rho_star >= rho t and
-    e_lo <= e t <= e_hi for t <= m - h, E_hat = e_lo if aP + rho_star < 0, e_hi otherwise. *)
-Lemma lemma6 : forall g h mu rho_star e_lo e_hi,
+    e_t (aP + rho t) <= mu, given the checker's near-band products
+    (m - h < u <= m - g) and, when m - h >= 0, its far bound: a >= aP + rho t
+    for t <= m - h (a = up_add(aP, rho_pre[m-h][m])), e_lo <= e t <= e_hi for
+    t <= m - h (exps of the prefix extremes of EQKE[q]), and
+    E_hat * a <= mu with E_hat = e_lo if a < 0, e_hi otherwise
+    (_Tables.e_pre_times). *)
+Lemma lemma6 : forall g h mu a e_lo e_hi,
   (forall u, (m + 1 <= u + h)%nat -> (u + g <= m)%nat -> e u * (aP + rho u) <= mu) ->
   ((h <= m)%nat ->
-     (forall t, (t + h <= m)%nat -> rho t <= rho_star /\ e_lo <= e t <= e_hi) /\
-     (if Rlt_dec (aP + rho_star) 0 then e_lo else e_hi) * (aP + rho_star) <= mu) ->
+     (forall t, (t + h <= m)%nat -> aP + rho t <= a /\ e_lo <= e t <= e_hi) /\
+     (if Rlt_dec a 0 then e_lo else e_hi) * a <= mu) ->
   forall t, (t + g <= m)%nat -> e t * (aP + rho t) <= mu.
 Proof.
-  intros g h mu rs elo ehi Hnear Hfar t Ht.
+  intros g h mu a elo ehi Hnear Hfar t Ht.
   destruct (le_lt_dec (m + 1) (t + h)) as [Hn|Hf]; [apply Hnear; assumption|].
   destruct (Hfar ltac:(lia)) as [Hb Hmu]. destruct (Hb t ltac:(lia)) as [Hr [He1 He2]].
   assert (He := e_pos t).
-  assert (e t * (aP + rho t) <= e t * (aP + rs)) by (apply Rmult_le_compat_l; lra).
-  destruct (Rlt_dec (aP + rs) 0).
-  - assert (e t * (aP + rs) <= elo * (aP + rs)) by nra. lra.
-  - assert (e t * (aP + rs) <= ehi * (aP + rs)) by nra. lra.
+  assert (e t * (aP + rho t) <= e t * a) by (apply Rmult_le_compat_l; lra).
+  destruct (Rlt_dec a 0).
+  - assert (e t * a <= elo * a) by nra. lra.
+  - assert (e t * a <= ehi * a) by nra. lra.
 Qed.
 
 (** Lemma 7 and the theorem's per-sequence step: with every non-query token
