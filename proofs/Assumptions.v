@@ -1,7 +1,7 @@
 (* Print Assumptions on every main theorem; proofs/check.sh parses this
    output and fails unless only the allowed Reals axioms appear. *)
 From MaxK Require Import Sums Softmax UpperBound Counting Classes Cubic Exact SubcubicGap
-  SubsetSums CubicSound Rowdiff Overwhelm Counterexamples.
+  SubsetSums CubicSound Rowdiff Overwhelm LowRank Counterexamples.
 
 Print Assumptions Softmax.convex_comb_between.
 Print Assumptions Softmax.softmax_between.
@@ -50,3 +50,10 @@ Print Assumptions Overwhelm.overwhelm_free_bound.
 Print Assumptions Overwhelm.overwhelm_perm_dual.
 Print Assumptions Overwhelm.lemma_R.
 Print Assumptions Counterexamples.lemma20_no_abs_false.
+Print Assumptions LowRank.cauchy_schwarz.
+Print Assumptions LowRank.cs_bound.
+Print Assumptions LowRank.frobenius_bound.
+Print Assumptions LowRank.lemmaL_identity.
+Print Assumptions LowRank.lemmaL.
+Print Assumptions LowRank.lemmaR_identity.
+Print Assumptions LowRank.row_minus_min.
