@@ -3,7 +3,7 @@
 PY ?= python3
 PIP = $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: install demo test bench
+.PHONY: install demo test bench proofs
 
 install:
 	$(PIP) torch==2.13.0
@@ -18,3 +18,7 @@ test: install
 
 bench: install
 	$(PY) benchmarks/bench_cubic.py
+
+# The Coq proofs of spec/rules.md's lemmas (proofs/check.sh; needs coqc).
+proofs:
+	bash proofs/check.sh
