@@ -490,10 +490,12 @@ class RuleBudget:
 def hold(charge, count: int, what: str) -> None:
     """Charge `count` elements of `what`, a table a rule is about to build, to the memory
     limit (--max-stored-elements) BEFORE the rule builds it, and check the clock.  Rules
-    call this with the `charge` they were given: the checker's RuleBudget.  A bare
-    function (a test calling a rule directly) has no memory limit."""
-    if isinstance(charge, RuleBudget):
-        charge.hold(count, what)
+    call this with the `charge` they were given: the checker's RuleBudget (or a wrapper
+    with a `hold` that passes it on).  A bare function (a test calling a rule directly)
+    has no memory limit."""
+    limit = getattr(charge, "hold", None)
+    if limit is not None:
+        limit(count, what)
     charge(0)
 
 

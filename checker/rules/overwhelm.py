@@ -149,16 +149,26 @@ class AtPosition:
 
 # -- the rule -------------------------------------------------------------------
 
+def table_elements(dims, n_alpha: int) -> int:
+    """The elements the rule builds: Bounds (dv v × v, dp k × v), one query position's
+    de (v) and the terms of one free position (|A|)."""
+    v, k = dims.d_vocab, dims.n_ctx
+    return v * v + k * v + v + n_alpha
+
+
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     """Confirm the claim (form "free"); raise Rejected if a bound is not < 0."""
+    from ..certificate import hold
+
     ar = arith
     if hints is not None:
         raise Malformed("rule overwhelm_free takes no hints")
     v = dims.d_vocab
     alphabet = claim.over if claim.over is not None else tuple(range(v))
-    bounds = Bounds(mats, claim.output, ar)
     s = len(claim.prefix)
     charge(sum(v * (s + 2 + (p - s) * len(alphabet)) * 6 for p in positions(claim)))
+    hold(charge, table_elements(dims, len(alphabet)), "tables")
+    bounds = Bounds(mats, claim.output, ar)
     for p in positions(claim):
         charge(0)  # enforces the time limit
         at = AtPosition(mats, bounds, p)
@@ -167,6 +177,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
                 continue
             total = at.fixed_part(claim.prefix, claim.query, m)
             for j in range(s, p):  # the free positions
+                charge(0)  # the clock: |A| terms per free position
                 total = ar.up_add(total, ar.up_max([at.term(j, u, m) for u in alphabet]))
             if not ar.below_zero(total):
                 raise Rejected(f"overwhelm_free: with {p - s} free tokens (query at position "

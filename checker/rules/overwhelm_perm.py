@@ -69,13 +69,24 @@ def dual_bound(ar, cost, u):
     return total
 
 
+def _ticking(rows, charge):
+    """The rows, with a look at the clock before each."""
+    for row in rows:
+        charge(0)
+        yield row
+
+
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     """Confirm the claim (form "perm"); raise Rejected if a bound is not < 0."""
+    from ..certificate import hold
+
     ar = arith
-    v = dims.d_vocab
+    v, k = dims.d_vocab, dims.n_ctx
     (p,) = positions(claim)
     s, items = len(claim.prefix), claim.free_perm
     n = len(items)
+    # the potentials ((v − 1)·n), Bounds (v² + kv), de (v), one cost matrix (n²)
+    hold(charge, (v - 1) * n + v * v + k * v + v + n * n, "hints and tables")
     potentials = parse_potentials(hints, v, claim.output, n)
     charge(v * (s + 2 + 3 * n * n) * 6)
     at = AtPosition(mats, Bounds(mats, claim.output, ar), p)
@@ -85,7 +96,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
         charge(0)  # enforces the time limit
         total = at.fixed_part(claim.prefix, claim.query, m)
         if n:
-            cost = [[at.term(j, x, m) for x in items] for j in range(s, p)]  # (n, n)
+            cost = [[at.term(j, x, m) for x in items] for j in _ticking(range(s, p), charge)]
             total = ar.up_add(total, dual_bound(ar, cost, potentials[m]))
         if not ar.below_zero(total):
             raise Rejected(f"overwhelm_perm: the bound on logit {m} − logit {claim.output} over "
