@@ -44,7 +44,7 @@ Cost per p: n_heads·(2d + 2·d_mlp + v + 2)·(p + 1)·|A| upper-bound products
 Memory: the tables, the hints and the largest query position's structures
 (`table_elements`, `hint_elements`, `query_elements`) are charged to the memory limit
 before any is built; the clock is checked at every table row, product element, query
-position and attended position of Lemma R.
+position and bound of Lemma R.
 mpmath only.
 """
 
@@ -250,7 +250,7 @@ class Head:
             return up_mul(self.w[(i, u)], up_diff(value if sign > 0 else -value, lam_iv))
 
         free = set(self.perm[0]) if self.perm else set()
-        for i, toks in enumerate(self.tables.model.ticking(self.slots)):
+        for i, toks in enumerate(self.slots):
             if i in free:
                 continue
             best = None
@@ -268,6 +268,7 @@ class Head:
                 keys: tuple = (None, None)):
         """The interval [lo, hi] (lo None: only the upper end) of head j's attention
         average of column `col` of y, after confirming it by Lemma R."""
+        self.tables.tick()  # the clock, at every bound (each O(slots) operations)
         ok = self.average_below(y, col, hi, key=keys[1])
         if lo is not None:
             ok = ok and lo <= hi and self.average_below(y, col, -lo, sign=-1, key=keys[0])
@@ -385,6 +386,7 @@ class AtQuery:
         y = self.t.project([[iv.mpf(x) for x in e]])
         total = dot(self.base, [iv.mpf(x) for x in e])
         for j, head in enumerate(self.heads):
+            self.t.tick()  # the clock, at every bound
             lam = self.hint["dir_lo"][j][which]
             if not head.average_below(y[j], 0, -lam, sign=-1,
                                       key=key(self.t.dims, "dir", which)):
