@@ -343,6 +343,8 @@ class CertificateChecker:
                                 **kwargs)
         flat = [x for row in computed for x in row]
         for i, (a, b, want) in enumerate(zip(lo, hi, flat)):
+            if i % _CHUNK == 0:
+                tick()
             if not ar.contained(want, a, b):
                 r, c = divmod(i, shape[1])
                 raise Rejected(f"line {lineno} ({op}): recorded interval at [{r}, {c}] "

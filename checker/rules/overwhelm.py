@@ -113,11 +113,20 @@ class Bounds:
     """Upper bounds of the output differences for output o, shared by all query
     positions:  dv[u][m] >= EVOU[u, m] − EVOU[u, o],  dp[i][m] >= PVOU[i, m] − PVOU[i, o]."""
 
-    def __init__(self, mats, o, ar):
+    def __init__(self, mats, o, ar, charge=lambda work: None):
         evou, pvou = mats["EVOU"], mats["PVOU"]
         self.o, self.ar = o, ar
-        self.dv = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in evou]
-        self.dp = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in pvou]
+        self.dv = [[ar.up_diff(row[m], row[o]) for m in range(len(row))]
+                   for row in _ticking(evou, charge)]
+        self.dp = [[ar.up_diff(row[m], row[o]) for m in range(len(row))]
+                   for row in _ticking(pvou, charge)]
+
+
+def _ticking(rows, charge):
+    """The rows, with a look at the clock (charge(0)) before each."""
+    for row in rows:
+        charge(0)
+        yield row
 
 
 class AtPosition:
@@ -168,7 +177,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     s = len(claim.prefix)
     charge(sum(v * (s + 2 + (p - s) * len(alphabet)) * 6 for p in positions(claim)))
     hold(charge, table_elements(dims, len(alphabet)), "tables")
-    bounds = Bounds(mats, claim.output, ar)
+    bounds = Bounds(mats, claim.output, ar, charge)
     for p in positions(claim):
         charge(0)  # enforces the time limit
         at = AtPosition(mats, bounds, p)

@@ -29,6 +29,7 @@ from .overwhelm import (
     PROPERTY,
     AtPosition,
     Bounds,
+    _ticking,
     inputs,
     parse_claim,
     positions,
@@ -69,13 +70,6 @@ def dual_bound(ar, cost, u):
     return total
 
 
-def _ticking(rows, charge):
-    """The rows, with a look at the clock before each."""
-    for row in rows:
-        charge(0)
-        yield row
-
-
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     """Confirm the claim (form "perm"); raise Rejected if a bound is not < 0."""
     from ..certificate import hold
@@ -89,7 +83,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     hold(charge, (v - 1) * n + v * v + k * v + v + n * n, "hints and tables")
     potentials = parse_potentials(hints, v, claim.output, n)
     charge(v * (s + 2 + 3 * n * n) * 6)
-    at = AtPosition(mats, Bounds(mats, claim.output, ar), p)
+    at = AtPosition(mats, Bounds(mats, claim.output, ar, charge), p)
     for m in range(v):
         if m == claim.output:
             continue
