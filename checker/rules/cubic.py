@@ -52,7 +52,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     good = parse_hints(hints, v, k)
     expected = table_work(v, k)
     charge(expected)
-    hold(charge, table_elements(v, k), "tables")
+    hold(charge, table_elements(v, k) + max(jobs, 1) * query_elements(v, k), "tables")
     tables = _Tables(_Counted(arith), mats, v, k, charge)
     entries = entry_work(v, k, good, tables)
     charge(entries)
@@ -147,11 +147,15 @@ class _Counted:
 
 
 def table_elements(v: int, k: int) -> int:
-    """The elements of _Tables (dp_max, dp_query, dv_m, dv_self, dv_rest: v² each; the top
-    three of each EVOU row, 3v; one m's PVOU differences while dp_max is built, (k − 1)·v)
-    and, in each process, one (q, m)'s vectors (about 10v, and X_u rows for joint tokens:
-    v² at most) and one query's placements (2k)."""
-    return 5 * v * v + 3 * v + (k - 1) * v + (v * v + 10 * v + 2 * k)
+    """The elements of _Tables: dp_max, dp_query, dv_m, dv_self, dv_rest (v² each), the top
+    three of each EVOU row (3v), one m's PVOU differences while dp_max is built ((k − 1)·v)."""
+    return 5 * v * v + 3 * v + (k - 1) * v
+
+
+def query_elements(v: int, k: int) -> int:
+    """What each process (the checker, or each forked worker) builds for one (q, m): about
+    10 vectors of v, the X_u rows of joint tokens (v² at most), one query's placements."""
+    return v * v + 10 * v + 2 * k
 
 
 def table_work(v: int, k: int) -> int:

@@ -71,7 +71,8 @@ def check(dims, mats, hints, charge, jobs=1):
     if cover != plan.cover or plan.cover + plan.residue != v ** k:
         raise AssertionError("exact: the classes do not partition the sequences")  # exit 2
     charge(plan.work)
-    hold(charge, IntegerTables.elements(v, k) + plan.largest_rows, "integer tables and rows")
+    hold(charge, IntegerTables.elements(v, k) + max(jobs, 1) * plan.largest_rows,
+         "integer tables and rows")  # the rows: in each process
     tables = IntegerTables(mats, v, k)
     order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
     results = _map(jobs, (tables, plan, charge), order)
