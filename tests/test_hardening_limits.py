@@ -144,6 +144,21 @@ def test_the_memory_of_a_rules_tables_is_released_after_its_line():
     assert checker.stored == stored_elements(FAMILY_CERT.read_text())
 
 
+@pytest.mark.parametrize("cert, rule", [("max3_v8_seed0.cubic.jsonl", "cubic"),
+                                        ("max5_v16_seed0.exact.jsonl", "exact"),
+                                        ("max3_v8_seed0.subcubic.jsonl", "subcubic_gap")])
+def test_the_other_rules_tables_count_against_the_memory_limit(capsys, cert, rule):
+    """The audit of the other rules: their tables are charged too (shipped certificates,
+    verified at the default limits by tests/test_certs_audit.py)."""
+    from checker.cli import main
+
+    stored = stored_elements((CERTS / cert).read_text())
+    assert main([str(CERTS / cert), "--max-stored-elements", str(stored + 10),
+                 "--jobs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"rule {rule}'s" in err and "--max-stored-elements" in err
+
+
 # -- hole 3: the clock runs while tables are built -------------------------------------------
 
 # d_model 1, d_head 2^18: 1.8·10^6 weight elements to convert to intervals, then forward
@@ -185,6 +200,22 @@ def test_forward_tables_consult_the_clock_while_they_are_built():
     dims, mats = _matrices(forward_certificate(SMALL))
     with pytest.raises(Stop):
         forward._Model(dims, mats, _clock(limit=10))
+
+
+def test_cubic_tables_consult_the_clock_while_they_are_built():
+    from checker.arith import MPMATH
+    from checker.rules import cubic
+
+    text = (CERTS / "max3_v8_seed0.cubic.jsonl").read_text()
+    lines = text.splitlines()
+    rule_at = next(i for i, s in enumerate(lines) if '"kind":"rule"' in s.replace(" ", ""))
+    checker = CertificateChecker()
+    for line in lines[:rule_at]:
+        checker.feed(line)
+    inputs = json.loads(lines[rule_at])["inputs"]
+    mats = {name: checker.values[i].matrix for name, i in inputs.items()}
+    with pytest.raises(Stop):
+        cubic._Tables(cubic._Counted(MPMATH), mats, 8, 3, _clock(limit=3))
 
 
 def test_building_forward_tables_stops_at_the_time_limit(tmp_path):
