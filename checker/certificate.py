@@ -58,6 +58,9 @@ class Limits:
     max_stored_elements: int = 1 << 22
 
 
+_CHUNK = 4096  # elements built between two looks at the clock
+
+
 class Value:
     """A line's matrix: its term, shape and recorded bounds (row-major floats),
     with its elements in each arithmetic back-end built when first asked for."""
@@ -66,11 +69,17 @@ class Value:
         self.term, self.lo, self.hi, self.shape = term, lo, hi, shape
         self._rows: dict[str, list] = {}
 
-    def rows(self, ar: Arithmetic) -> list:
-        """The recorded interval matrix as rows of `ar`'s elements (an enclosure)."""
+    def rows(self, ar: Arithmetic, tick=lambda: None) -> list:
+        """The recorded interval matrix as rows of `ar`'s elements (an enclosure), built
+        with tick() (the clock) every _CHUNK elements: a back-end element takes microseconds
+        to build, and all stored elements together up to a minute."""
         if ar.name not in self._rows:
-            items = [ar.point(a) if a == b else ar.interval(a, b)
-                     for a, b in zip(self.lo, self.hi)]
+            items = []
+            for start in range(0, len(self.lo), _CHUNK):
+                tick()
+                items.extend(ar.point(a) if a == b else ar.interval(a, b)
+                             for a, b in zip(self.lo[start:start + _CHUNK],
+                                             self.hi[start:start + _CHUNK]))
             self._rows[ar.name] = _as_matrix(items, self.shape)
         return self._rows[ar.name]
 
@@ -174,17 +183,22 @@ class CertificateChecker:
         self.work = 0
         self.stored = 0  # elements of self.values, charged before they are decoded
         self.next_id = 0
+        self.read = 0  # lines fed, blank ones included (--max-lines)
         self.done = False
         self.started = time.monotonic()
         self.report = Report(arithmetic=arith.name)
 
     # -- driving ---------------------------------------------------------
     def feed(self, text: str) -> None:
+        self.read += 1  # every line read counts, blank or not: a stream of newlines ends too
+        if self.read > self.limits.max_lines:
+            raise Malformed(f"more than {self.limits.max_lines} lines")
+        if not text.strip():  # a blank line is no certificate line, but it takes time
+            self.charge(0)
+            return
         lineno = self.next_id
         if self.done:
             raise Malformed(f"line {lineno}: data after the qed line")
-        if lineno >= self.limits.max_lines:
-            raise Malformed(f"more than {self.limits.max_lines} lines")
         obj = _json_object(text, lineno)
         if obj.get("id") != lineno or type(obj.get("id")) is not int:
             raise Malformed(f"line {lineno}: has id {obj.get('id')!r}; ids must be 0, 1, 2, ... "
@@ -215,13 +229,18 @@ class CertificateChecker:
             raise Malformed(f"checking took longer than {self.limits.max_seconds} s "
                             "(raise --max-seconds to allow it)")
 
-    def store(self, count: int, lineno: int) -> None:
-        """Account for `count` recorded elements kept until the end (memory limit)."""
+    def tick(self) -> None:
+        """The clock alone (the time limit), for loops that do no counted work."""
+        self.charge(0)
+
+    def store(self, count: int, what: str) -> None:
+        """Account for `count` elements about to be kept in memory, before they are decoded
+        or built (the memory limit): a line's recorded matrix, kept to the end, or a rule's
+        table, kept until its rule line is done (RuleBudget).  `what` names them."""
         self.stored += count
         if self.stored > self.limits.max_stored_elements:
-            raise Malformed(f"line {lineno}: the certificate's matrices hold more than "
-                            f"{self.limits.max_stored_elements} elements in all "
-                            "(raise --max-stored-elements to allow it)")
+            raise Malformed(f"{what} hold more than {self.limits.max_stored_elements} "
+                            "elements in all (raise --max-stored-elements to allow it)")
 
     def finish(self) -> Report:
         if not self.done:
@@ -272,7 +291,7 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: {name} has {count} elements, over the limit")
         if obj["dtype"] != "f32":
             raise Malformed(f"line {lineno}: weights must be f32, not {obj['dtype']!r}")
-        self.store(count, lineno)
+        self.store(count, f"line {lineno}: the certificate's matrices")
         values = decode_floats(obj["data"], count, "f32", f"line {lineno} ({name})")
         self.weights[name] = (tl_shape, values)
         mshape = matrix_shape(tl_shape)
@@ -308,12 +327,12 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: recorded shape {obj['shape']} but {op} gives "
                             f"{list(shape)}")
         count = shape[0] * shape[1]
-        self.store(count, lineno)
+        self.store(count, f"line {lineno}: the certificate's matrices")
         lo, hi = decode_bounds(obj["lo"], obj["hi"], count, f"line {lineno}")
         self.charge(count * ops.COST.get(op, 1) * (args[0].shape[1] if op == "matmul" else
                                                    args[0].shape[0] if op == "mean_rows" else 1))
         # ops call tick() at least once per result row: the time limit holds inside a line too
-        tick = lambda: self.charge(0)  # noqa: E731
+        tick = self.tick
         values = [params[p] for p in param_names]
         if op in ops.EXACT:  # entries only move: compare the recorded floats themselves
             ar = _RECORDED
@@ -322,9 +341,12 @@ class CertificateChecker:
         else:
             ar = self.arith if op in ops.PORTABLE else MPMATH
             kwargs = {"ar": ar} if op in ops.PORTABLE else {}
-            computed = function(*[a.rows(ar) for a in args], *values, tick=tick, **kwargs)
+            computed = function(*[a.rows(ar, tick) for a in args], *values, tick=tick,
+                                **kwargs)
         flat = [x for row in computed for x in row]
         for i, (a, b, want) in enumerate(zip(lo, hi, flat)):
+            if i % _CHUNK == 0:
+                tick()
             if not ar.contained(want, a, b):
                 r, c = divmod(i, shape[1])
                 raise Rejected(f"line {lineno} ({op}): recorded interval at [{r}, {c}] "
@@ -385,11 +407,13 @@ class CertificateChecker:
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
-            matrices[name] = value.rows(ar)
+            matrices[name] = value.rows(ar, self.tick)
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
-        started = time.monotonic()
-        proven, note = rule.check(self.dims, matrices, hints, self.charge, self.jobs,
+        started, stored = time.monotonic(), self.stored
+        budget = RuleBudget(self, lineno, obj["rule"])
+        proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs,
                                   **({"arith": ar} if portable else {}))
+        self.stored = stored  # the rule's tables are garbage now
         note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
@@ -416,9 +440,11 @@ class CertificateChecker:
             if value.term != term:
                 raise Rejected(f"line {lineno}: input {name} (line {obj['inputs'][name]}) is "
                                "not that quantity as defined in spec/overwhelm.md")
-            matrices[name] = value.rows(ar)
-        started = time.monotonic()
-        note = rule.check(self.dims, matrices, claim, obj.get("hints"), self.charge, arith=ar)
+            matrices[name] = value.rows(ar, self.tick)
+        started, stored = time.monotonic(), self.stored
+        note = rule.check(self.dims, matrices, claim, obj.get("hints"),
+                          RuleBudget(self, lineno, obj["rule"]), arith=ar)
+        self.stored = stored  # the rule's tables are garbage now
         self.proven[lineno] = claim
         self.report.rule_notes.append(f"{obj['rule']}: {note} "
                                       f"({time.monotonic() - started:.1f} s)")
@@ -445,6 +471,36 @@ class CertificateChecker:
         self.report.theorem = self.header["theorem"]
         self.report.facts = facts
         self.done = True
+
+
+class RuleBudget:
+    """What one rule line may spend, passed to its rule as `charge`: charge(work) charges
+    scalar operations and checks the clock (CertificateChecker.charge), as a plain function
+    would; `hold` charges the elements of a table the rule is about to build to the memory
+    limit, through the same CertificateChecker.store as the recorded matrices.  The rule's
+    tables are released when it returns."""
+
+    def __init__(self, checker: CertificateChecker, lineno: int, rule: str):
+        self.checker, self.lineno, self.rule = checker, lineno, rule
+
+    def __call__(self, work: int) -> None:
+        self.checker.charge(work)
+
+    def hold(self, count: int, what: str) -> None:
+        self.checker.store(count, f"line {self.lineno}: rule {self.rule}'s {what} "
+                                  f"({count} elements) and the certificate's matrices")
+
+
+def hold(charge, count: int, what: str) -> None:
+    """Charge `count` elements of `what`, a table a rule is about to build, to the memory
+    limit (--max-stored-elements) BEFORE the rule builds it, and check the clock.  Rules
+    call this with the `charge` they were given: the checker's RuleBudget (or a wrapper
+    with a `hold` that passes it on).  A bare function (a test calling a rule directly)
+    has no memory limit."""
+    limit = getattr(charge, "hold", None)
+    if limit is not None:
+        limit(count, what)
+    charge(0)
 
 
 def _needed_fields(claimed: list, fields: set) -> set:

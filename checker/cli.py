@@ -25,7 +25,9 @@ from .errors import Malformed, Rejected
 
 
 def _lines(stream, limit: int):
-    """Yield the lines of a binary stream as text, refusing over-long lines."""
+    """Yield every line of a binary stream as text, refusing over-long lines.  Blank and
+    whitespace-only lines are yielded too: each counts against --max-lines and the clock
+    (CertificateChecker.feed), so a stream of newlines cannot run forever."""
     while True:
         raw = stream.readline(limit + 1)
         if not raw:
@@ -36,8 +38,7 @@ def _lines(stream, limit: int):
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise Malformed("certificate is not UTF-8 text") from None
-        if text.strip():
-            yield text
+        yield text
 
 
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,

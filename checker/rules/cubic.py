@@ -45,13 +45,16 @@ ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
 
 
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
+    from ..certificate import hold
+
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule cubic needs d_vocab >= 2")
     good = parse_hints(hints, v, k)
     expected = table_work(v, k)
     charge(expected)
-    tables = _Tables(_Counted(arith), mats, v, k)
+    hold(charge, table_elements(v, k) + max(jobs, 1) * query_elements(v, k), "tables")
+    tables = _Tables(_Counted(arith), mats, v, k, charge)
     entries = entry_work(v, k, good, tables)
     charge(entries)
     expected += entries
@@ -144,6 +147,18 @@ class _Counted:
         return self.base.top_upper(xs, skip)
 
 
+def table_elements(v: int, k: int) -> int:
+    """The elements of _Tables: dp_max, dp_query, dv_m, dv_self, dv_rest (v² each), the top
+    three of each EVOU row (3v), one m's PVOU differences while dp_max is built ((k − 1)·v)."""
+    return 5 * v * v + 3 * v + (k - 1) * v
+
+
+def query_elements(v: int, k: int) -> int:
+    """What each process (the checker, or each forked worker) builds for one (q, m): about
+    10 vectors of v, the X_u rows of joint tokens (v² at most), one query's placements."""
+    return v * v + 10 * v + 2 * k
+
+
 def table_work(v: int, k: int) -> int:
     """The exact number of scalar operations of building _Tables: per (m, o)
     k−1 differences and k−2 compare-and-selects (dp_max), one difference each
@@ -207,7 +222,7 @@ class _Tables:
     as upper bounds (numbers.py, upper-bound arithmetic): every check of the
     rule is "an upper bound is < 0" and every weight is positive."""
 
-    def __init__(self, ar: _Counted, mats, v, k):
+    def __init__(self, ar: _Counted, mats, v, k, charge=lambda work: None):
         self.v, self.k, self.ar = v, k, ar  # ar counts the tables' operations
         self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.eu, evou, pvou = mats["EU"], mats["EVOU"], mats["PVOU"]
@@ -216,6 +231,7 @@ class _Tables:
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])   (non-query positions)
         self.dp_max = []
         for m in range(v):
+            charge(0)  # the clock, at every row of the tables
             diffs = [ar.v_diff(pvou[i], pvou[i][m]) for i in range(k - 1)]
             self.dp_max.append([base.up_max(column) for column in zip(*diffs)])
             ar.count += v * (k - 2)  # the compare-and-selects of the v maxima
@@ -225,12 +241,19 @@ class _Tables:
         self.dv_m = [ar.v_diff(evou[m], evou[m][m]) for m in range(v)]
         # dv_self[m][t] >= ΔV_t[t] = EVOU[t, t] − EVOU[t, m]
         self.dv_self = [[base.up_diff(evou[t][t], evou[t][m]) for t in range(v)]
-                        for m in range(v)]
+                        for m in _ticking(range(v), charge)]
         ar.count += v * v
         # dv_rest[m][t] >= max_{o ∉ {m, t}} ΔV_t[o] (None if there is no such o)
-        tops = [_top3(ar, row) for row in evou]
+        tops = [_top3(ar, row) for row in _ticking(evou, charge)]
         self.dv_rest = [[_rest_of_row(ar, tops[t], m, t, evou[t][m]) for t in range(v)]
-                        for m in range(v)]
+                        for m in _ticking(range(v), charge)]
+
+
+def _ticking(rows, charge):
+    """The rows, with a look at the clock before each."""
+    for row in rows:
+        charge(0)
+        yield row
 
 
 _SHARED = {}  # the tables, inherited by forked workers (intervals do not pickle)
@@ -267,7 +290,7 @@ def _count_q(t: _Tables, good, charge, q):
     placements[k - 1] = [(None, b_total)]
     w_query = ar.imul(t.beta[q][k - 1], t.e[q][q])
     count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
-                for m in range(q, v))
+                for m in _ticking(range(q, v), charge))
     return count, ar.count
 
 

@@ -41,22 +41,38 @@ INPUTS = cubic.INPUTS
 ROW_COST = 3
 
 
+class _Tally:
+    """`charge`, adding up the work charged through it (the cover's, for the note); its
+    tables are held through `charge` too (certificate.hold)."""
+
+    def __init__(self, charge):
+        self.charge, self.work = charge, 0
+
+    def __call__(self, work):
+        self.work += work
+        self.charge(work)
+
+    def hold(self, count, what):
+        from ..certificate import hold
+
+        hold(self.charge, count, what)
+
+
 def check(dims, mats, hints, charge, jobs=1):
+    from ..certificate import hold
+
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule exact needs d_vocab >= 2")
     good = cubic.parse_hints(hints, v, k)
-    spent = [0]
-
-    def cover_charge(work):
-        spent[0] += work
-        charge(work)
-
+    cover_charge = _Tally(charge)
     cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs)  # Rejected unless confirmed
-    plan = Plan(good, v, k)
+    plan = Plan(good, v, k, charge)
     if cover != plan.cover or plan.cover + plan.residue != v ** k:
         raise AssertionError("exact: the classes do not partition the sequences")  # exit 2
     charge(plan.work)
+    hold(charge, IntegerTables.elements(v, k) + max(jobs, 1) * plan.largest_rows,
+         "integer tables and rows")  # the rows: in each process
     tables = IntegerTables(mats, v, k)
     order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
     results = _map(jobs, (tables, plan, charge), order)
@@ -70,7 +86,7 @@ def check(dims, mats, hints, charge, jobs=1):
                         f"charged {plan.work}")
     proven = cover + certified
     note = (f"{proven} sequences certified: {cover} in closed form by the cubic good sets "
-            f"(work {spent[0]}), {certified} of the {plan.residue} residue sequences "
+            f"(work {cover_charge.work}), {certified} of the {plan.residue} residue sequences "
             f"evaluated one by one (work {plan.work})")
     return proven, note
 
@@ -99,19 +115,28 @@ class Plan:
     sequence (m, …, m, q) is residue); tokens[(q, m)] the tokens whose rows
     the residue of (q, m) reads.  Sizes: the class (q, m, c) has
     C(k−1, c)·m^c sequences (c >= 1) or 1 (c = 0); its cover C(k−1, c)·g^c or
-    z_{q,m}; its residue the difference.  Work: what _residue_q does, per q."""
+    z_{q,m}; its residue the difference.  Work: what _residue_q does, per q.
+    Memory: each class is charged to the memory limit (through `charge`,
+    certificate.hold) before its bad tokens are listed, and the clock is checked at
+    every class; largest_rows bounds the rows and the search stack one (q, m) of the
+    residue needs."""
 
-    def __init__(self, good, v, k):
+    def __init__(self, good, v, k, charge=lambda work: None):
+        from ..certificate import hold
+
         self.cover = self.residue = self.work = 0
         self.classes = {q: [] for q in range(v)}
         self.work_of_query = [0] * v
         self.tokens = {}  # (q, m) -> the tokens whose rows the residue reads
+        self.largest_rows = 0
         for q in range(v):
             for m in range(q, v):
                 max_c = k - 1 if q == m else k - 2
                 tokens = set()  # tokens whose rows term[i][t] the residue of (q, m) reads
                 for c in range(max_c + 1):
                     mask = good.get((m, q, c), (0, 0))[0]
+                    n_bad = 0 if c == 0 else m - mask.bit_count()  # mask < 2^m (parse_hints)
+                    hold(charge, 3 + n_bad, "residue classes")  # (m, c, bad); the clock too
                     bad = [] if c == 0 else [u for u in range(m) if not mask >> u & 1]
                     size = comb(k - 1, c) * m ** c  # 1 for c = 0
                     residue = (1 - bool(mask)) if c == 0 else _class_residue_size(k, m, c, bad)
@@ -125,9 +150,12 @@ class Plan:
                     # the bad token, c >= 2 any token < m
                     tokens |= {m} | set(bad if c == 1 else range(m) if c else ())
                 if tokens:  # the k base rows, then (k−1)·|tokens| + 1 rows of terms,
+                    hold(charge, len(tokens), "residue classes")
                     self.tokens[(q, m)] = sorted(tokens)  # each with its weight's two ends
                     terms = (k - 1) * len(tokens) + 1
                     self.work_of_query[q] += ROW_COST * (v - 1) * (k + terms) + 2 * terms
+                    # the rows and the search stack of _class_residue (k·m partial sums)
+                    self.largest_rows = max(self.largest_rows, (k + terms + k * m) * (v - 1))
             self.work += self.work_of_query[q]
 
 
@@ -156,6 +184,12 @@ class IntegerTables:
     times 2^E, exactly.  x-quantities (EU, EVOU, PVOU) share one exponent;
     each row q of exp(EQKE) and of exp(EQKP) has its own (a sum of terms
     only ever mixes weights of one query q).  O(v²)."""
+
+    @staticmethod
+    def elements(v: int, k: int) -> int:
+        """The integers held: both ends of EU, EVOU, exp(EQKE) (v² each), PVOU, exp(EQKP)
+        (kv each)."""
+        return 2 * (3 * v * v + 2 * k * v)
 
     def __init__(self, mats, v, k):
         self.v, self.k = v, k
@@ -275,6 +309,7 @@ def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
         stack = [(0, base, False, ())]  # (depth, partial sum, a bad token so far, tokens)
         bad_set = set(bad)
         while stack:
+            charge(0)  # the clock: a pop pushes or decides up to m vectors of v − 1 entries
             depth, partial, has_bad, chosen = stack.pop()
             rows = table[placement[depth]]
             if depth == c - 1:  # the last position: leaves

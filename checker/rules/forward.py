@@ -12,6 +12,9 @@ proves the number of certified sequences.  Every enclosure contains the true
 real value, so a certified sequence is correct (a tie is never certified).
 
 Cost: d_vocab^n_ctx · (per-sequence work, `_sequence_cost`) interval operations.
+Memory: the per-(position, token) tables of `table_elements`, charged to the memory
+limit before they are built; the clock is checked at every table row and every
+element of a product (as in op matmul) and every sequence.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ def _sequence_cost(dims) -> int:
     return attn + 2 * d * f.d_mlp + d * v + 20 * d + v
 
 
+def table_elements(dims) -> int:
+    """The elements of _Model's tables: the residual stream and its LayerNorm (k·v·d
+    each) and, per head, queries, keys and values (k·v·h each), plus one more k·v·h
+    table while a rotary model's queries or keys are rotated."""
+    f, v, k, d, h = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
+    rotating = k * v * h if f.positional == "rotary" else 0
+    return 2 * k * v * d + 3 * f.n_heads * k * v * h + rotating
+
+
 def check(dims, m, hints, charge, jobs=1):
     if hints is not None:
         raise Malformed("rule forward_brute_force takes no hints")
@@ -55,9 +67,8 @@ def check(dims, m, hints, charge, jobs=1):
 def certified_sequences(dims, m, charge):
     """Yield every sequence (a tuple of tokens) the enclosures prove correct."""
     model = _Model(dims, m, charge)
-    for n, tokens in enumerate(itertools.product(range(dims.d_vocab), repeat=dims.n_ctx)):
-        if n % 64 == 0:
-            charge(0)  # enforces the time limit
+    for tokens in itertools.product(range(dims.d_vocab), repeat=dims.n_ctx):
+        charge(0)  # the time limit: one sequence may cost ~max-elements operations
         if _certified(model.logits(tokens), max(tokens)):
             yield tokens
 
@@ -69,9 +80,10 @@ def _certified(logits: list, top: int) -> bool:
 
 # --- interval vector helpers (a vector is a list of iv.mpf) -------------------
 
-def _vecmat(x: list, mat: list) -> list:
-    """Row vector x (length n) times matrix (n × c), exactly then rounded once."""
-    return ops.matmul([x], mat)[0]
+def _vecmat(x: list, mat: list, tick=lambda: None) -> list:
+    """Row vector x (length n) times matrix (n × c), exactly then rounded once; tick()
+    at every element (the clock)."""
+    return ops.matmul([x], mat, tick)[0]
 
 
 def _add(x: list, y: list) -> list:
@@ -133,27 +145,39 @@ class _Model:
     attention inputs computed once."""
 
     def __init__(self, dims, m, charge):
+        from ..certificate import hold
+
         f = dims.family
         self.dims, self.f, self.m = dims, f, m
         v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
         charge(f.n_heads * 3 * v * k * d * h + v * k * 20 * d)
+        hold(charge, table_elements(dims), "forward tables")
+        self.tick = lambda: charge(0)  # the clock, at every row and product element
         self.scale = inv_sqrt_interval(h)
         # residual stream before the block, at position i with token t: row [i][t]
         self.resid0 = [[_add(m["W_E"][t], m["W_pos"][i]) if f.positional == "standard"
-                        else list(m["W_E"][t]) for t in range(v)] for i in range(k)]
-        normed = [[self.norm("ln1", x) for x in row] for row in self.resid0]
+                        else list(m["W_E"][t]) for t in self.ticking(range(v))]
+                       for i in range(k)]
+        normed = [[self.norm("ln1", x) for x in self.ticking(row)] for row in self.resid0]
         self.q, self.key, self.val = [], [], []  # per head: [i][t] -> vector
         for j in range(f.n_heads):
             q, key, val = ([[self.project(x, name, j) for x in row] for row in normed]
                            for name in "QKV")
             if f.positional == "rotary":
-                q = [[self.rotate(x, i) for x in row] for i, row in enumerate(q)]
-                key = [[self.rotate(x, i) for x in row] for i, row in enumerate(key)]
+                q = [[self.rotate(x, i) for x in self.ticking(row)] for i, row in enumerate(q)]
+                key = [[self.rotate(x, i) for x in self.ticking(row)]
+                       for i, row in enumerate(key)]
             self.q.append(q)
             self.key.append(key)
             self.val.append(val)
         w_o = m["W_O"]
         self.w_o = [w_o[j * h:(j + 1) * h] for j in range(f.n_heads)]
+
+    def ticking(self, row: list):
+        """The vectors of a table row, checking the clock before each."""
+        for x in row:
+            self.tick()
+            yield x
 
     def norm(self, which: str, x: list) -> list:
         if self.f.normalization is None:
@@ -170,7 +194,7 @@ class _Model:
         """x W_name[head] + b_name[head]."""
         d = self.dims.d_model
         w = self.m["W_" + name][head * d:(head + 1) * d]
-        return _add(_vecmat(x, w), self.m["b_" + name][head])
+        return _add(_vecmat(x, w, self.tick), self.m["b_" + name][head])
 
     def rotate(self, x: list, i: int) -> list:
         return _rotate(x, self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i], self.f.rotary_dim)
@@ -182,24 +206,25 @@ class _Model:
         for j in range(self.f.n_heads):
             query = self.q[j][last][tokens[last]]
             keys = [self.key[j][i][t] for i, t in enumerate(tokens)]
-            scores = [s * self.scale for s in _vecmat(query, ops.transpose(keys))]
+            scores = [s * self.scale for s in _vecmat(query, ops.transpose(keys), self.tick)]
             shift = max(s.a for s in scores)  # any real shift leaves softmax unchanged
             weights = [exp_interval(s - shift) for s in scores]
             total = iv.fsum(weights)
             attn = [w / total for w in weights]
-            z = _vecmat(attn, [self.val[j][i][t] for i, t in enumerate(tokens)])
-            out = _add(out, _vecmat(z, self.w_o[j]))
+            z = _vecmat(attn, [self.val[j][i][t] for i, t in enumerate(tokens)], self.tick)
+            out = _add(out, _vecmat(z, self.w_o[j], self.tick))
         return out
 
     def mlp(self, x: list) -> list:
         m = self.m
-        hidden = activate(self.f.act_fn, _add(_vecmat(self.norm("ln2", x), m["W_in"]),
-                                               m["b_in"][0]))
-        return _add(_vecmat(hidden, m["W_out"]), m["b_out"][0])
+        hidden = activate(self.f.act_fn, _add(_vecmat(self.norm("ln2", x), m["W_in"],
+                                                       self.tick), m["b_in"][0]))
+        return _add(_vecmat(hidden, m["W_out"], self.tick), m["b_out"][0])
 
     def logits(self, tokens) -> list:
         x = self.resid0[len(tokens) - 1][tokens[-1]]
         resid = _add(x, self.attention(tokens))
         if self.f.d_mlp:
             resid = _add(resid, self.mlp(x if self.f.parallel else resid))
-        return _add(_vecmat(self.norm("ln_final", resid), self.m["W_U"]), self.m["b_U"][0])
+        return _add(_vecmat(self.norm("ln_final", resid), self.m["W_U"], self.tick),
+                    self.m["b_U"][0])

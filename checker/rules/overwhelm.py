@@ -113,11 +113,20 @@ class Bounds:
     """Upper bounds of the output differences for output o, shared by all query
     positions:  dv[u][m] >= EVOU[u, m] − EVOU[u, o],  dp[i][m] >= PVOU[i, m] − PVOU[i, o]."""
 
-    def __init__(self, mats, o, ar):
+    def __init__(self, mats, o, ar, charge=lambda work: None):
         evou, pvou = mats["EVOU"], mats["PVOU"]
         self.o, self.ar = o, ar
-        self.dv = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in evou]
-        self.dp = [[ar.up_diff(row[m], row[o]) for m in range(len(row))] for row in pvou]
+        self.dv = [[ar.up_diff(row[m], row[o]) for m in range(len(row))]
+                   for row in _ticking(evou, charge)]
+        self.dp = [[ar.up_diff(row[m], row[o]) for m in range(len(row))]
+                   for row in _ticking(pvou, charge)]
+
+
+def _ticking(rows, charge):
+    """The rows, with a look at the clock (charge(0)) before each."""
+    for row in rows:
+        charge(0)
+        yield row
 
 
 class AtPosition:
@@ -149,16 +158,26 @@ class AtPosition:
 
 # -- the rule -------------------------------------------------------------------
 
+def table_elements(dims, n_alpha: int) -> int:
+    """The elements the rule builds: Bounds (dv v × v, dp k × v), one query position's
+    de (v) and the terms of one free position (|A|)."""
+    v, k = dims.d_vocab, dims.n_ctx
+    return v * v + k * v + v + n_alpha
+
+
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     """Confirm the claim (form "free"); raise Rejected if a bound is not < 0."""
+    from ..certificate import hold
+
     ar = arith
     if hints is not None:
         raise Malformed("rule overwhelm_free takes no hints")
     v = dims.d_vocab
     alphabet = claim.over if claim.over is not None else tuple(range(v))
-    bounds = Bounds(mats, claim.output, ar)
     s = len(claim.prefix)
     charge(sum(v * (s + 2 + (p - s) * len(alphabet)) * 6 for p in positions(claim)))
+    hold(charge, table_elements(dims, len(alphabet)), "tables")
+    bounds = Bounds(mats, claim.output, ar, charge)
     for p in positions(claim):
         charge(0)  # enforces the time limit
         at = AtPosition(mats, bounds, p)
@@ -167,6 +186,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
                 continue
             total = at.fixed_part(claim.prefix, claim.query, m)
             for j in range(s, p):  # the free positions
+                charge(0)  # the clock: |A| terms per free position
                 total = ar.up_add(total, ar.up_max([at.term(j, u, m) for u in alphabet]))
             if not ar.below_zero(total):
                 raise Rejected(f"overwhelm_free: with {p - s} free tokens (query at position "

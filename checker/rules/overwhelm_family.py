@@ -42,10 +42,16 @@ order; base64 f64 arrays: box (n_heads, d, 2), pre (n_heads, d_mlp, 2), diff
 (n_heads, n_functionals, |X|), potentials per Lemma R bound (index: `key`).
 Cost per p: n_heads·(2d + 2·d_mlp + v + 2)·(p + 1)·|A| upper-bound products
 (permutations: ·|X| more); tables n_heads·3·v·k·d·h once.
+Memory: the tables, the hints and the largest query position's structures
+(`table_elements`, `hint_elements`, `query_elements`) are charged to the memory limit
+before any is built; the clock is checked at every table row, product element, query
+position and bound of Lemma R.
 mpmath only.
 """
 
 from __future__ import annotations
+
+import math
 
 from mpmath import iv
 from mpmath.libmp import fzero, mpf_div, mpf_lt, round_ceiling
@@ -134,19 +140,31 @@ def _nest(values, shape):
     return [_nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
-def parse_hints(hints, dims, claim: Overwhelm) -> dict[int, dict]:
-    """{"bounds": [[p, box, pre, diff, dir, dir_lo], ...]} -> {p: {field: nested floats}}."""
+def hint_elements(dims, claim: Overwhelm) -> int:
+    """The floats of all hint entries (one per query position), as decoded."""
+    shapes = hint_shapes(dims, claim)
+    per_position = sum(math.prod(shapes[name]) for name in hint_fields(claim))
+    return per_position * len(positions(claim))
+
+
+def parse_hints(hints, dims, claim: Overwhelm, charge) -> dict[int, dict]:
+    """{"bounds": [[p, box, pre, diff, dir, dir_lo], ...]} -> {p: {field: nested floats}},
+    charged to the memory limit before anything is decoded."""
+    from ..certificate import hold
+
     want = positions(claim)
     if not (isinstance(hints, dict) and set(hints) == {"bounds"}
             and isinstance(hints["bounds"], list) and len(hints["bounds"]) == len(want)):
         raise Malformed('rule overwhelm_family: hints must be {"bounds": [[p, box, pre, diff, '
                         f'dir, dir_lo], ...]}} with one entry per query position ({len(want)})')
+    hold(charge, hint_elements(dims, claim), "hints")
     shapes, out, fields = hint_shapes(dims, claim), {}, hint_fields(claim)
     for p, entry in zip(want, hints["bounds"]):
         if not (isinstance(entry, list) and len(entry) == 1 + len(fields)
                 and type(entry[0]) is int and entry[0] == p):
             raise Malformed(f"rule overwhelm_family: the hint entry for query position {p} must "
                             f"be [p, {', '.join(fields)}]")
+        charge(0)  # the clock
         out[p] = {}
         for name, text in zip(fields, entry[1:]):
             shape = shapes[name]
@@ -184,7 +202,8 @@ class Tables:
         f = dims.family
         self.dims, self.m, self.f = dims, m, f
         self.centre = f.normalization is not None
-        self.model = forward._Model(dims, m, charge)
+        self.model = forward._Model(dims, m, charge)  # charges its own tables
+        self.tick = self.model.tick  # the clock
         v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
         self.per_position = f.positional == "standard"
         keys = [(i, u) for i in range(k if self.per_position else 1) for u in range(v)]
@@ -192,7 +211,7 @@ class Tables:
         for j in range(f.n_heads):
             w_o_c = centred_rows(m["W_O"][j * h:(j + 1) * h], self.centre)
             rows = [self.model.val[j][i][u] for i, u in keys]
-            self.vo.append(ops.matmul(rows, w_o_c))  # (rows, d)
+            self.vo.append(ops.matmul(rows, w_o_c, self.tick))  # (rows, d)
 
     def row(self, i: int, u: int) -> int:
         return i * self.dims.d_vocab + u if self.per_position else u
@@ -200,7 +219,7 @@ class Tables:
     def project(self, a_columns: list) -> list:
         """Per head, VO_j · A for A (d × F) given as F columns: rows × F intervals."""
         a = ops.transpose(a_columns)
-        return [ops.matmul(vo, a) for vo in self.vo]
+        return [ops.matmul(vo, a, self.tick) for vo in self.vo]
 
 
 # -- steps 2-3: attention weights and Lemma R ------------------------------------------------
@@ -213,7 +232,7 @@ class Head:
         q = model.q[j][p][slots[p][0]]  # (h,) the query token at p, rotated by p
         self.slots, self.tables = slots, tables
         scores = {(i, u): dot(q, model.key[j][i][u]) * model.scale
-                  for i, toks in enumerate(slots) for u in toks}
+                  for i, toks in enumerate(tables.model.ticking(slots)) for u in toks}
         shift = iv.mpf(scores[(p, slots[p][0])].mid)  # any real: softmax is shift-invariant
         self.w = {key: exp_interval(s - shift) for key, s in scores.items()}
         # permutation claims: (free positions, the multiset's items, potentials[key] (n,))
@@ -250,6 +269,7 @@ class Head:
                 keys: tuple = (None, None)):
         """The interval [lo, hi] (lo None: only the upper end) of head j's attention
         average of column `col` of y, after confirming it by Lemma R."""
+        self.tables.tick()  # the clock, at every bound (each O(slots) operations)
         ok = self.average_below(y, col, hi, key=keys[1])
         if lo is not None:
             ok = ok and lo <= hi and self.average_below(y, col, -lo, sign=-1, key=keys[0])
@@ -304,14 +324,14 @@ class Functionals:
             self.a = [c if w2 is None else [x * y for x, y in zip(c, w2)] for c in cols]
             self.y_a = tables.project(self.a)
             # the constant of pre-activation k: b_2·W_in[:, k] + b_in[k]
-            b2_w = ops.matmul([b2], m["W_in"])[0] if b2 else [0] * f.d_mlp
+            b2_w = ops.matmul([b2], m["W_in"], tables.tick)[0] if b2 else [0] * f.d_mlp
             self.pre_const = [a + b for a, b in zip(b2_w, m["b_in"][0])]
         if f.d_mlp:  # c_rows(W_out) g_t and c(b_out)·g_t, for every t (d_mlp × v), (v,)
             self.w_out_c = centred_rows(m["W_out"], tables.centre)
             self.b_out_c = centred(m["b_out"][0], tables.centre)
             g_cols = ops.transpose(self.g)  # (d, v)
-            self.out_g = ops.matmul(self.w_out_c, g_cols)
-            self.b_out_g = ops.matmul([self.b_out_c], g_cols)[0]
+            self.out_g = ops.matmul(self.w_out_c, g_cols, tables.tick)
+            self.b_out_g = ops.matmul([self.b_out_c], g_cols, tables.tick)[0]
 
 
 def ln_params(m, f, which: str):
@@ -336,8 +356,9 @@ class AtQuery:
         self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
         self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
-        self.base_g = ops.matmul([self.base], ops.transpose(fun.g))[0]  # base·g_t  (v,)
-        self.base_a = ops.matmul([self.base], ops.transpose(fun.a))[0] if fun.a else []
+        self.base_g = ops.matmul([self.base], ops.transpose(fun.g), tables.tick)[0]  # (v,)
+        self.base_a = ops.matmul([self.base], ops.transpose(fun.a), tables.tick)[0] \
+            if fun.a else []
 
     def functional(self, base_dot, y: list, col: int, lo_hi: list, what: str, keys: tuple):
         """Step 3: the confirmed interval of r_c·a = base·a + Σ_j z_j·a (lo_hi[j] =
@@ -366,6 +387,7 @@ class AtQuery:
         y = self.t.project([[iv.mpf(x) for x in e]])
         total = dot(self.base, [iv.mpf(x) for x in e])
         for j, head in enumerate(self.heads):
+            self.t.tick()  # the clock, at every bound
             lam = self.hint["dir_lo"][j][which]
             if not head.average_below(y[j], 0, -lam, sign=-1,
                                       key=key(self.t.dims, "dir", which)):
@@ -384,8 +406,8 @@ class AtQuery:
         if f.parallel:
             x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
                 if self.centre else self.x_p
-            return forward.activate(f.act_fn, forward._add(forward._vecmat(x_in, m["W_in"]),
-                                                           m["b_in"][0]))
+            return forward.activate(f.act_fn, forward._add(
+                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]))
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
@@ -405,14 +427,14 @@ class AtQuery:
         hidden = self.hidden(r_box)
         final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
         if hidden:
-            final = forward._add(forward._add(r_box, forward._vecmat(hidden, fun.w_out_c)),
-                                 fun.b_out_c)
-            mlp_g = forward._add(forward._vecmat(hidden, fun.out_g), fun.b_out_g)
+            final = forward._add(forward._add(
+                r_box, forward._vecmat(hidden, fun.w_out_c, self.t.tick)), fun.b_out_c)
+            mlp_g = forward._add(forward._vecmat(hidden, fun.out_g, self.t.tick), fun.b_out_g)
 
         def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
             if not hidden:
                 return iv.mpf(0)
-            col = ops.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])  # (d_mlp, 1)
+            col = ops.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e], self.t.tick)  # (d_mlp, 1)
             return dot(hidden, [c[0] for c in col]) + dot(fun.b_out_c, [iv.mpf(x) for x in e])
 
         sigma = iv.mpf(1)
@@ -444,14 +466,43 @@ def _cost(dims, claim: Overwhelm, n_alpha: int) -> int:
                         + 4 * d * f.d_mlp + v * (2 * d + f.d_mlp) for p in positions(claim))
 
 
+def table_elements(dims) -> int:
+    """The elements of Tables and Functionals beyond forward._Model's (forward.table_elements):
+    VO_j (rows × d) and one centred W_O block per head, the functionals g, D (v × d each) and
+    their projections (rows × v per head), the MLP's a_k and W_in's columns (d_mlp × d each)
+    and projections (rows × d_mlp per head), c(W_out) (d_mlp × d), G's columns (d × v),
+    c(W_out)·G (d_mlp × v), and the vectors beside them."""
+    f, v, k, d, h = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
+    rows = v * k if f.positional == "standard" else v
+    dm = f.d_mlp
+    per_head = rows * d + h * d + rows * v + rows * dm
+    return f.n_heads * per_head + 2 * v * d + 3 * dm * d + d * v + dm * v + 3 * dm + 2 * v + d
+
+
+def query_elements(dims, claim: Overwhelm, p: int) -> int:
+    """The elements built at query position p (AtQuery, kept until the next): per head the
+    scores and weights of every admissible slot and a projected direction (rows), a
+    permutation claim's cost matrix (|X|²), and the vectors base, base·g, base·a, box,
+    hidden."""
+    f, v, d = dims.family, dims.d_vocab, dims.d_model
+    rows = v * dims.n_ctx if f.positional == "standard" else v
+    s, n = len(claim.prefix), len(claim.free_perm or ())
+    slots = s + 1 + (p - s) * len(alphabet(dims, claim))
+    return f.n_heads * (2 * slots + 2 * rows + n * n) + v + 3 * d + 3 * f.d_mlp
+
+
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     """Confirm the claim at every query position; raise Rejected otherwise."""
+    from ..certificate import hold
+
     if dims.family.normalization in ("RMS", "RMSPre"):  # Lemma LN assumes centring
         raise Malformed("overwhelm_family does not support RMS normalization yet "
                         "(forward_brute_force does)")
     free = alphabet(dims, claim)
-    bounds = parse_hints(hints, dims, claim)
+    bounds = parse_hints(hints, dims, claim, charge)
     charge(_cost(dims, claim, len(claim.free_perm) if claim.free_perm is not None else len(free)))
+    hold(charge, table_elements(dims) + max(query_elements(dims, claim, p)
+                                            for p in positions(claim)), "tables")
     tables = Tables(dims, mats, charge)
     fun = Functionals(tables, claim.output)
     for p in positions(claim):

@@ -29,6 +29,7 @@ from .overwhelm import (
     PROPERTY,
     AtPosition,
     Bounds,
+    _ticking,
     inputs,
     parse_claim,
     positions,
@@ -71,21 +72,25 @@ def dual_bound(ar, cost, u):
 
 def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     """Confirm the claim (form "perm"); raise Rejected if a bound is not < 0."""
+    from ..certificate import hold
+
     ar = arith
-    v = dims.d_vocab
+    v, k = dims.d_vocab, dims.n_ctx
     (p,) = positions(claim)
     s, items = len(claim.prefix), claim.free_perm
     n = len(items)
+    # the potentials ((v − 1)·n), Bounds (v² + kv), de (v), one cost matrix (n²)
+    hold(charge, (v - 1) * n + v * v + k * v + v + n * n, "hints and tables")
     potentials = parse_potentials(hints, v, claim.output, n)
     charge(v * (s + 2 + 3 * n * n) * 6)
-    at = AtPosition(mats, Bounds(mats, claim.output, ar), p)
+    at = AtPosition(mats, Bounds(mats, claim.output, ar, charge), p)
     for m in range(v):
         if m == claim.output:
             continue
         charge(0)  # enforces the time limit
         total = at.fixed_part(claim.prefix, claim.query, m)
         if n:
-            cost = [[at.term(j, x, m) for x in items] for j in range(s, p)]  # (n, n)
+            cost = [[at.term(j, x, m) for x in items] for j in _ticking(range(s, p), charge)]
             total = ar.up_add(total, dual_bound(ar, cost, potentials[m]))
         if not ar.below_zero(total):
             raise Rejected(f"overwhelm_perm: the bound on logit {m} − logit {claim.output} over "

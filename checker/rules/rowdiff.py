@@ -71,11 +71,20 @@ def chain_work(rows: int, shapes: list, summaries: list) -> int:
 # -- the lemmas ---------------------------------------------------------------
 
 
+def _tick(ar) -> None:
+    """The clock (the time limit), once per row or column, if the counting arithmetic
+    carries one (ar.tick: the rules' counters do)."""
+    tick = getattr(ar, "tick", None)
+    if tick is not None:
+        tick()
+
+
 def row_range(ar, row):
     """An upper bound of range(x) for every real x in the box `row` (n ≥ 1
     elements): the largest upper endpoint minus the smallest lower endpoint,
     both found by exact comparison.  Work row_range_work(n)."""
     b = ar.ar
+    _tick(ar)
     hi, lo, lo_index = b.upper(row[0]), b.upper(b.lower_point(row[0])), 0
     for i in range(1, len(row)):
         up, down = b.upper(row[i]), b.upper(b.lower_point(row[i]))
@@ -97,6 +106,7 @@ def lemma20(ar, a, t, h=None):
     elements a[k], h_k in h[k] (h = None: 0) and 0 ≤ T_k ≤ t[k], i.e. of
     range((a − h)·B) whenever t[k] ≥ range(B_k).  Work lemma20_work(len(a), h)."""
     b = ar.ar
+    _tick(ar)
     total = None
     for k, x in enumerate(a):
         if h is not None:
@@ -111,6 +121,7 @@ def vec_mat(ar, h, mat):
     """An enclosure of the row vector h·B (elements).  Work vec_mat_work(r, c)."""
     out = []
     for j in range(len(mat[0])):
+        _tick(ar)
         acc = h[0] * mat[0][j]
         for k in range(1, len(mat)):
             acc = acc + h[k] * mat[k][j]
@@ -124,6 +135,7 @@ def column_means(ar, mat):
     Work column_means_work(r, c)."""
     out = []
     for j in range(len(mat[0])):
+        _tick(ar)
         acc = mat[0][j]
         for k in range(1, len(mat)):
             acc = acc + mat[k][j]
@@ -186,6 +198,7 @@ def row_gaps(ar, row):
     (o, m): unlike range, it may not be multiplied by |a| (spec/rules.md).
     Work row_gaps_work(n) = 3n (2 per entry for the top-two pass, 1 subtraction each)."""
     b = ar.ar
+    _tick(ar)
     index, best, second = 0, b.upper(row[0]), None
     for o in range(1, len(row)):
         value = b.upper(row[o])

@@ -124,12 +124,25 @@ def dimensionality(dims, spec: Spec) -> int:
     return 2 * v * r + per_token.get(spec.error, 3 * v)
 
 
+def elements(dims, spec: Spec) -> int:
+    """The elements enclosure() builds, for any error option: the hint matrices as points,
+    QA and KB (v × r each), L, the error and the result (v × v each), up to three v × h
+    matrices (X or QG, KH, their norms), up to five h × h ones (AB^T, GH^T, E or D, the Gram
+    matrices) and vectors of v (at most 8)."""
+    v, h, r = dims.d_vocab, dims.d_head, spec.rank
+    hinted = sum(len(m) * len(m[0]) for m in spec.mats.values() if m)
+    return hinted + 2 * v * r + 3 * v * v + 3 * v * h + 5 * h * h + 8 * v
+
+
 def enclosure(dims, mats, spec: Spec, charge, ar):
     """Rows of elements A[q][t] with: for each q there is a real c_q such that
     EQKE[q, t] − c_q ∈ A[q][t] for every t (Lemma L).  Charges `work` first,
     counts what it does and fails closed on a difference."""
+    from ..certificate import hold
+
     expected = work(dims, spec)
     charge(expected)
+    hold(charge, elements(dims, spec), "low-rank EQKE")
     counter = _Counter(ar, lambda: charge(0))
     q_tok, k_tok = mats["QUERY_TOK"], mats["KEY_TOK"]
     hint = {n: [[ar.point(x) for x in row] for row in m] for n, m in spec.mats.items()}

@@ -31,10 +31,10 @@ MAX_BASIS_EXPONENT = 64  # |basis entries| <= 2^64 (and 0 or >= 2^-64): bounded 
 
 
 class _Counter:
-    """A counting arithmetic for rowdiff (ar.ar, ar.count)."""
+    """A counting arithmetic for rowdiff (ar.ar, ar.count, ar.tick: the clock)."""
 
-    def __init__(self, backend):
-        self.ar, self.count = backend, 0
+    def __init__(self, backend, tick=lambda: None):
+        self.ar, self.count, self.tick = backend, 0, tick
 
 
 class Direct:
@@ -103,17 +103,29 @@ def work(dims, spec, need_u: bool, need_n: bool) -> int:
     return total
 
 
+def elements(dims) -> int:
+    """The elements tables() builds, for any hints: T and T' as points, T·T', E (d × d
+    each), Xc, F (v × d each), G (d × v), P, its row gaps, U, N (v × v each) and vectors of
+    v or d (at most 4)."""
+    v, d = dims.d_vocab, dims.d_model
+    return 4 * d * d + 3 * v * d + 4 * v * v + 4 * (v + d)
+
+
 def tables(dims, mats, spec, need_u: bool, need_n: bool, charge, arith) -> Direct:
     """The tables of the module docstring.  Charges work() first, counts as it
     computes, and fails closed (Malformed, exit 2) if the count differs."""
+    from ..certificate import hold
+
     v, d, r = dims.d_vocab, dims.d_model, spec["rank"]
     expected = work(dims, spec, need_u, need_n)
     charge(expected)
-    ar, b = _Counter(arith), arith
-    x, w_u, b_u = mats["EU_LEFT"], mats["W_U"], mats["b_U"][0]
 
     def tick():
-        charge(0)  # the time limit, inside long products
+        charge(0)  # the time limit, inside long products and at every row
+
+    hold(charge, elements(dims), "low-rank EU tables")
+    ar, b = _Counter(arith, tick), arith
+    x, w_u, b_u = mats["EU_LEFT"], mats["W_U"], mats["b_U"][0]
 
     if spec["mean"]:
         h = rowdiff.column_means(ar, x)

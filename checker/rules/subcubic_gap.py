@@ -54,8 +54,8 @@ class _Arith:
     back-end's upper-bound arithmetic (values X̄ meaning X ≤ X̄, rounded up)
     and its enclosures (elements); exact comparisons (checker/arith)."""
 
-    def __init__(self, ar=MPMATH):
-        self.ar = ar
+    def __init__(self, ar=MPMATH, tick=lambda: None):
+        self.ar, self.tick = ar, tick  # tick(): the clock, at every row (rowdiff too)
         self.count = 0
 
     def add(self, a, b):  # X + Y ≤ a + b
@@ -147,7 +147,17 @@ def dimensionality(dims, hints=None) -> int:
     return eqke + v * v + eu + 2 * k * v
 
 
+def table_elements(v: int, k: int) -> int:
+    """The elements _Tables and check() hold, for any direct-path option: ρ, its prefix
+    maxima, U, R, N, the exps (v² each), EQKE's prefix extremes (pairs: 2v²), the (q, m)
+    terms (3 per pair q ≤ m: ≤ 2v² for v ≥ 3), the PVOU gaps (kv), the queries' subset
+    sums (4kv) and vectors of v (at most 8)."""
+    return 11 * v * v + 5 * k * v + 8 * v
+
+
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
+    from ..certificate import hold
+
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule subcubic_gap needs d_vocab >= 2")
@@ -161,7 +171,8 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
                             direct != "mean+diff", direct != "max_diff", charge, arith)
     expected = table_work(dims, direct, low is not None)
     charge(expected)
-    ar = _Arith(arith)
+    hold(charge, table_elements(v, k), "tables")
+    ar = _Arith(arith, lambda: charge(0))
     t = _Tables(ar, mats, v, k, direct, low)
     entries = entry_work(dims, gaps, direct, t.extremes)
     charge(entries)
@@ -208,9 +219,10 @@ class _Tables:
         self.p_query = pos[k - 1]
         self.p_rest = [_max_of(ar, [pos[i][m] for i in range(k - 1)]) for m in range(v)]
         # rho_pre[j][m] ≥ max_{t≤j} ρ[t][m]                                 (v(v−1))
-        self.rho_pre = _prefix(self.rho, ar.max)
+        self.rho_pre = _prefix(self.rho, ar.max, ar.tick)
         # pre[q][j] = (argmin lower, argmax upper endpoint) of EQKE[q][0..j]   (2v(v−1))
-        self.pre = [_prefix([(t, t) for t in range(v)], self._extend(row)) for row in self.eqke]
+        self.pre = [_prefix([(t, t) for t in range(v)], self._extend(row), ar.tick)
+                    for row in self.eqke]
         self._exps = {}
         if direct in ("max_diff", "min"):
             self.u = low.u if low else [_row_gaps(ar, row) for row in eu]  # U[q][m] (3v²)
@@ -226,6 +238,7 @@ class _Tables:
         else:
             mean = []
             for o in range(v):
+                ar.tick()
                 total = eu[0][o]
                 for q in range(1, v):
                     total = ar.iadd(total, eu[q][o])
@@ -235,7 +248,7 @@ class _Tables:
         self.e_bar = _row_gaps(ar, mean)
         # C[m] ≥ max_{o≠m} (ĒU[o] + EVOU[m, o]) − (ĒU[m] + EVOU[m, m])
         self.c = [_row_gaps(ar, [ar.iadd(mean[o], evou[m][o]) for o in range(v)])[m]
-                  for m in range(v)]
+                  for m in range(v)]  # (_row_gaps looks at the clock)
 
     def _extend(self, row):
         """Combine a prefix's (argmin lower, argmax upper endpoint) with the next
@@ -302,6 +315,7 @@ class _Query:
     with B − S for c < k − 1 (the attention on the max's copies)."""
 
     def __init__(self, ar: _Arith, beta_row, k):
+        ar.tick()  # the clock, once per query
         nonquery, b = beta_row[:k - 1], ar.ar
         n = len(nonquery)
         self.b_total = b.fsum(nonquery)
@@ -357,6 +371,7 @@ def _require(ar, bound, q, m, c, g):
 def _row_gaps(ar: _Arith, row):
     """[max_{o≠m} upper(row[o]) − lower(row[m]) for each m], from the top two
     upper endpoints (a pass of 2 units per entry) and one subtraction each."""
+    ar.tick()  # the clock, at every row
     best = second = None
     index = -1
     greater = ar.ar.greater
@@ -379,10 +394,11 @@ def _max_of(ar, values):
     return best
 
 
-def _prefix(items, combine):
-    """out[j] = combine over i ≤ j of items[i] (elementwise for lists)."""
+def _prefix(items, combine, tick=lambda: None):
+    """out[j] = combine over i ≤ j of items[i] (elementwise for lists); tick() at each."""
     out = [items[0]]
     for x in items[1:]:
+        tick()
         if isinstance(x, list):
             out.append([combine(a, b) for a, b in zip(out[-1], x)])
         else:
