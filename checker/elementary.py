@@ -402,7 +402,7 @@ def _slope_sign(name: str, x):
 
 
 SMOOTH_ACTIVATIONS = ("gelu", "gelu_new", "gelu_fast", "silu")
-_MAX_PIECES = 64  # pieces examined per enclosure (deterministic: every back-end agrees)
+MAX_PIECES = 64  # pieces examined per enclosure (deterministic: every back-end agrees)
 _BREAKS = (-2, -1, -0.5, 0)  # every smooth activation here is monotone on each side of these
 
 
@@ -412,7 +412,7 @@ def activation_interval(name: str, x, tick=lambda: None):
     relu: [max(0, lo), max(0, hi)].  The smooth ones: x is cut at _BREAKS into pieces; a
     piece on which the slope-sign enclosure is >= 0 (<= 0) is monotone (mean value
     theorem), so its range is the hull of its end values, each a point enclosure; a piece
-    where it straddles 0 is halved, up to _MAX_PIECES pieces, after which the naive
+    where it straddles 0 is halved, up to MAX_PIECES pieces, after which the naive
     enclosure covers it.  The union of the pieces' enclosures encloses f(x)
     (spec/rules.md §Activations, Lemma A)."""
     if name == "relu":
@@ -432,7 +432,7 @@ def activation_interval(name: str, x, tick=lambda: None):
         sign = _slope_sign(name, piece) if a != b else None
         if a == b or sign.a >= 0 or sign.b <= 0:
             got = _hull(_naive(name, iv.mpf(a)), _naive(name, iv.mpf(b)))
-        elif examined + len(todo) + 2 > _MAX_PIECES:
+        elif examined + len(todo) + 2 > MAX_PIECES:
             got = _naive(name, piece)
         else:
             mid = min(max((iv.mpf(a) + iv.mpf(b)).mid / 2, a), b)  # any point of [a, b]

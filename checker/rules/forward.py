@@ -43,7 +43,13 @@ def inputs(dims, hints=None) -> tuple[str, ...]:
 def _sequence_cost(dims) -> int:
     f, k, d, h, v = dims.family, dims.n_ctx, dims.d_model, dims.d_head, dims.d_vocab
     attn = f.n_heads * (2 * k * h + k * _EXP_COST + h * d)
-    return attn + 2 * d * f.d_mlp + d * v + 20 * d + v
+    return attn + (2 * d + activation_cost(f.act_fn)) * f.d_mlp + d * v + 20 * d + v
+
+
+def activation_cost(act_fn: str) -> int:
+    """Interval operations charged per activation: ReLU 1; a smooth one up to
+    elementary._MAX_PIECES pieces of ~40 operations (exp, erf and the slope test)."""
+    return 1 if act_fn == "relu" else elementary.MAX_PIECES * 40
 
 
 def table_elements(dims) -> int:
@@ -95,12 +101,13 @@ def _relu(x: list) -> list:
     return [iv.mpf((max(a.a, 0), max(a.b, 0))) if a.a < 0 else a for a in x]
 
 
-def activate(act_fn: str, x: list) -> list:
+def activate(act_fn: str, x: list, tick=lambda: None) -> list:
     """The family's MLP activation over each interval (spec/rules.md §Activations):
-    ReLU exactly on the endpoints, the smooth ones by elementary.activation_interval."""
+    ReLU exactly on the endpoints, the smooth ones by elementary.activation_interval
+    (tick() at every piece: the clock)."""
     if act_fn == "relu":
         return _relu(x)
-    return [elementary.activation_interval(act_fn, a) for a in x]
+    return [elementary.activation_interval(act_fn, a, tick) for a in x]
 
 
 def layer_norm(x: list, eps: float, w: list | None, b: list | None) -> list:
@@ -218,7 +225,7 @@ class _Model:
     def mlp(self, x: list) -> list:
         m = self.m
         hidden = activate(self.f.act_fn, _add(_vecmat(self.norm("ln2", x), m["W_in"],
-                                                       self.tick), m["b_in"][0]))
+                                                       self.tick), m["b_in"][0]), self.tick)
         return _add(_vecmat(hidden, m["W_out"], self.tick), m["b_out"][0])
 
     def logits(self, tokens) -> list:

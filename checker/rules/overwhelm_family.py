@@ -407,7 +407,7 @@ class AtQuery:
             x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
                 if self.centre else self.x_p
             return forward.activate(f.act_fn, forward._add(
-                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]))
+                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]), self.t.tick)
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
@@ -417,7 +417,8 @@ class AtQuery:
                                     [self.hint["pre"][j][k] for j in range(f.n_heads)],
                                     f"pre-activation {k}", (key(self.t.dims, "pre", k, 0),
                                                             key(self.t.dims, "pre", k, 1)))
-            out.append(forward.activate(f.act_fn, [numer / sigma + self.fun.pre_const[k]])[0])
+            out.append(forward.activate(f.act_fn, [numer / sigma + self.fun.pre_const[k]],
+                                        self.t.tick)[0])
         return out
 
     def check(self) -> None:
@@ -463,7 +464,8 @@ def _cost(dims, claim: Overwhelm, n_alpha: int) -> int:
     tables = f.n_heads * (3 * v * k * d * h + rows * d * (h + v + f.d_mlp)) + v * k * 20 * d
     functionals = 2 * d + 2 * f.d_mlp + v + 2
     return tables + sum(f.n_heads * functionals * (p + 1) * n_alpha * 6 + rows * d
-                        + 4 * d * f.d_mlp + v * (2 * d + f.d_mlp) for p in positions(claim))
+                        + (4 * d + forward.activation_cost(f.act_fn)) * f.d_mlp
+                        + v * (2 * d + f.d_mlp) for p in positions(claim))
 
 
 def table_elements(dims) -> int:
