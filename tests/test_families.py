@@ -521,7 +521,7 @@ def test_activation_replaced_by_relu_is_caught(monkeypatch, name):
     the deliberate break (the checker applies ReLU whatever the family says) they do not."""
     fw = random_family_weights(name)
     assert _logit_misses(fw) == 0
-    monkeypatch.setattr(forward, "activate", lambda act_fn, x: forward._relu(x))
+    monkeypatch.setattr(forward, "activate", lambda act_fn, x, tick=None: forward._relu(x))
     assert _logit_misses(fw) > 0
 
 
