@@ -3,14 +3,14 @@
 PY ?= python3
 PIP = $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: install demo test bench proofs
+.PHONY: install demo test test-fast bench proofs
 
 install:
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[generator,fast,dev,zoo,interop]'
 
 demo: install
-	bash scripts/demo.sh
+	PY='$(PY)' bash scripts/demo.sh
 
 test: install
 	$(PY) -m ruff check .
