@@ -16,6 +16,13 @@ test: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
+# The developers' tier (after one `make install`): the soundness core without the
+# long red-team, interop, zoo and training runs (tests/conftest.py marks them
+# slow).  CI runs `make test`, the full suite.
+test-fast:
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -m "not slow"
+
 bench: install
 	$(PY) benchmarks/bench_cubic.py
 
