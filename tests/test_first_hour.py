@@ -92,6 +92,16 @@ def test_gen_cert_output_path_that_is_a_directory(tmp_path, monkeypatch, capsys)
     assert "is a directory" in capsys.readouterr().err
 
 
+def test_train_checks_the_output_path_before_training(monkeypatch, capsys):
+    from generator import train
+
+    monkeypatch.setattr(train, "train_with_stats", None)  # never reached
+    with pytest.raises(SystemExit) as exit_:
+        train.main(["--out", "/nonexistent_dir/m.pt", "--steps", "1"])
+    assert exit_.value.code == 2
+    assert "/nonexistent_dir does not exist" in capsys.readouterr().err
+
+
 def test_gen_cert_list_into_a_closed_pipe_is_quiet():
     """`gen-cert --strategy subcubic --list | head`: the reader has gone before the write."""
     proc = subprocess.Popen([sys.executable, "-m", "generator.cli", "--strategy", "subcubic",
