@@ -25,7 +25,8 @@ FAST = $(PY) -m pytest -q -m "not slow" -p no:cacheprovider \
 	--ignore=tests/test_fuzz_audit.py --ignore=tests/test_zoo.py \
 	--ignore=tests/test_training.py --ignore=tests/test_certs_audit.py \
 	--ignore=tests/test_install.py --ignore=tests/test_proof_length.py
-FAST_HALF = tests/test_subcubic_*.py tests/test_arith.py tests/test_overwhelm_*.py
+FAST_HALF = tests/test_subcubic_*.py tests/test_arith.py tests/test_overwhelm_*.py \
+	tests/test_mutants.py tests/test_families.py tests/test_cubic_soundness.py
 
 test-fast:
 	$(PY) -m ruff check .
