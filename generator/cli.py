@@ -47,7 +47,10 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
                     else "forward-brute-force")
     module, options = resolve(strategy)
-    by, claim, notes = module.certify(trace, progress=progress, **options)
+    try:
+        by, claim, notes = module.certify(trace, progress=progress, **options)
+    except NotApplicable as err:  # name the strategy actually chosen (the default depends)
+        raise NotApplicable(f"strategy {strategy} does not apply: {err}") from None
     strategy = options["options"].name() if options else strategy
     binding = {"file_sha256": loaded.file_sha256, "file_name": Path(model_path).name}
     info = {"program": "gen-cert", "strategy_notes": notes}
@@ -132,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2
     except NotApplicable as err:
-        print(f"gen-cert: strategy {args.strategy or default_strategy()} does not apply: {err}",
-              file=sys.stderr)
+        print(f"gen-cert: {err}", file=sys.stderr)
         return 2
     text = "\n".join(lines) + "\n"
     code = _write(text, args.output)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from checker import HelpFormatter, add_version_option
 from checker.errors import Malformed
-from checker.modelspec import Dims, Family
+from checker.modelspec import ACTIVATIONS, NORMALIZATIONS, Dims, Family
 
 from .model import FamilyTransformer, MaxOfKTransformer
 from .progress import pipe_safe, unwritable
@@ -45,9 +45,10 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.01
     # Model family (checker.modelspec.Family); the defaults are the attention-only model.
-    layernorm: str | None = None  # "LN" or "LNPre"
+    layernorm: str | None = None  # "LN", "LNPre", "RMS" or "RMSPre"
     n_heads: int = 1
     d_mlp: int = 0
+    act_fn: str = "relu"  # the MLP's activation (modelspec.ACTIVATIONS)
     rope: bool = False
     rotary_dim: int = 0  # 0: d_head
     rotary_base: int = 10000
@@ -57,6 +58,7 @@ class TrainConfig:
     @property
     def family(self) -> Family:
         return Family(normalization=self.layernorm, n_heads=self.n_heads, d_mlp=self.d_mlp,
+                      act_fn=self.act_fn if self.d_mlp else "relu",
                       positional="rotary" if self.rope else "standard",
                       n_ctx=self.n_ctx if self.rope else 0,
                       rotary_dim=(self.rotary_dim or self.d_head) if self.rope else 0,
@@ -172,7 +174,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="train-max-of-k", formatter_class=HelpFormatter,
         description="Train a one-layer Max-of-K transformer with the paper's recipe and report "
                     "its exact accuracy: attention-only by default, or of another supported "
-                    "family (LayerNorm, a ReLU MLP, RoPE, several heads, parallel residual).",
+                    "family (LayerNorm or RMSNorm, an MLP with ReLU/GELU/SiLU, RoPE, several "
+                    "heads, parallel residual).",
         epilog="examples:\n"
                "  train-max-of-k --out m.pt                      # the paper's Max-of-4 model\n"
                "  train-max-of-k --out m.pt --d-vocab 8 --n-ctx 3 --d-model 16 --d-head 8 \\\n"
@@ -189,11 +192,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=d.batch, help="sequences per batch")
     p.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate")
     p.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW weight decay")
-    p.add_argument("--layernorm", choices=["LN", "LNPre"], default=None,
-                   help="LayerNorm before attention, MLP and unembedding (TransformerLens)")
+    p.add_argument("--layernorm", choices=list(NORMALIZATIONS[1:]), default=None,
+                   help="LayerNorm or RMSNorm before attention, MLP and unembedding "
+                        "(TransformerLens normalization_type)")
     p.add_argument("--n-heads", type=int, default=d.n_heads, help="attention heads")
     p.add_argument("--mlp", type=int, default=d.d_mlp, metavar="D_MLP",
-                   help="add a ReLU MLP of this width (0: attention-only)")
+                   help="add an MLP of this width (0: attention-only)")
+    p.add_argument("--act-fn", choices=list(ACTIVATIONS), default=d.act_fn,
+                   help="with --mlp: the activation (spec/rules.md §Activations)")
     p.add_argument("--rope", action="store_true",
                    help="rotary positions (rotate-half) instead of a positional embedding")
     p.add_argument("--rotary-dim", type=int, default=d.rotary_dim,
@@ -220,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = TrainConfig(d_vocab=args.d_vocab, n_ctx=args.n_ctx, d_model=args.d_model,
                       d_head=args.d_head, seed=args.seed, steps=args.steps, batch=args.batch,
                       lr=args.lr, weight_decay=args.weight_decay, layernorm=args.layernorm,
-                      n_heads=args.n_heads, d_mlp=args.mlp, rope=args.rope,
+                      n_heads=args.n_heads, d_mlp=args.mlp, act_fn=args.act_fn, rope=args.rope,
                       rotary_dim=args.rotary_dim, rotary_base=args.rotary_base,
                       ln_eps=args.ln_eps, parallel=args.parallel)
     try:

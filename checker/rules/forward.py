@@ -47,9 +47,12 @@ def _sequence_cost(dims) -> int:
 
 
 def activation_cost(act_fn: str) -> int:
-    """Interval operations charged per activation: ReLU 1; a smooth one up to
-    elementary._MAX_PIECES pieces of ~40 operations (exp, erf and the slope test)."""
-    return 1 if act_fn == "relu" else elementary.MAX_PIECES * 40
+    """Interval operations charged up front per activation (1); a smooth activation also
+    charges PIECE_COST per piece it examines, as it runs (activate)."""
+    return 1
+
+
+PIECE_COST = 40  # interval operations of one piece of a smooth activation (exp, erf, slope)
 
 
 def table_elements(dims) -> int:
@@ -101,13 +104,17 @@ def _relu(x: list) -> list:
     return [iv.mpf((max(a.a, 0), max(a.b, 0))) if a.a < 0 else a for a in x]
 
 
-def activate(act_fn: str, x: list, tick=lambda: None) -> list:
+def activate(act_fn: str, x: list, charge=lambda work: None) -> list:
     """The family's MLP activation over each interval (spec/rules.md §Activations):
-    ReLU exactly on the endpoints, the smooth ones by elementary.activation_interval
-    (tick() at every piece: the clock)."""
+    ReLU exactly on the endpoints, the smooth ones by elementary.activation_interval,
+    charging PIECE_COST per piece examined (work and the clock)."""
     if act_fn == "relu":
         return _relu(x)
-    return [elementary.activation_interval(act_fn, a, tick) for a in x]
+
+    def piece():
+        charge(PIECE_COST)
+
+    return [elementary.activation_interval(act_fn, a, piece) for a in x]
 
 
 def layer_norm(x: list, eps: float, w: list | None, b: list | None) -> list:
@@ -160,6 +167,7 @@ class _Model:
         charge(f.n_heads * 3 * v * k * d * h + v * k * 20 * d)
         hold(charge, table_elements(dims), "forward tables")
         self.tick = lambda: charge(0)  # the clock, at every row and product element
+        self.charge = charge
         self.scale = inv_sqrt_interval(h)
         # residual stream before the block, at position i with token t: row [i][t]
         self.resid0 = [[_add(m["W_E"][t], m["W_pos"][i]) if f.positional == "standard"
@@ -225,7 +233,7 @@ class _Model:
     def mlp(self, x: list) -> list:
         m = self.m
         hidden = activate(self.f.act_fn, _add(_vecmat(self.norm("ln2", x), m["W_in"],
-                                                       self.tick), m["b_in"][0]), self.tick)
+                                                       self.tick), m["b_in"][0]), self.charge)
         return _add(_vecmat(hidden, m["W_out"], self.tick), m["b_out"][0])
 
     def logits(self, tokens) -> list:

@@ -407,7 +407,7 @@ class AtQuery:
             x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
                 if self.centre else self.x_p
             return forward.activate(f.act_fn, forward._add(
-                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]), self.t.tick)
+                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]), self.t.model.charge)
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
@@ -418,7 +418,7 @@ class AtQuery:
                                     f"pre-activation {k}", (key(self.t.dims, "pre", k, 0),
                                                             key(self.t.dims, "pre", k, 1)))
             out.append(forward.activate(f.act_fn, [numer / sigma + self.fun.pre_const[k]],
-                                        self.t.tick)[0])
+                                        self.t.model.charge)[0])
         return out
 
     def check(self) -> None:

@@ -39,6 +39,14 @@ SHIPPED: dict[str, TrainConfig] = {
     "max3_v8_ln_mlp_rope_seed0.pt": TrainConfig(
         d_vocab=8, n_ctx=3, d_model=16, d_head=8, seed=0, steps=3000, layernorm="LN",
         n_heads=2, d_mlp=32, rope=True),
+    # TransformerLens's default activation (exact GELU) with LayerNorm (issue 21).
+    "max3_v8_gelu_ln_seed0.pt": TrainConfig(
+        d_vocab=8, n_ctx=3, d_model=16, d_head=8, seed=0, steps=1500, layernorm="LN",
+        n_heads=2, d_mlp=32, act_fn="gelu"),
+    # Llama-style normalisation and activation: RMSNorm, SiLU MLP, RoPE (no gate).
+    "max3_v8_rms_silu_rope_seed0.pt": TrainConfig(
+        d_vocab=8, n_ctx=3, d_model=16, d_head=8, seed=0, steps=1500, layernorm="RMS",
+        n_heads=2, d_mlp=32, act_fn="silu", rope=True, ln_eps=1e-6),
 }
 
 
@@ -76,6 +84,8 @@ def family_flags(cfg: TrainConfig) -> str:
     flags = [f"--layernorm {cfg.layernorm}"] if cfg.layernorm else []
     flags += [f"--n-heads {cfg.n_heads}"] if cfg.n_heads != 1 else []
     flags += [f"--mlp {cfg.d_mlp}"] if cfg.d_mlp else []
+    flags += [f"--act-fn {cfg.act_fn}"] if cfg.d_mlp and cfg.act_fn != "relu" else []
+    flags += [f"--ln-eps {cfg.ln_eps}"] if cfg.layernorm and cfg.ln_eps != 1e-5 else []
     flags += ["--rope"] if cfg.rope else []
     flags += ["--parallel"] if cfg.parallel else []
     return "".join(" " + f for f in flags)
