@@ -10,6 +10,8 @@ Nothing but full acceptance exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -41,6 +43,35 @@ def _lines(stream, limit: int):
         yield text
 
 
+class _Sha256Reader:
+    """A binary stream that hashes every byte read through it.  The digest a policy's
+    `certificate == sha256:...` is compared with is then that of exactly the bytes that were
+    checked, not of a second read of a file that may have changed in between."""
+
+    def __init__(self, stream):
+        self._stream, self._sha256 = stream, hashlib.sha256()
+
+    def readline(self, limit: int = -1) -> bytes:
+        raw = self._stream.readline(limit)
+        self._sha256.update(raw)
+        return raw
+
+    def hexdigest(self) -> str:
+        return self._sha256.hexdigest()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stream.close()
+
+
+def _with_certificate_digest(report: Report, reader: _Sha256Reader) -> Report:
+    """The report with the digest of every byte read (the whole file: _lines reads to EOF)."""
+    report.facts = dataclasses.replace(report.facts, certificate_sha256=reader.hexdigest())
+    return report
+
+
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
                arith: arithmetic.Arithmetic = arithmetic.MPMATH) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
@@ -52,13 +83,13 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     checker = CertificateChecker(limits, model_file, jobs, arith)
     checker.started = started  # reading the model file counts against --max-seconds
     try:
-        stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+        stream = _Sha256Reader(sys.stdin.buffer if path == "-" else open(path, "rb"))
     except OSError as err:
         raise Malformed(f"cannot open {path}: {err.strerror}") from None
     with stream:
         for text in _lines(stream, limits.max_line_bytes):
             checker.feed(text)
-    return checker.finish()
+    return _with_certificate_digest(checker.finish(), stream)
 
 
 def enforce(policies: list[list[statement.Atom]], facts: statement.Facts) -> None:
@@ -83,6 +114,7 @@ def _summary(report: Report, model_path: str | None) -> dict:
                 "overwhelm": statement.overwhelm_text(facts.overwhelm),
                 "weights_sha256": facts.weights_sha256, "model_file": model_path,
                 "model_file_sha256": facts.model_file_sha256, "strategy": report.strategy,
+                "certificate_sha256": facts.certificate_sha256,
                 "lines": report.lines, "arithmetic": report.arithmetic,
                 "seconds": round(report.seconds, 3), "work": report.work, "bytes": report.bytes,
                 "unexplained_dimensionality": None,  # not defined for overwhelm rules
@@ -98,6 +130,7 @@ def _summary(report: Report, model_path: str | None) -> dict:
         "weights_sha256": facts.weights_sha256,
         "model_file": model_path,
         "model_file_sha256": facts.model_file_sha256,
+        "certificate_sha256": facts.certificate_sha256,
         "strategy": report.strategy,
         "lines": report.lines,
         "arithmetic": report.arithmetic,
