@@ -44,32 +44,29 @@ def _lines(stream, limit: int):
 
 
 class _Sha256Reader:
-    """A binary stream that hashes every byte read through it.  The digest a policy's
-    `certificate == sha256:...` is compared with is then that of exactly the bytes that were
-    checked, not of a second read of a file that may have changed in between."""
+    """A binary stream that hashes every byte read through it and, at its end, records the
+    digest in the checker's verified facts.  A policy's `certificate == sha256:...` is then
+    compared with exactly the bytes that were checked, not with a second read of a file that
+    may have changed in between.  (Facts exist only after the qed line: at the end of a file
+    without one there is nothing to record, and the check fails anyway.)"""
 
-    def __init__(self, stream):
-        self._stream, self._sha256 = stream, hashlib.sha256()
+    def __init__(self, stream, checker: CertificateChecker):
+        self._stream, self._checker, self._sha256 = stream, checker, hashlib.sha256()
 
     def readline(self, limit: int = -1) -> bytes:
         raw = self._stream.readline(limit)
         self._sha256.update(raw)
+        facts = self._checker.report.facts
+        if not raw and facts is not None:  # end of file: every byte has been hashed
+            self._checker.report.facts = dataclasses.replace(
+                facts, certificate_sha256=self._sha256.hexdigest())
         return raw
-
-    def hexdigest(self) -> str:
-        return self._sha256.hexdigest()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self._stream.close()
-
-
-def _with_certificate_digest(report: Report, reader: _Sha256Reader) -> Report:
-    """The report with the digest of every byte read (the whole file: _lines reads to EOF)."""
-    report.facts = dataclasses.replace(report.facts, certificate_sha256=reader.hexdigest())
-    return report
 
 
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
@@ -83,13 +80,13 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     checker = CertificateChecker(limits, model_file, jobs, arith)
     checker.started = started  # reading the model file counts against --max-seconds
     try:
-        stream = _Sha256Reader(sys.stdin.buffer if path == "-" else open(path, "rb"))
+        stream = _Sha256Reader(sys.stdin.buffer if path == "-" else open(path, "rb"), checker)
     except OSError as err:
         raise Malformed(f"cannot open {path}: {err.strerror}") from None
     with stream:
         for text in _lines(stream, limits.max_line_bytes):
             checker.feed(text)
-    return _with_certificate_digest(checker.finish(), stream)
+    return checker.finish()
 
 
 def enforce(policies: list[list[statement.Atom]], facts: statement.Facts) -> None:
