@@ -4,12 +4,13 @@ Each entry is one ordinary check (cli.check_file with --model and --require,
 the same limits, the same fail-closed verdicts); the audit adds findings a
 single check cannot see: a certificate in the policy's directory that the
 policy does not name (unaudited), a model file whose digest is not the pinned
-one (stale), a named file that does not exist (missing).
+one (stale), a certificate file whose digest is not the pinned one (modified),
+a named file that does not exist (missing).
 
 Exit codes:
   0  every named certificate verified against its model and statement, none
      unaudited
-  1  a finding: rejected, malformed, stale, missing or unaudited
+  1  a finding: rejected, malformed, stale, modified, missing or unaudited
   2  the audit could not run: the policy is unreadable or malformed, names no
      certificate, a report cannot be written, or the audit was interrupted
 """
@@ -39,7 +40,7 @@ from .modelfile import MAX_BYTES as MAX_MODEL_BYTES
 from .rules import pool as worker_pool
 
 PASS = "verified"
-VERDICTS = (PASS, "rejected", "malformed", "stale", "missing", "unaudited")
+VERDICTS = (PASS, "rejected", "malformed", "stale", "modified", "missing", "unaudited")
 JUNIT_ERRORS = ("malformed",)  # a JUnit <error>; every other finding is a <failure>
 HASH_CHUNK = 1 << 20
 
@@ -66,38 +67,56 @@ def model_sha256(files: list[Path], deadline: float) -> str:
     return h.hexdigest()
 
 
-def _hash_into(h, path: Path, deadline: float) -> None:
-    too_large = Malformed(f"model file {path} is larger than the limit of {MAX_MODEL_BYTES} "
-                          "bytes")
+def certificate_sha256(cert: Path, limits: Limits, deadline: float) -> str:
+    """SHA-256 of a certificate file, bounded like the check that would read it: no more
+    bytes than --max-lines lines of --max-line-bytes, and the clock between chunks."""
+    h = hashlib.sha256()
+    _hash_into(h, cert, deadline, "certificate", limits.max_lines * limits.max_line_bytes)
+    return h.hexdigest()
+
+
+def _hash_into(h, path: Path, deadline: float, what: str = "model file",
+               limit: int = MAX_MODEL_BYTES) -> None:
+    too_large = Malformed(f"{what} {path} is larger than the limit of {limit} bytes")
     if not path.is_file():  # e.g. a FIFO as model.safetensors: opening it would block
-        raise Malformed(f"model file {path} is not a regular file")
+        raise Malformed(f"{what} {path} is not a regular file")
     try:
         with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_MODEL_BYTES:
+            if os.fstat(f.fileno()).st_size > limit:
                 raise too_large
             read = 0
             while chunk := f.read(HASH_CHUNK):
                 read += len(chunk)
-                if read > MAX_MODEL_BYTES:  # it grew, or it is not what stat said
+                if read > limit:  # it grew, or it is not what stat said
                     raise too_large
                 if time.monotonic() > deadline:
-                    raise Malformed(f"hashing model file {path} took longer than the time "
+                    raise Malformed(f"hashing {what} {path} took longer than the time "
                                     "limit (raise --max-seconds to allow it)")
                 h.update(chunk)
     except OSError as err:
-        raise Malformed(f"cannot read model file {path}: {err.strerror}") from None
+        raise Malformed(f"cannot read {what} {path}: {err.strerror}") from None
 
 
 def _finding(verdict: str, message: str) -> dict:
     return {"verdict": verdict, "message": message}
 
 
+def _modified(cert: Path, actual: str, pinned: str) -> dict:
+    """The finding for a certificate file whose bytes are not the ones the policy pins."""
+    return _finding("modified", f"modified certificate: {cert} has sha256:{actual[:12]}..., "
+                                f"the policy pins sha256:{pinned[:12]}... (if the change is "
+                                "intended, re-pin it: gen-cert --pin, or the policy's "
+                                "certificate == sha256:...)")
+
+
 def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
                 arith: str = arithmetic.DEFAULT) -> dict:
     """The verdict for one policy entry, as a dict (JSON- and pickle-friendly).
 
-    Order: missing files, then a changed model (stale: the check is not run),
-    then the ordinary check of `cert` against `model` and `require`.
+    Order: missing files, then a changed model (stale: the check is not run), then a
+    changed certificate file (modified: not run either), then the ordinary check of `cert`
+    against `model` and `require`, whose own digest of the bytes it read must still be the
+    pinned one.
     Never raises: any error is a non-passing verdict (fail closed).
     """
     started = time.monotonic()
@@ -130,10 +149,18 @@ def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: in
             return _finding("stale", f"stale certificate: model changed: {model} has sha256:"
                                      f"{actual[:12]}..., the policy pins sha256:{pinned[:12]}... "
                                      "(regenerate the certificate and re-pin it)")
+    pinned_cert = policy_file.pinned_certificate_sha256(atoms)
+    if pinned_cert is not None:
+        actual = certificate_sha256(cert, limits, started + limits.max_seconds)
+        if actual != pinned_cert:
+            return _modified(cert, actual, pinned_cert)
     # the time spent hashing counts against --max-seconds: the check gets what is left
     left = max(0.0, limits.max_seconds - (time.monotonic() - started))
     report = check_file(str(cert), dataclasses.replace(limits, max_seconds=left), str(model),
                         jobs, arithmetic.get(arith))
+    read = report.facts.certificate_sha256
+    if pinned_cert is not None and read != pinned_cert:  # it changed after it was hashed above
+        return _modified(cert, read, pinned_cert)
     enforce([atoms], report.facts)
     summary = _summary(report, str(model))
     if summary.get("property") == "overwhelm":  # spec/overwhelm.md: no count
@@ -291,8 +318,8 @@ def parser() -> argparse.ArgumentParser:
         prog="check-cert audit",
         description="Check every certificate a policy names against its model file and "
                     "statement; flag unaudited, stale and missing certificates.",
-        epilog="Exit codes: 0 all verified; 1 a finding (rejected, malformed, stale, missing, "
-               "unaudited); 2 the policy is malformed or the audit could not run.")
+        epilog="Exit codes: 0 all verified; 1 a finding (rejected, malformed, stale, modified, "
+               "missing, unaudited); 2 the policy is malformed or the audit could not run.")
     p.add_argument("policy", help="policy file (spec/policy.md)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes in all (default: all cores)")

@@ -15,6 +15,7 @@ spec/statements.md.  Blank lines and lines starting with '#' are ignored.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,21 @@ class Entry:
 def pinned_model_sha256(atoms: list[statement.Atom]) -> str | None:
     """The `model_file == sha256:...` digest a statement pins, if any."""
     return next((a.value for a in atoms if a.field == "model_file"), None)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes as they are now: what `gen-cert --pin` pins as
+    `certificate == sha256:...` for the certificate it has just written."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def pinned_certificate_sha256(atoms: list[statement.Atom]) -> str | None:
+    """The `certificate == sha256:...` digest a statement pins, if any."""
+    return next((a.value for a in atoms if a.field == "certificate"), None)
 
 
 @dataclass(frozen=True)

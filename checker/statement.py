@@ -142,7 +142,8 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
 
 
 FIELDS = ("task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "model_file",
-          "certificate", "correct", "accuracy", "property", "prefix", "query", "output", "free_perm", "free")
+          "certificate", "correct", "accuracy", "property", "prefix", "query", "output",
+          "free_perm", "free")
 
 
 def _unknown_field(text: str) -> str | None:
