@@ -135,17 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     return pin(args, lines, summary) if args.pin else 0
 
 
-def floor_refused(args, summary: dict) -> bool:
-    """Whether --floor exceeds the accuracy the certificate claims (the audit would fail);
-    says so.  Checked before the certificate is written, so a refusal leaves no file."""
-    if floor_atom(args.floor).value * summary["total"] <= summary["claim"]:
-        return False
-    print(f"gen-cert: --floor {args.floor} is above the claimed accuracy "
-          f"{summary['claim']}/{summary['total']}; {args.output} not written, {args.pin} not "
-          "updated", file=sys.stderr)
-    return True
-
-
 def pin(args, lines: list[str], summary: dict) -> int:
     """Pin the certificate just written in the policy `args.pin`: its weights digest, model
     file digest, the accuracy floor `args.floor` (checked by floor_refused) and the digest
@@ -163,6 +152,17 @@ def pin(args, lines: list[str], summary: dict) -> int:
     if not args.quiet:
         print(f"gen-cert: {action} {args.output} in {args.pin}: {require}", file=sys.stderr)
     return 0
+
+
+def floor_refused(args, summary: dict) -> bool:
+    """Whether --floor exceeds the accuracy the certificate claims (the audit would fail);
+    says so.  Checked before the certificate is written, so a refusal leaves no file."""
+    if floor_atom(args.floor).value * summary["total"] <= summary["claim"]:
+        return False
+    print(f"gen-cert: --floor {args.floor} is above the claimed accuracy "
+          f"{summary['claim']}/{summary['total']}; {args.output} not written, {args.pin} not "
+          "updated", file=sys.stderr)
+    return True
 
 
 def floor_atom(floor: str) -> statement.Atom:
