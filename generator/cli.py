@@ -141,10 +141,10 @@ def pin(args, lines: list[str], summary: dict) -> int:
     of the certificate file itself, so the audit sees any later edit of it."""
     header = json.loads(lines[0])
     weights = next(a for a in statement.parse(header["theorem"]) if a.field == "weights")
-    require = (f"accuracy >= {args.floor} and {weights} and "
-               f"model_file == sha256:{header['model']['file_sha256']} and "
-               f"certificate == sha256:{policy.file_sha256(args.output)}")
     try:
+        require = (f"accuracy >= {args.floor} and {weights} and "
+                   f"model_file == sha256:{header['model']['file_sha256']} and "
+                   f"certificate == sha256:{policy.file_sha256(args.output)}")
         action = policy.pin(args.pin, args.output, args.model, require)
     except (Malformed, OSError) as err:
         print(f"gen-cert: cannot pin in {args.pin}: {err}", file=sys.stderr)
