@@ -193,15 +193,16 @@ def _size(path: Path) -> int:
 
 
 def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
-        arith: str = arithmetic.DEFAULT) -> list[dict]:
-    """Check every entry of `pol`, then list unaudited certificates.
+        arith: str = arithmetic.DEFAULT, entries: tuple | None = None) -> list[dict]:
+    """Check every entry of `pol` (or only `entries`, some of them: --only), then list
+    unaudited certificates (always against the whole policy).
 
     Parallelism: min(jobs, entries) worker processes each check whole
     certificates with jobs // workers processes of their own, so at most
     `jobs` processes compute at once.  Results come back in policy order;
     `on_result(result)` is called as each becomes available.
     """
-    entries = pol.entries
+    entries = pol.entries if entries is None else entries
     workers = max(1, min(jobs, len(entries)))
     per_check = max(1, jobs // workers)
     args = [(_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require, limits,
@@ -268,12 +269,21 @@ def verdict_line(r: dict) -> str:
     return printable(f"{r['verdict'].upper():<9} {r['certificate']}: {r['message']}")
 
 
-def summary_line(path, results: list[dict]) -> str:
+def summary_line(path, results: list[dict], selection: str = "") -> str:
     c = counts(results)
     n = len(results) - c["unaudited"]
     found = ", ".join(f"{c[v]} {v}" for v in VERDICTS[1:] if c[v])
     outcome = f"FAILED ({found})" if found else "PASSED"
-    return printable(f"audit {path}: {c[PASS]} of {n} certificates verified: {outcome}")
+    return printable(f"audit {path}: {c[PASS]} of {n} certificates verified{selection}: "
+                     f"{outcome}")
+
+
+def selection_note(pol: policy_file.Policy, entries: tuple, files: list[str] | None) -> str:
+    """What --only left of the policy, for the summary line ('' without --only)."""
+    if files is None:
+        return ""
+    return (f" (--only: {len(entries)} of {len(pol.entries)} entries concern the "
+            f"{len(files)} file{'s' if len(files) != 1 else ''} given)")
 
 
 def junit(path, results: list[dict], error: str | None = None) -> ET.ElementTree:
@@ -327,6 +337,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
                    help="arithmetic back-end, as in check-cert")
+    p.add_argument("--only", nargs="+", metavar="FILE",
+                   help="check only the entries whose certificate or model file is among FILEs "
+                        "(all of them if POLICY is); unaudited certificates are still reported. "
+                        "For pre-commit, which appends the changed files")
     _limit_options(p)
     return p
 
@@ -339,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         pol = policy_file.load(args.policy)
         if not pol.entries:
             raise Malformed(f"policy {args.policy} names no certificate")
+        entries = pol.entries if args.only is None else pol.entries_for(args.only)
         show = None if args.json else (lambda r: _say(verdict_line(r)))
-        results = run(pol, limits, max(1, args.jobs), show, args.arith)
+        results = run(pol, limits, max(1, args.jobs), show, args.arith, entries)
     except (Malformed, arithmetic.Unavailable) as err:
         return _report_error(args, str(err))
     except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (cli.Terminated)
@@ -350,11 +365,12 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     if args.json:
         verdict = {0: "passed", 1: "failed"}.get(code, "malformed")
-        _say(json.dumps({"policy": args.policy, "verdict": verdict,
-                         "exit_code": code, "counts": counts(results), "results": results},
-                        indent=1))
+        _say(json.dumps({"policy": args.policy, "verdict": verdict, "exit_code": code,
+                         "only": args.only, "entries_checked": len(entries),
+                         "entries": len(pol.entries), "counts": counts(results),
+                         "results": results}, indent=1))
     else:
-        _say(summary_line(args.policy, results))
+        _say(summary_line(args.policy, results, selection_note(pol, entries, args.only)))
     return code
 
 

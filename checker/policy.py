@@ -71,6 +71,22 @@ class Policy:
     def resolve(self, relative: str) -> Path:
         return self.base / relative
 
+    def entries_for(self, files: list[str]) -> tuple[Entry, ...]:
+        """The entries a change to `files` (paths as given, e.g. by pre-commit) concerns:
+        those whose certificate or model file is among them, or whose save_pretrained
+        directory holds one, compared after resolving '..' and symbolic links; every
+        entry if the policy itself is among them (any line may have changed)."""
+        changed = {_real(Path(f)) for f in files}
+        if _real(self.path) in changed:
+            return self.entries
+
+        def concerned(entry: Entry) -> bool:
+            model = _real(self.resolve(entry.model))
+            return (_real(self.resolve(entry.certificate)) in changed
+                    or any(f == model or model in f.parents for f in changed))
+
+        return tuple(e for e in self.entries if concerned(e))
+
 
 def _is_comment(line: str) -> bool:
     return not line.strip() or line.lstrip().startswith("#")

@@ -374,3 +374,54 @@ def test_arith_backend_is_passed_to_each_check(tmp_path, capsys):
     code, out, _ = audit(capsys, path, "--json", "--arith", "arb", "--jobs", "2")
     data = json.loads(out)
     assert code == 0 and [r["arithmetic"] for r in data["results"]] == ["arb", "arb"], data
+
+
+def test_only_checks_the_entries_of_the_files_given(tmp_path, capsys, monkeypatch):
+    """--only FILE...: the entries whose certificate or model file is among the files
+    (compared after resolving: other spellings and symbolic links too), all of them for the
+    policy itself, none for an unrelated file; unaudited certificates are reported
+    whatever the selection; no --only checks everything."""
+    entries = [("a.jsonl", "m.pt", pinned()), ("b.jsonl", "s.pt", pinned())]
+    setup(tmp_path, entries, {"a.jsonl": OK, "b.jsonl": OK}, {"m.pt": MODEL, "s.pt": MODEL})
+    change_model(tmp_path, "s.pt")  # b is stale
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "certs" / "a.jsonl")
+
+    def verdicts(*files):
+        code, out, _ = audit(capsys, "certs/POLICY", "--json", *(("--only", *files) if files
+                                                                 else ()))
+        data = json.loads(out)
+        return code, {r["certificate"]: r["verdict"] for r in data["results"]}, data
+
+    for spelling in ("certs/a.jsonl", "models/../certs/a.jsonl", "link.jsonl",
+                     str(tmp_path / "certs" / "a.jsonl")):
+        code, got, data = verdicts(spelling)
+        assert (code, got) == (0, {"a.jsonl": "verified"}), spelling
+        assert (data["only"], data["entries_checked"], data["entries"]) == ([spelling], 1, 2)
+    assert verdicts("models/s.pt", "README.md")[:2] == (1, {"b.jsonl": "stale"})
+    assert verdicts("certs/POLICY")[:2] == (1, {"a.jsonl": "verified", "b.jsonl": "stale"})
+    assert verdicts()[:2] == (1, {"a.jsonl": "verified", "b.jsonl": "stale"})
+    assert verdicts("README.md")[:2] == (0, {})
+    (tmp_path / "certs" / "new.jsonl").write_text(OK)  # a new certificate nobody named
+    assert verdicts("certs/new.jsonl")[:2] == (1, {"new.jsonl": "unaudited"})
+    code, out, _ = audit(capsys, "certs/POLICY", "--only", "certs/a.jsonl")
+    assert out.splitlines()[-1] == ("audit certs/POLICY: 1 of 1 certificates verified (--only: "
+                                    "1 of 2 entries concern the 1 file given): FAILED "
+                                    "(1 unaudited)")
+    with pytest.raises(SystemExit) as exc:
+        check_cert(["audit", "certs/POLICY", "--only"])
+    assert exc.value.code == 2
+
+
+def test_only_selects_a_save_pretrained_directory_by_any_of_its_files(tmp_path):
+    """A changed config.json or model.safetensors of a Hugging Face directory selects
+    the entries that name the directory."""
+    (tmp_path / "hf").mkdir()
+    path = tmp_path / "POLICY"
+    path.write_text(f"a.jsonl  hf  {pinned()}\nb.jsonl  m.pt  {pinned()}\n")
+    pol = policy.load(path)
+    assert [e.certificate for e in pol.entries_for([str(tmp_path / "hf" / "config.json")])] \
+        == ["a.jsonl"]
+    assert [e.certificate for e in pol.entries_for([str(tmp_path / "hf")])] == ["a.jsonl"]
+    assert pol.entries_for([str(tmp_path / "hfx" / "config.json")]) == ()
+    assert len(pol.entries_for([str(path)])) == 2
