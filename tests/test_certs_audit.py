@@ -77,3 +77,33 @@ def test_pre_commit_hook_command_checks_only_the_changed_entry(capsys, monkeypat
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
     assert [r["certificate"] for r in report["results"]] == ["max3_v8_seed0.cubic.jsonl"]
+
+
+def _workflow(doc: Path) -> str:
+    """The GitHub Actions workflow shown in `doc` (the yaml block naming actions/checkout)."""
+    blocks = re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S)
+    (workflow,) = [b for b in blocks if "actions/checkout" in b]
+    return workflow
+
+
+def test_github_actions_workflow_works_as_written():
+    """README's workflow (the same in spec/policy.md) is complete and has no placeholder: it
+    checks out, sets up Python, installs the checker from the checkout and runs the audit
+    this repository's own test runs, with options the audit accepts."""
+    yaml = pytest.importorskip("yaml")
+    from checker.audit import parser
+
+    text = _workflow(ROOT / "README.md")
+    assert text == _workflow(ROOT / "spec" / "policy.md")
+    assert "<" not in text and "owner" not in text
+    (job,) = yaml.safe_load(text)["jobs"].values()
+    steps = job["steps"]
+    assert [s.get("uses", "").split("@")[0] for s in steps[:2]] == ["actions/checkout",
+                                                                   "actions/setup-python"]
+    runs = [s["run"] for s in steps if "run" in s]
+    assert runs[0] == "pip install ."  # the package of the checked-out repository
+    command = runs[1].split()
+    assert command[:2] == ["check-cert", "audit"]
+    args = parser().parse_args(command[2:])
+    assert (ROOT / args.policy).is_file() and args.junit == "check-cert.xml"
+    assert steps[-1]["with"]["report_paths"] == args.junit
