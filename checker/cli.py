@@ -149,6 +149,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
               f"{s['accuracy']} >= {s['accuracy_floor']}")
     print(f"  weights sha256:{s['weights_sha256']}")
+    print(f"  certificate file sha256:{s['certificate_sha256']} (a policy may pin it: "
+          "certificate == sha256:...)")
     if s.get("family"):  # bound by the weights digest (spec/theorem.md §1b)
         print("  model family: " + ", ".join(f"{k}={v}" for k, v in s["family"].items()))
     if s["model_file"]:

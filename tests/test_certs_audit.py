@@ -62,6 +62,9 @@ def test_pre_commit_hooks_audit_this_policy():
                      "models/hf/config.json"):
             assert re.search(hook["files"], path), path
         assert not re.search(hook["files"], "README.md")
+    local = re.search(r"repo: local.*?files: (\S+)\n", (ROOT / "spec" / "policy.md").read_text(),
+                      re.S)
+    assert local and local.group(1) == changed["files"]  # the documented local hook agrees
     assert (ROOT / "certs" / "POLICY").is_file()
 
 
