@@ -14,4 +14,46 @@ Reading order for an audit:
   statement.py    the theorem/policy language (grammar: statement.lark)
   modelspec.py, modelfile.py   the model class; reading .pt/.safetensors safely
   policy.py, audit.py   `check-cert audit POLICY`: many checks, one policy (spec/policy.md)
+  progress.py     the progress line on a terminal (stderr; never part of a verdict)
 """
+
+import argparse
+
+# The version when the package metadata is absent (e.g. run from a source tree
+# that was never installed); keep it equal to pyproject.toml's.
+__version__ = "0.1.0"
+
+
+def version() -> str:
+    """The installed package's version (importlib.metadata), else __version__:
+    every command's --version, check-cert --json and the audit's JUnit report
+    name the same one."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("maxk-certify")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
+def add_version_option(parser) -> None:
+    """`--version`, printing '<prog> <version>', on an argparse parser."""
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """--help of every command: text with its own line breaks (epilog examples) kept
+    as written, a one-paragraph text wrapped; each option's default shown, except
+    empty ones (None, False, []) that would only add noise."""
+
+    def _fill_text(self, text, width, indent):
+        if "\n" in text:
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+    def _get_help_string(self, action):
+        default = action.default
+        if default is None or default is False or default == [] or "default" in (
+                action.help or ""):
+            return action.help
+        return super()._get_help_string(action)

@@ -20,10 +20,11 @@ import threading
 import time
 from fractions import Fraction
 
+from . import HelpFormatter, add_version_option, statement, version
 from . import arith as arithmetic
-from . import statement
 from .certificate import CertificateChecker, Limits, Report
 from .errors import Malformed, Rejected
+from .progress import Progress, file_size
 
 
 def _lines(stream, limit: int):
@@ -70,8 +71,9 @@ class _Sha256Reader:
 
 
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
-               arith: arithmetic.Arithmetic = arithmetic.MPMATH) -> Report:
-    """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected."""
+               arith: arithmetic.Arithmetic = arithmetic.MPMATH, progress: bool = False) -> Report:
+    """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected.
+    `progress`: a progress line on stderr if it is a terminal (checker/progress.py)."""
     model_file, started = None, time.monotonic()
     if model_path is not None:
         from .modelfile import read_model_tensors
@@ -83,9 +85,10 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
         stream = _Sha256Reader(sys.stdin.buffer if path == "-" else open(path, "rb"), checker)
     except OSError as err:
         raise Malformed(f"cannot open {path}: {err.strerror}") from None
-    with stream:
+    with stream, Progress(file_size(path), enabled=progress) as bar:
         for text in _lines(stream, limits.max_line_bytes):
             checker.feed(text)
+            bar.advance(len(text))
     return checker.finish()
 
 
@@ -105,6 +108,14 @@ def floor_decimal(x: Fraction, digits: int = 6) -> str:
 
 
 def _summary(report: Report, model_path: str | None) -> dict:
+    """The verified result as JSON-ready fields (--json, the audit).  It names the
+    version that checked it and says whether the weights were compared with a
+    model file: without --model the theorem is about the certificate's own weights."""
+    return {"version": version(), **_result(report, model_path),
+            "weights_bound_to_model_file": model_path is not None}
+
+
+def _result(report: Report, model_path: str | None) -> dict:
     facts = report.facts
     if facts.overwhelm is not None:  # spec/overwhelm.md: no count, a claim about all completions
         return {"verdict": "verified", "property": "overwhelm", "theorem": report.theorem,
@@ -156,6 +167,9 @@ def _print_human(s: dict, requires: list[str]) -> None:
     if s["model_file"]:
         print(f"  weights are exactly those of {s['model_file']} "
               f"(file sha256:{s['model_file_sha256']})")
+    else:
+        print("  weights NOT compared with any model file (no --model): the theorem holds for "
+              "the weights written in the certificate")
     for r in requires:
         print(f"  required and holds: {r}")
     print(f"  strategy {s['strategy']}: {s['lines']} lines checked in {s['seconds']:.2f} s "
@@ -206,27 +220,41 @@ def _main(argv: list[str] | None) -> int:
 
         return audit_main(argv[1:])
     p = argparse.ArgumentParser(
-        prog="check-cert", description="Verify a Max-of-K accuracy certificate over the reals.",
-        epilog="check-cert audit POLICY [...]: audit every certificate a policy names "
+        prog="check-cert", formatter_class=HelpFormatter,
+        description="Verify a proof certificate over the reals: an accuracy certificate (a "
+                    "lower bound on the number of correct inputs) or an overwhelm certificate "
+                    "(spec/overwhelm.md), for the supported one-layer model families "
+                    "(spec/theorem.md). Exit 0 verified, 1 rejected, 2 malformed or unsupported.",
+        epilog="examples:\n"
+               "  check-cert cert.jsonl --model model.pt --require 'accuracy >= 0.98'\n"
+               "  check-cert cert.jsonl --model HF_DIR --json   (a save_pretrained directory)\n"
+               "  check-cert audit certs/POLICY --junit check-cert.xml\n\n"
+               "check-cert audit POLICY [...]: audit every certificate a policy names\n"
                "(spec/policy.md; check-cert audit --help).")
+    add_version_option(p)
     p.add_argument("certificate", help="certificate file (JSON lines), or - for stdin")
-    p.add_argument("--model", help="model file (.pt or .safetensors) the weights must equal; "
-                   "read without torch and without unpickling code")
+    p.add_argument("--model", help="model file (.pt or .safetensors) or Hugging Face directory "
+                   "the weights must equal; read without torch and without unpickling code "
+                   "(without it, the weights are not compared with any file)")
     p.add_argument("--require", action="append", default=[], metavar="STATEMENT",
                    help="a policy the verified theorem must imply, e.g. "
                         "'accuracy >= 0.95 and weights == sha256:...' (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="processes for rules that split their work (default: all cores)")
+                   help="processes for rules that split their work (default: all cores, "
+                        "%(default)s here)")
     p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
                    help="arithmetic back-end: mpmath (reference) or arb (python-flint, "
                         "faster; pip install 'maxk-certify[fast]')")
     d = Limits()
-    p.add_argument("--max-seconds", type=float, default=d.max_seconds)
+    p.add_argument("--max-seconds", type=float, default=d.max_seconds,
+                   help="maximum seconds of checking")
     p.add_argument("--max-work", type=int, default=d.max_work,
                    help="maximum number of scalar interval operations")
-    p.add_argument("--max-line-bytes", type=int, default=d.max_line_bytes)
-    p.add_argument("--max-lines", type=int, default=d.max_lines)
+    p.add_argument("--max-line-bytes", type=int, default=d.max_line_bytes,
+                   help="maximum bytes of one certificate line")
+    p.add_argument("--max-lines", type=int, default=d.max_lines,
+                   help="maximum certificate lines")
     p.add_argument("--max-elements", type=int, default=d.max_elements,
                    help="maximum elements of one matrix")
     p.add_argument("--max-stored-elements", type=int, default=d.max_stored_elements,
@@ -243,7 +271,8 @@ def _main(argv: list[str] | None) -> int:
         return _fail(args.json, "malformed", str(err), 2)
     try:
         policies = [statement.parse(r, "--require") for r in args.require]
-        report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend)
+        report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend,
+                            progress=not args.json)
         enforce(policies, report.facts)
         summary = _summary(report, args.model)
     except (Malformed, Rejected) as err:

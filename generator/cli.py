@@ -1,8 +1,13 @@
 """gen-cert: run a proof strategy on a model and write a certificate.
 
-    gen-cert model.pt > cert.jsonl
-    gen-cert model.pt --strategy brute-force -o cert.jsonl
-    gen-cert model.pt -o certs/m.jsonl --pin certs/POLICY --floor 0.998
+examples:
+  gen-cert model.pt -o cert.jsonl                   # default strategy (cubic, or
+                                                    #   forward-brute-force for families)
+  gen-cert model.pt --strategy brute-force > cert.jsonl
+  gen-cert HF_DIR --strategy forward-brute-force -o cert.jsonl   # save_pretrained directory
+  gen-cert model.pt -o certs/m.jsonl --pin certs/POLICY --floor 0.998
+  gen-cert --strategy subcubic --list               # the option grid of a strategy
+  gen-cert generator/models/max4_v64_seed0.pt -o cert.jsonl      # the shipped model
 """
 
 from __future__ import annotations
@@ -10,13 +15,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-from checker import policy, statement
+from checker import HelpFormatter, add_version_option, policy, statement
 from checker.errors import Malformed
+
+from .progress import pipe_safe, stdout_closed, unwritable
 
 try:
     from . import overwhelm
@@ -53,11 +59,16 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
     return lines, summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gen-cert", description=__doc__.splitlines()[0])
-    p.add_argument("model", nargs="?", default=str(SHIPPED / "max4_v64_seed0.pt"),
-                   help="model file (.pt / .safetensors, TransformerLens state dict); "
-                        "default: the shipped Max-of-4 model")
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gen-cert", formatter_class=HelpFormatter,
+                                description=__doc__.splitlines()[0],
+                                epilog="\n".join(__doc__.splitlines()[2:]))
+    add_version_option(p)
+    p.add_argument("model", nargs="?",
+                   help="model: a .pt/.safetensors file (a TransformerLens state dict, with its "
+                        "config) or a Hugging Face save_pretrained directory (config.json and "
+                        "model.safetensors); e.g. the shipped "
+                        "generator/models/max4_v64_seed0.pt")
     p.add_argument("--strategy", default=None,
                    help=f"one of {', '.join(sorted(STRATEGIES))}, optionally with options, "
                         "e.g. subcubic:direct=mean+diff,near=4 (see --list); default: "
@@ -65,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
                         "an MLP, RoPE or several heads)")
     p.add_argument("--list", action="store_true",
                    help="print the strategy's named option combinations and exit")
-    p.add_argument("-o", "--output", help="write here instead of stdout")
+    p.add_argument("-o", "--output", help="write the certificate here instead of stdout "
+                   "(stdout must then not be a terminal)")
     p.add_argument("--no-float-shadow", action="store_true",
                    help="omit the generator's float32 values (used only to report the "
                         "float-to-real gap)")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     p.add_argument("--pin", metavar="POLICY", help="add or update this certificate's entry in "
                    "the audit policy POLICY (spec/policy.md); needs -o and --floor")
     p.add_argument("--floor", metavar="ACCURACY", help="with --pin: the accuracy the policy "
@@ -80,7 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
+    return p
+
+
+@pipe_safe
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     args = p.parse_args(argv)
+    if args.list:
+        return _list(args.strategy)
+    if args.model is None:
+        p.error("give a model file or Hugging Face directory, e.g. gen-cert "
+                "generator/models/max4_v64_seed0.pt -o cert.jsonl")
+    refusal = _output_refusal(args)
+    if refusal:
+        print(f"gen-cert: {refusal}", file=sys.stderr)
+        return 2
     if args.property == "overwhelm":
         if args.floor or (args.pin and not args.output):
             p.error("with --property overwhelm, --pin needs -o and takes no --floor")
@@ -93,9 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     except Malformed as err:
         p.error(str(err))
     try:
-        if args.list:
-            print("\n".join(listing(args.strategy or default_strategy())))
-            return 0
         if args.strategy is not None:
             resolve(args.strategy)
     except ValueError as err:
@@ -114,17 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.pin and floor_refused(args, summary):  # before -o is written: nothing left behind
         return 1
     text = "\n".join(lines) + "\n"
-    if args.output:
-        Path(args.output).write_text(text)
-    else:
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except BrokenPipeError:  # the reader stopped early: the certificate is incomplete
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            print("gen-cert: output closed early; the certificate written is truncated",
-                  file=sys.stderr)
-            return 2
+    code = _write(text, args.output)
+    if code:
+        return code
     if not args.quiet:
         acc = summary["claim"] / summary["total"]
         print(f"gen-cert: {summary['strategy']}: claims {summary['claim']} / {summary['total']} "
@@ -133,6 +149,55 @@ def main(argv: list[str] | None = None) -> int:
               f"certificate {hashlib.sha256(text.encode()).hexdigest()[:16]}...",
               file=sys.stderr)
     return pin(args, lines, summary) if args.pin else 0
+
+
+def _list(strategy: str | None) -> int:
+    """--list: the option grid; a reader that stops early (`| head`) is not an error."""
+    try:
+        text = "\n".join(listing(strategy or default_strategy()))
+    except ValueError as err:
+        print(f"gen-cert: {err}", file=sys.stderr)
+        return 2
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
+    return 0
+
+
+def _output_refusal(args) -> str | None:
+    """Why the certificate cannot go where it is asked to, checked before any work:
+    an unwritable -o or --pin file, or a terminal (megabytes of JSON on a screen)."""
+    for option, path in (("-o", args.output), ("--pin", args.pin)):
+        why = path and unwritable(path)
+        if why:
+            return f"cannot write {option} {path}: {why}"
+    scanning = args.property == "overwhelm" and (args.scan or args.scan_all is not None)
+    if not args.output and not scanning and sys.stdout.isatty():
+        return ("refusing to write a certificate to the terminal: use -o FILE or redirect "
+                "(gen-cert MODEL > cert.jsonl)")
+    return None
+
+
+def _write(text: str, output: str | None) -> int:
+    """Write the certificate to `output` or stdout: 0, or 2 with a one-line reason."""
+    if output:
+        try:
+            Path(output).write_text(text)
+        except OSError as err:
+            print(f"gen-cert: cannot write -o {output}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        return 0
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early: the certificate is incomplete
+        stdout_closed()
+        print("gen-cert: output closed early; the certificate written is truncated",
+              file=sys.stderr)
+        return 2
+    return 0
 
 
 def pin(args, lines: list[str], summary: dict) -> int:

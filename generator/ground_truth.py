@@ -34,7 +34,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from checker import HelpFormatter, add_version_option
+
 from .model import FamilyWeights, ModelWeights, family_logits_float64
+from .progress import pipe_safe
 
 _TINY = 1e-200  # below this denominator the common shift may have lost precision
 NEAR_TOL = 1e-9  # |margin| <= NEAR_TOL * (1 + |logit of true max|) counts as "near"
@@ -255,15 +258,22 @@ def _dims_json(dims) -> dict:
 MAX_ENUMERATED = 10**10  # ~hours at ~10^6 sequences per second: beyond it, refuse up front
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     """exact-accuracy MODEL [--json]: exit 0, or 2 if the model file is refused."""
     from .modelfile import ModelFileError, load_model
 
     parser = argparse.ArgumentParser(
-        prog="exact-accuracy",
+        prog="exact-accuracy", formatter_class=HelpFormatter,
         description="Exact accuracy of a Max-of-K model over all d_vocab^n_ctx sequences "
-                    "(float64; a tie counts as wrong).")
-    parser.add_argument("model", help="model file (.pt/.pth or .safetensors)")
+                    "(float64; a tie counts as wrong). An evaluation, not a proof: compare "
+                    "it with the bound a certificate proves.",
+        epilog="examples:\n"
+               "  exact-accuracy generator/models/max4_v64_seed0.pt   # the shipped model\n"
+               "  exact-accuracy HF_DIR --json                        # save_pretrained dir")
+    add_version_option(parser)
+    parser.add_argument("model", help="model file (.pt/.pth or .safetensors, with its config) "
+                                      "or Hugging Face save_pretrained directory")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--chunk-size", type=int, default=1 << 13, help=argparse.SUPPRESS)

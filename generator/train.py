@@ -22,10 +22,12 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from checker import HelpFormatter, add_version_option
 from checker.errors import Malformed
 from checker.modelspec import Dims, Family
 
 from .model import FamilyTransformer, MaxOfKTransformer
+from .progress import pipe_safe, unwritable
 
 MAX_EXACT_SEQUENCES = 10 ** 9  # above this the CLI skips the exact-accuracy count
 
@@ -167,29 +169,38 @@ def _steps(n: int, progress: bool):
 def _parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = argparse.ArgumentParser(
-        prog="train-max-of-k",
-        description="Train a one-layer attention-only Max-of-K transformer (paper recipe) "
-                    "and report its exact accuracy.")
+        prog="train-max-of-k", formatter_class=HelpFormatter,
+        description="Train a one-layer Max-of-K transformer with the paper's recipe and report "
+                    "its exact accuracy: attention-only by default, or of another supported "
+                    "family (LayerNorm, a ReLU MLP, RoPE, several heads, parallel residual).",
+        epilog="examples:\n"
+               "  train-max-of-k --out m.pt                      # the paper's Max-of-4 model\n"
+               "  train-max-of-k --out m.pt --d-vocab 8 --n-ctx 3 --d-model 16 --d-head 8 \\\n"
+               "      --layernorm LN --mlp 32 --rope --n-heads 2  # a family model")
+    add_version_option(p)
     p.add_argument("--out", required=True, help="output file (.pt/.pth or .safetensors)")
-    p.add_argument("--d-vocab", type=int, default=d.d_vocab)
-    p.add_argument("--n-ctx", type=int, default=d.n_ctx)
-    p.add_argument("--d-model", type=int, default=d.d_model)
-    p.add_argument("--d-head", type=int, default=d.d_head)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--steps", type=int, default=d.steps)
-    p.add_argument("--batch", type=int, default=d.batch)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--d-vocab", type=int, default=d.d_vocab, help="tokens")
+    p.add_argument("--n-ctx", type=int, default=d.n_ctx, help="sequence length")
+    p.add_argument("--d-model", type=int, default=d.d_model, help="residual width")
+    p.add_argument("--d-head", type=int, default=d.d_head, help="attention head width")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="seed of the initial weights and of every batch")
+    p.add_argument("--steps", type=int, default=d.steps, help="training steps")
+    p.add_argument("--batch", type=int, default=d.batch, help="sequences per batch")
+    p.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate")
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW weight decay")
     p.add_argument("--layernorm", choices=["LN", "LNPre"], default=None,
                    help="LayerNorm before attention, MLP and unembedding (TransformerLens)")
-    p.add_argument("--n-heads", type=int, default=d.n_heads)
+    p.add_argument("--n-heads", type=int, default=d.n_heads, help="attention heads")
     p.add_argument("--mlp", type=int, default=d.d_mlp, metavar="D_MLP",
                    help="add a ReLU MLP of this width (0: attention-only)")
     p.add_argument("--rope", action="store_true",
                    help="rotary positions (rotate-half) instead of a positional embedding")
-    p.add_argument("--rotary-dim", type=int, default=d.rotary_dim, help="0: d_head")
-    p.add_argument("--rotary-base", type=int, default=d.rotary_base)
-    p.add_argument("--ln-eps", type=float, default=d.ln_eps)
+    p.add_argument("--rotary-dim", type=int, default=d.rotary_dim,
+                   help="with --rope: rotated dimensions (0: d_head)")
+    p.add_argument("--rotary-base", type=int, default=d.rotary_base,
+                   help="with --rope: base of the angles")
+    p.add_argument("--ln-eps", type=float, default=d.ln_eps, help="with --layernorm: epsilon")
     p.add_argument("--parallel", action="store_true",
                    help="parallel attention and MLP (GPT-NeoX residual)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -198,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     """CLI; exit 0 on success, 2 on a bad argument."""
     from .ground_truth import count_correct
@@ -217,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))  # exits 2
     if not args.out.lower().endswith(TORCH_SUFFIXES + (SAFETENSORS_SUFFIX,)):
         parser.error(f"--out {args.out!r}: use a .pt, .pth or .safetensors file name")
+    why = unwritable(args.out)  # before training, not after
+    if why:
+        parser.error(f"cannot write --out {args.out}: {why}")
     result = train_with_stats(cfg, progress=not args.no_progress)
     weights = result.model.weights()
     meta = training_metadata(cfg, result)

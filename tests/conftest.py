@@ -12,3 +12,59 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# The fast tier: `make test-fast` runs `pytest -m "not slow"`; `make test` (CI)
+# runs everything.  The long runs are marked here, in one place, by file or
+# test; a single slow test elsewhere carries @pytest.mark.slow itself.
+SLOW_FILES = (
+    "test_redteam_",  # red teams: thousands of adversarial certificates
+    "test_interop_",  # TransformerLens / Hugging Face round trips
+    "test_fuzz_audit.py",
+    "test_zoo.py",  # a Dask cluster
+    "test_training.py",
+    "test_certs_audit.py",  # every shipped certificate
+    "test_install.py",  # a fresh venv
+    "test_proof_length.py",  # proof length counts, not soundness
+)
+SLOW_TESTS = (
+    # the two arithmetic back-ends agree (each is tested on its own in the fast tier)
+    "test_arith.py::test_shipped_certificates_same_verdict",
+    "test_arith.py::test_random_models_same_counts",
+    "test_subcubic_lowrank.py::test_arb_back_end_agrees",
+    "test_subcubic_direct.py::test_both_back_ends_agree",
+    # tightness and size of the proofs (not soundness)
+    "test_cubic_soundness.py::test_tightness_on_shipped_small_models",
+    "test_subcubic_soundness.py::test_trained_models_are_certified_nontrivially",
+    "test_subcubic_lowrank.py::test_low_rank_is_nontrivial",
+    "test_subcubic_direct.py::test_no_line_computes_eu",
+    "test_overwhelm_family.py::test_demo_model_certifies_a_long_free_string",
+    # the largest model of a soundness sweep whose other models stay in the fast tier
+    "test_overwhelm_family.py::test_every_accepted_claim_holds_on_every_completion[small_trained]",
+)
+# Soundness sweeps (every strategy variant x every model, checked against
+# enumeration): the fast tier keeps every variant on these models only.
+SWEEPS = (
+    "test_subcubic_lowrank.py::test_every_covered_sequence_is_correct[",
+    "test_subcubic_direct.py::test_every_covered_sequence_is_correct[",
+    "test_subcubic_soundness.py::test_every_covered_sequence_is_correct[",
+)
+SWEEP_FAST_MODELS = ("v8k3-good-", "v8k4-rank2-trap-4-", "random-scaled-270-")
+
+
+def _slow(item) -> bool:
+    name = item.path.name
+    test = f"{name}::{item.name}"
+    if name.startswith(SLOW_FILES) or test.startswith(SLOW_TESTS):
+        return True
+    for sweep in SWEEPS:
+        if test.startswith(sweep):
+            return not test[len(sweep):].startswith(SWEEP_FAST_MODELS)
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if _slow(item):
+            item.add_marker(pytest.mark.slow)

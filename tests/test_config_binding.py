@@ -137,7 +137,7 @@ REFUSED_TL = {
     "rotary_scaling_factor": 2.0, "clip_qkv": 8.0, "num_experts": 4,
     "quantization_method": "gptq", "attention_dir": "bidirectional",
     "original_architecture": "Olmo2ForCausalLM", "attn_scale": 2.0, "n_key_value_heads": 2,
-    "n_layers": 2, "normalization_type": "RMS", "positional_embedding_type": "alibi",
+    "n_layers": 2, "normalization_type": "RMSNorm", "positional_embedding_type": "alibi",
     "d_vocab_out": 9, "a_field_from_the_future": 1,
 }
 

@@ -97,6 +97,12 @@ class ArbArithmetic(Arithmetic):
             total = total + x
         return total
 
+    def product(self, x, y):
+        out = x * y  # arb_mul
+        if x >= self.zero and y >= self.zero:  # both enclosures entirely >= 0
+            return out.nonnegative_part()
+        return out
+
     def exp(self, x):
         top = x.upper()
         if top >= self.exp_limit:

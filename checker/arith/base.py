@@ -60,6 +60,12 @@ class Arithmetic:
         """A point element >= every real in x (x's upper endpoint, or above)."""
         raise NotImplementedError
 
+    def product(self, x, y):
+        """An enclosure of X·Y for X in x, Y in y.  When both enclosures are >= 0 the
+        result is >= 0 too (a ball product can reach below 0 where an interval product
+        cannot; intersecting with [0, ∞) keeps every product of non-negative reals)."""
+        return x * y
+
     # -- sums and functions -------------------------------------------------
     def fsum(self, xs):
         """An enclosure of the sum of the elements xs (0 for none)."""

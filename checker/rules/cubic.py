@@ -109,9 +109,9 @@ class _Counted:
         self.count += len(xs) - 1
         return self.base.up_max(xs)
 
-    def imul(self, x, y):  # interval product
+    def imul(self, x, y):  # interval product (>= 0 when both factors are)
         self.count += 1
-        return x * y
+        return self.base.product(x, y)
 
     def isub(self, x, y):  # interval difference
         self.count += 1

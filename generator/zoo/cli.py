@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from checker import HelpFormatter, add_version_option
+from generator.progress import pipe_safe
+
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 
 
@@ -37,19 +40,21 @@ def parser() -> argparse.ArgumentParser:
 
     d = TrainConfig()
     p = argparse.ArgumentParser(prog="certify-zoo", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[1:]))
-    p.add_argument("--out", default="zoo-report", help="report directory (default zoo-report)")
+                                formatter_class=HelpFormatter,
+                                epilog="examples:" + "\n".join(__doc__.splitlines()[1:]))
+    add_version_option(p)
+    p.add_argument("--out", default="zoo-report", help="report directory")
     p.add_argument("--seeds", type=int, help="train this many models (seeds FIRST..FIRST+N-1)")
-    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--first-seed", type=int, default=0, help="FIRST of --seeds")
     p.add_argument("--seed-list", type=_seed_list, help="train these seeds, e.g. 3,7,11")
     p.add_argument("--models", type=Path, help="also load every model file in this directory")
     p.add_argument("--strategies", help="comma-separated subset (default: every strategy "
                                         "gen-cert has, including parametrised variants)")
-    p.add_argument("--d-vocab", type=int, default=d.d_vocab)
-    p.add_argument("--n-ctx", type=int, default=d.n_ctx)
-    p.add_argument("--d-model", type=int, default=d.d_model)
-    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--d-vocab", type=int, default=d.d_vocab, help="trained models: tokens")
+    p.add_argument("--n-ctx", type=int, default=d.n_ctx, help="trained models: sequence length")
+    p.add_argument("--d-model", type=int, default=d.d_model,
+                   help="trained models: residual and head width")
+    p.add_argument("--steps", type=int, default=d.steps, help="trained models: training steps")
     p.add_argument("--scheduler", help="tcp://HOST:PORT of an existing Dask scheduler")
     p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: cores)")
     p.add_argument("--check-jobs", type=int, default=1,
@@ -58,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--check-timeout", type=float, help="seconds before a check is a failure")
     p.add_argument("--check-arith", help="check-cert --arith back-end (default: check-cert's); "
                                          "cached results are reused whichever checked them")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 
@@ -97,6 +102,7 @@ def options(args, p):
                       progress=not args.no_progress)
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     try:
         import dask.distributed  # noqa: F401  (the zoo extra)

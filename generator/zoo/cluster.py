@@ -70,6 +70,11 @@ def describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}".strip()
 
 
+def _position(bar) -> int:
+    """The screen line of a tqdm bar below the first one (0 for the first)."""
+    return abs(getattr(bar, "pos", 0))
+
+
 class JobLoop:
     """Run jobs and their follow-ups on a client, with one retry each."""
 
@@ -86,8 +91,14 @@ class JobLoop:
         """Run to completion; return the jobs that failed every attempt."""
         from dask.distributed import as_completed
 
+        try:
+            self._run(jobs, as_completed())
+        finally:  # also on Ctrl-C: the lines after the run must start on a clean screen
+            self.close_bars()
+        return self.failed
+
+    def _run(self, jobs: list[Job], queue) -> None:
         pending: dict[str, Job] = {}
-        queue = as_completed()
         for job in jobs:
             self._submit(job, queue, pending)
         for future in queue:
@@ -104,9 +115,14 @@ class JobLoop:
             self.completed += 1
             for follow in job.on_result(result, job) or []:
                 self._submit(follow, queue, pending)
-        for bar in self.bars.values():
+
+    def close_bars(self) -> None:
+        """Erase every bar, the lowest on the screen first: each one's line is then
+        cleared where it was drawn, and the cursor ends where the first bar began,
+        so the summary printed next is not overwritten by bar residue."""
+        for bar in sorted(self.bars.values(), key=_position, reverse=True):
             bar.close()
-        return self.failed
+        self.bars.clear()
 
     def _submit(self, job: Job, queue, pending: dict) -> None:
         job.attempts += 1
@@ -122,8 +138,11 @@ class JobLoop:
 
     def _failed_attempt(self, job: Job, why: str, queue, pending: dict) -> None:
         job.failures.append(why)
-        print(f"certify-zoo: {job.name}: attempt {job.attempts} failed ({why})"
-              + ("; retrying" if job.attempts <= self.retries else ""), file=sys.stderr)
+        from tqdm import tqdm
+
+        # tqdm.write: printed above the bars, which are redrawn below it
+        tqdm.write(f"certify-zoo: {job.name}: attempt {job.attempts} failed ({why})"
+                   + ("; retrying" if job.attempts <= self.retries else ""), file=sys.stderr)
         if job.attempts <= self.retries:
             self.retried.append(job)
             self._submit(job, queue, pending)
@@ -140,5 +159,5 @@ class JobLoop:
             self.bars[stage] = tqdm(total=0, desc=stage if stage != "all" else "all jobs",
                                     position=position, file=sys.stderr, unit="job",
                                     disable=None if self.progress else True,
-                                    leave=stage == "all")
+                                    leave=False)  # the summary line reports the totals
         return self.bars[stage]
