@@ -4,12 +4,13 @@ Each entry is one ordinary check (cli.check_file with --model and --require,
 the same limits, the same fail-closed verdicts); the audit adds findings a
 single check cannot see: a certificate in the policy's directory that the
 policy does not name (unaudited), a model file whose digest is not the pinned
-one (stale), a named file that does not exist (missing).
+one (stale), a certificate file whose digest is not the pinned one (modified),
+a named file that does not exist (missing).
 
 Exit codes:
   0  every named certificate verified against its model and statement, none
      unaudited
-  1  a finding: rejected, malformed, stale, missing or unaudited
+  1  a finding: rejected, malformed, stale, modified, missing or unaudited
   2  the audit could not run: the policy is unreadable or malformed, names no
      certificate, a report cannot be written, or the audit was interrupted
 """
@@ -39,7 +40,7 @@ from .modelfile import MAX_BYTES as MAX_MODEL_BYTES
 from .rules import pool as worker_pool
 
 PASS = "verified"
-VERDICTS = (PASS, "rejected", "malformed", "stale", "missing", "unaudited")
+VERDICTS = (PASS, "rejected", "malformed", "stale", "modified", "missing", "unaudited")
 JUNIT_ERRORS = ("malformed",)  # a JUnit <error>; every other finding is a <failure>
 HASH_CHUNK = 1 << 20
 
@@ -66,38 +67,56 @@ def model_sha256(files: list[Path], deadline: float) -> str:
     return h.hexdigest()
 
 
-def _hash_into(h, path: Path, deadline: float) -> None:
-    too_large = Malformed(f"model file {path} is larger than the limit of {MAX_MODEL_BYTES} "
-                          "bytes")
+def certificate_sha256(cert: Path, limits: Limits, deadline: float) -> str:
+    """SHA-256 of a certificate file, bounded like the check that would read it: no more
+    bytes than --max-lines lines of --max-line-bytes, and the clock between chunks."""
+    h = hashlib.sha256()
+    _hash_into(h, cert, deadline, "certificate", limits.max_lines * limits.max_line_bytes)
+    return h.hexdigest()
+
+
+def _hash_into(h, path: Path, deadline: float, what: str = "model file",
+               limit: int = MAX_MODEL_BYTES) -> None:
+    too_large = Malformed(f"{what} {path} is larger than the limit of {limit} bytes")
     if not path.is_file():  # e.g. a FIFO as model.safetensors: opening it would block
-        raise Malformed(f"model file {path} is not a regular file")
+        raise Malformed(f"{what} {path} is not a regular file")
     try:
         with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_MODEL_BYTES:
+            if os.fstat(f.fileno()).st_size > limit:
                 raise too_large
             read = 0
             while chunk := f.read(HASH_CHUNK):
                 read += len(chunk)
-                if read > MAX_MODEL_BYTES:  # it grew, or it is not what stat said
+                if read > limit:  # it grew, or it is not what stat said
                     raise too_large
                 if time.monotonic() > deadline:
-                    raise Malformed(f"hashing model file {path} took longer than the time "
+                    raise Malformed(f"hashing {what} {path} took longer than the time "
                                     "limit (raise --max-seconds to allow it)")
                 h.update(chunk)
     except OSError as err:
-        raise Malformed(f"cannot read model file {path}: {err.strerror}") from None
+        raise Malformed(f"cannot read {what} {path}: {err.strerror}") from None
 
 
 def _finding(verdict: str, message: str) -> dict:
     return {"verdict": verdict, "message": message}
 
 
+def _modified(cert: Path, actual: str, pinned: str) -> dict:
+    """The finding for a certificate file whose bytes are not the ones the policy pins."""
+    return _finding("modified", f"modified certificate: {cert} has sha256:{actual[:12]}..., "
+                                f"the policy pins sha256:{pinned[:12]}... (if the change is "
+                                "intended, re-pin it: gen-cert --pin, or the policy's "
+                                "certificate == sha256:...)")
+
+
 def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int,
                 arith: str = arithmetic.DEFAULT) -> dict:
     """The verdict for one policy entry, as a dict (JSON- and pickle-friendly).
 
-    Order: missing files, then a changed model (stale: the check is not run),
-    then the ordinary check of `cert` against `model` and `require`.
+    Order: missing files, then a changed model (stale: the check is not run), then a
+    changed certificate file (modified: not run either), then the ordinary check of `cert`
+    against `model` and `require`, whose own digest of the bytes it read must still be the
+    pinned one.
     Never raises: any error is a non-passing verdict (fail closed).
     """
     started = time.monotonic()
@@ -130,10 +149,18 @@ def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: in
             return _finding("stale", f"stale certificate: model changed: {model} has sha256:"
                                      f"{actual[:12]}..., the policy pins sha256:{pinned[:12]}... "
                                      "(regenerate the certificate and re-pin it)")
+    pinned_cert = policy_file.pinned_certificate_sha256(atoms)
+    if pinned_cert is not None:
+        actual = certificate_sha256(cert, limits, started + limits.max_seconds)
+        if actual != pinned_cert:
+            return _modified(cert, actual, pinned_cert)
     # the time spent hashing counts against --max-seconds: the check gets what is left
     left = max(0.0, limits.max_seconds - (time.monotonic() - started))
     report = check_file(str(cert), dataclasses.replace(limits, max_seconds=left), str(model),
                         jobs, arithmetic.get(arith))
+    read = report.facts.certificate_sha256
+    if pinned_cert is not None and read != pinned_cert:  # it changed after it was hashed above
+        return _modified(cert, read, pinned_cert)
     enforce([atoms], report.facts)
     summary = _summary(report, str(model))
     if summary.get("property") == "overwhelm":  # spec/overwhelm.md: no count
@@ -166,15 +193,16 @@ def _size(path: Path) -> int:
 
 
 def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
-        arith: str = arithmetic.DEFAULT) -> list[dict]:
-    """Check every entry of `pol`, then list unaudited certificates.
+        arith: str = arithmetic.DEFAULT, entries: tuple | None = None) -> list[dict]:
+    """Check every entry of `pol` (or only `entries`, some of them: --only), then list
+    unaudited certificates (always against the whole policy).
 
     Parallelism: min(jobs, entries) worker processes each check whole
     certificates with jobs // workers processes of their own, so at most
     `jobs` processes compute at once.  Results come back in policy order;
     `on_result(result)` is called as each becomes available.
     """
-    entries = pol.entries
+    entries = pol.entries if entries is None else entries
     workers = max(1, min(jobs, len(entries)))
     per_check = max(1, jobs // workers)
     args = [(_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require, limits,
@@ -241,12 +269,21 @@ def verdict_line(r: dict) -> str:
     return printable(f"{r['verdict'].upper():<9} {r['certificate']}: {r['message']}")
 
 
-def summary_line(path, results: list[dict]) -> str:
+def summary_line(path, results: list[dict], selection: str = "") -> str:
     c = counts(results)
     n = len(results) - c["unaudited"]
     found = ", ".join(f"{c[v]} {v}" for v in VERDICTS[1:] if c[v])
     outcome = f"FAILED ({found})" if found else "PASSED"
-    return printable(f"audit {path}: {c[PASS]} of {n} certificates verified: {outcome}")
+    return printable(f"audit {path}: {c[PASS]} of {n} certificates verified{selection}: "
+                     f"{outcome}")
+
+
+def selection_note(pol: policy_file.Policy, entries: tuple, files: list[str] | None) -> str:
+    """What --only left of the policy, for the summary line ('' without --only)."""
+    if files is None:
+        return ""
+    return (f" (--only: {len(entries)} of {len(pol.entries)} entries concern the "
+            f"{len(files)} file{'s' if len(files) != 1 else ''} given)")
 
 
 def junit(path, results: list[dict], error: str | None = None,
@@ -296,8 +333,8 @@ def parser() -> argparse.ArgumentParser:
         prog="check-cert audit",
         description="Check every certificate a policy names against its model file and "
                     "statement; flag unaudited, stale and missing certificates.",
-        epilog="Exit codes: 0 all verified; 1 a finding (rejected, malformed, stale, missing, "
-               "unaudited); 2 the policy is malformed or the audit could not run.")
+        epilog="Exit codes: 0 all verified; 1 a finding (rejected, malformed, stale, modified, "
+               "missing, unaudited); 2 the policy is malformed or the audit could not run.")
     p.add_argument("policy", help="policy file (spec/policy.md)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes in all (default: all cores)")
@@ -305,6 +342,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
                    help="arithmetic back-end, as in check-cert")
+    p.add_argument("--only", nargs="+", metavar="FILE",
+                   help="check only the entries whose certificate or model file is among FILEs "
+                        "(all of them if POLICY is); unaudited certificates are still reported. "
+                        "For pre-commit, which appends the changed files")
     _limit_options(p)
     add_version_option(p)
     return p
@@ -319,8 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         pol = policy_file.load(args.policy)
         if not pol.entries:
             raise Malformed(f"policy {args.policy} names no certificate")
+        entries = pol.entries if args.only is None else pol.entries_for(args.only)
         show = None if args.json else (lambda r: _say(verdict_line(r)))
-        results = run(pol, limits, max(1, args.jobs), show, args.arith)
+        results = run(pol, limits, max(1, args.jobs), show, args.arith, entries)
     except (Malformed, arithmetic.Unavailable) as err:
         return _report_error(args, str(err))
     except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (cli.Terminated)
@@ -331,11 +373,12 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     if args.json:
         verdict = {0: "passed", 1: "failed"}.get(code, "malformed")
-        _say(json.dumps({"policy": args.policy, "verdict": verdict,
-                         "exit_code": code, "counts": counts(results), "results": results},
-                        indent=1))
+        _say(json.dumps({"policy": args.policy, "verdict": verdict, "exit_code": code,
+                         "only": args.only, "entries_checked": len(entries),
+                         "entries": len(pol.entries), "counts": counts(results),
+                         "results": results}, indent=1))
     else:
-        _say(summary_line(args.policy, results))
+        _say(summary_line(args.policy, results, selection_note(pol, entries, args.only)))
     return code
 
 

@@ -10,6 +10,8 @@ Nothing but full acceptance exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -42,6 +44,32 @@ def _lines(stream, limit: int):
         yield text
 
 
+class _Sha256Reader:
+    """A binary stream that hashes every byte read through it and, at its end, records the
+    digest in the checker's verified facts.  A policy's `certificate == sha256:...` is then
+    compared with exactly the bytes that were checked, not with a second read of a file that
+    may have changed in between.  (Facts exist only after the qed line: at the end of a file
+    without one there is nothing to record, and the check fails anyway.)"""
+
+    def __init__(self, stream, checker: CertificateChecker):
+        self._stream, self._checker, self._sha256 = stream, checker, hashlib.sha256()
+
+    def readline(self, limit: int = -1) -> bytes:
+        raw = self._stream.readline(limit)
+        self._sha256.update(raw)
+        facts = self._checker.report.facts
+        if not raw and facts is not None:  # end of file: every byte has been hashed
+            self._checker.report.facts = dataclasses.replace(
+                facts, certificate_sha256=self._sha256.hexdigest())
+        return raw
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stream.close()
+
+
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
                arith: arithmetic.Arithmetic = arithmetic.MPMATH, progress: bool = False) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected.
@@ -54,7 +82,7 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     checker = CertificateChecker(limits, model_file, jobs, arith)
     checker.started = started  # reading the model file counts against --max-seconds
     try:
-        stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+        stream = _Sha256Reader(sys.stdin.buffer if path == "-" else open(path, "rb"), checker)
     except OSError as err:
         raise Malformed(f"cannot open {path}: {err.strerror}") from None
     with stream, Progress(file_size(path), enabled=progress) as bar:
@@ -94,6 +122,7 @@ def _result(report: Report, model_path: str | None) -> dict:
                 "overwhelm": statement.overwhelm_text(facts.overwhelm),
                 "weights_sha256": facts.weights_sha256, "model_file": model_path,
                 "model_file_sha256": facts.model_file_sha256, "strategy": report.strategy,
+                "certificate_sha256": facts.certificate_sha256,
                 "lines": report.lines, "arithmetic": report.arithmetic,
                 "seconds": round(report.seconds, 3), "work": report.work, "bytes": report.bytes,
                 "unexplained_dimensionality": None,  # not defined for overwhelm rules
@@ -109,6 +138,7 @@ def _result(report: Report, model_path: str | None) -> dict:
         "weights_sha256": facts.weights_sha256,
         "model_file": model_path,
         "model_file_sha256": facts.model_file_sha256,
+        "certificate_sha256": facts.certificate_sha256,
         "strategy": report.strategy,
         "lines": report.lines,
         "arithmetic": report.arithmetic,
@@ -130,6 +160,8 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
               f"{s['accuracy']} >= {s['accuracy_floor']}")
     print(f"  weights sha256:{s['weights_sha256']}")
+    print(f"  certificate file sha256:{s['certificate_sha256']} (a policy may pin it: "
+          "certificate == sha256:...)")
     if s.get("family"):  # bound by the weights digest (spec/theorem.md §1b)
         print("  model family: " + ", ".join(f"{k}={v}" for k, v in s["family"].items()))
     if s["model_file"]:

@@ -15,6 +15,7 @@ spec/statements.md.  Blank lines and lines starting with '#' are ignored.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,21 @@ def pinned_model_sha256(atoms: list[statement.Atom]) -> str | None:
     return next((a.value for a in atoms if a.field == "model_file"), None)
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes as they are now: what `gen-cert --pin` pins as
+    `certificate == sha256:...` for the certificate it has just written."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def pinned_certificate_sha256(atoms: list[statement.Atom]) -> str | None:
+    """The `certificate == sha256:...` digest a statement pins, if any."""
+    return next((a.value for a in atoms if a.field == "certificate"), None)
+
+
 @dataclass(frozen=True)
 class Policy:
     path: Path
@@ -54,6 +70,22 @@ class Policy:
 
     def resolve(self, relative: str) -> Path:
         return self.base / relative
+
+    def entries_for(self, files: list[str]) -> tuple[Entry, ...]:
+        """The entries a change to `files` (paths as given, e.g. by pre-commit) concerns:
+        those whose certificate or model file is among them, or whose save_pretrained
+        directory holds one, compared after resolving '..' and symbolic links; every
+        entry if the policy itself is among them (any line may have changed)."""
+        changed = {_real(Path(f)) for f in files}
+        if _real(self.path) in changed:
+            return self.entries
+
+        def concerned(entry: Entry) -> bool:
+            model = _real(self.resolve(entry.model))
+            return (_real(self.resolve(entry.certificate)) in changed
+                    or any(f == model or model in f.parents for f in changed))
+
+        return tuple(e for e in self.entries if concerned(e))
 
 
 def _is_comment(line: str) -> bool:

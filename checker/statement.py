@@ -19,7 +19,7 @@ from .errors import Malformed
 _PARSER = Lark(Path(__file__).with_name("statement.lark").read_text(), parser="lalr")
 
 INT_FIELDS = ("d_vocab", "n_ctx", "d_model", "d_head")
-HASH_FIELDS = ("weights", "model_file")
+HASH_FIELDS = ("weights", "model_file", "certificate")
 # field -> (allowed comparison, allowed value kinds)
 FIELD_TYPES = {
     "task": ("==", ("word",)),
@@ -142,7 +142,8 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
 
 
 FIELDS = ("task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "model_file",
-          "correct", "accuracy", "property", "prefix", "query", "output", "free_perm", "free")
+          "certificate", "correct", "accuracy", "property", "prefix", "query", "output",
+          "free_perm", "free")
 
 
 def _unknown_field(text: str) -> str | None:
@@ -196,6 +197,9 @@ class Facts:
     correct: int | None  # proven lower bound on the number of correct sequences (accuracy)
     model_file_sha256: str | None = None  # only when --model was read and matched
     overwhelm: Overwhelm | None = None  # the overwhelm property, when that is what was proven
+    # SHA-256 of the certificate's bytes as the checker read them (cli.check_file); None
+    # while they are still being read, so a theorem can never claim its own file's digest
+    certificate_sha256: str | None = None
 
     @property
     def total(self) -> int:
@@ -218,6 +222,8 @@ def holds(atom: Atom, facts: Facts) -> bool:
         return facts.weights_sha256 == atom.value
     if atom.field == "model_file":
         return facts.model_file_sha256 is not None and facts.model_file_sha256 == atom.value
+    if atom.field == "certificate":
+        return facts.certificate_sha256 is not None and facts.certificate_sha256 == atom.value
     if atom.field == "correct":
         return facts.correct >= atom.value
     if atom.field == "accuracy":

@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     except NotApplicable as err:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2
+    if args.pin and floor_refused(args, summary):  # before -o is written: nothing left behind
+        return 1
     text = "\n".join(lines) + "\n"
     code = _write(text, args.output)
     if code:
@@ -201,18 +203,15 @@ def _write(text: str, output: str | None) -> int:
 
 
 def pin(args, lines: list[str], summary: dict) -> int:
-    """Pin the certificate just written in the policy `args.pin`: its weights
-    digest, model file digest and the accuracy floor `args.floor`.  The floor
-    must not exceed the accuracy the certificate claims (the audit would fail)."""
+    """Pin the certificate just written in the policy `args.pin`: its weights digest, model
+    file digest, the accuracy floor `args.floor` (checked by floor_refused) and the digest
+    of the certificate file itself, so the audit sees any later edit of it."""
     header = json.loads(lines[0])
     weights = next(a for a in statement.parse(header["theorem"]) if a.field == "weights")
-    if floor_atom(args.floor).value * summary["total"] > summary["claim"]:
-        print(f"gen-cert: --floor {args.floor} is above the claimed accuracy "
-              f"{summary['claim']}/{summary['total']}; {args.pin} not updated", file=sys.stderr)
-        return 1
-    require = (f"accuracy >= {args.floor} and {weights} and "
-               f"model_file == sha256:{header['model']['file_sha256']}")
     try:
+        require = (f"accuracy >= {args.floor} and {weights} and "
+                   f"model_file == sha256:{header['model']['file_sha256']} and "
+                   f"certificate == sha256:{policy.file_sha256(args.output)}")
         action = policy.pin(args.pin, args.output, args.model, require)
     except (Malformed, OSError) as err:
         print(f"gen-cert: cannot pin in {args.pin}: {err}", file=sys.stderr)
@@ -220,6 +219,17 @@ def pin(args, lines: list[str], summary: dict) -> int:
     if not args.quiet:
         print(f"gen-cert: {action} {args.output} in {args.pin}: {require}", file=sys.stderr)
     return 0
+
+
+def floor_refused(args, summary: dict) -> bool:
+    """Whether --floor exceeds the accuracy the certificate claims (the audit would fail);
+    says so.  Checked before the certificate is written, so a refusal leaves no file."""
+    if floor_atom(args.floor).value * summary["total"] <= summary["claim"]:
+        return False
+    print(f"gen-cert: --floor {args.floor} is above the claimed accuracy "
+          f"{summary['claim']}/{summary['total']}; {args.output} not written, {args.pin} not "
+          "updated", file=sys.stderr)
+    return True
 
 
 def floor_atom(floor: str) -> statement.Atom:

@@ -283,11 +283,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def pin(args, lines: list[str]) -> None:
     """Pin the overwhelm certificate just written in the policy `args.pin`: its
-    theorem (all atoms) and the model file's digest (spec/policy.md)."""
+    theorem (all atoms), the model file's digest and the certificate file's own
+    digest (spec/policy.md)."""
     from checker import policy
 
     header = json.loads(lines[0])
-    require = f"{header['theorem']} and model_file == sha256:{header['model']['file_sha256']}"
+    require = (f"{header['theorem']} and model_file == sha256:{header['model']['file_sha256']}"
+               f" and certificate == sha256:{policy.file_sha256(args.output)}")
     action = policy.pin(args.pin, args.output, args.model, require)
     if not args.quiet:
         print(f"gen-cert: {action} {args.output} in {args.pin}", file=sys.stderr)

@@ -4,6 +4,7 @@ truncated, stale, missing, unaudited and malformed cases; `gen-cert --pin`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import xml.etree.ElementTree as ET
@@ -179,7 +180,61 @@ def test_every_finding_in_one_audit(tmp_path, capsys):
     assert code == 1 and data["verdict"] == "failed" and data["exit_code"] == 1
     assert {r["certificate"]: r["verdict"] for r in data["results"]} == want
     assert data["counts"] == {"verified": 1, "rejected": 2, "malformed": 1, "stale": 1,
-                              "missing": 1, "unaudited": 1}
+                              "modified": 0, "missing": 1, "unaudited": 1}
+
+
+def reformatted() -> str:
+    """The shipped certificate with its header re-serialized (other JSON spacing): an edit
+    that still verifies, which only the certificate's own digest can show."""
+    lines = CERT.read_text().splitlines()
+    header = json.dumps(json.loads(lines[0]), separators=(", ", ": "))
+    return "\n".join([header, *lines[1:]]) + "\n"
+
+
+def cert_pin(text: str = OK) -> str:
+    return f" and certificate == sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+
+
+def test_modified_certificate_is_a_finding(tmp_path, capsys):
+    """A pinned certificate digest catches an edit that still verifies: verdict `modified`
+    (not checked), a JUnit <failure> of that type and the same count in --json; the
+    unedited file with the same pin passes."""
+    assert reformatted() != OK
+    entries = [("ok.jsonl", "m.pt", pinned() + cert_pin()),
+               ("edited.jsonl", "m.pt", pinned() + cert_pin())]
+    path = setup(tmp_path, entries, {"ok.jsonl": OK, "edited.jsonl": reformatted()},
+                 {"m.pt": MODEL})
+    edited = path.parent / "edited.jsonl"
+    assert check_cert([str(edited), "--model", str(tmp_path / "models" / "m.pt"),
+                       "--require", pinned(), "--jobs", "1"]) == 0  # it still verifies
+    capsys.readouterr()
+    report = tmp_path / "junit.xml"
+    code, out, _ = audit(capsys, path, "--junit", report)
+    lines = out.splitlines()
+    assert code == 1 and lines[0].startswith("VERIFIED  ok.jsonl: ")
+    assert lines[1].startswith("MODIFIED  edited.jsonl: modified certificate: ")
+    assert f"pins sha256:{hashlib.sha256(OK.encode()).hexdigest()[:12]}" in lines[1]
+    assert lines[-1].endswith("1 of 2 certificates verified: FAILED (1 modified)")
+    suite, cases = junit_cases(report)
+    assert cases["edited.jsonl"][0] == "modified" and cases["ok.jsonl"][0] == "verified"
+    assert (suite.get("failures"), suite.get("errors")) == ("1", "0")
+    code, out, _ = audit(capsys, path, "--json")
+    data = json.loads(out)
+    assert code == 1 and data["counts"]["modified"] == 1 and data["counts"]["verified"] == 1
+    assert data["results"][0]["certificate_sha256"] == hashlib.sha256(OK.encode()).hexdigest()
+
+
+def test_modified_after_hashing_is_caught_by_the_check(tmp_path, capsys, monkeypatch):
+    """The check's own digest of the bytes it read decides, not the audit's earlier
+    hash: a file that changes between the two is `modified`, never verified."""
+    from checker import audit as audit_module
+
+    path = setup(tmp_path, [("ok.jsonl", "m.pt", pinned() + cert_pin())],
+                 {"ok.jsonl": reformatted()}, {"m.pt": MODEL})
+    monkeypatch.setattr(audit_module, "certificate_sha256",
+                        lambda *a: hashlib.sha256(OK.encode()).hexdigest())
+    code, out, _ = audit(capsys, path)
+    assert code == 1 and out.startswith("MODIFIED  ok.jsonl: modified certificate: "), out
 
 
 MALFORMED_POLICIES = {
@@ -271,15 +326,17 @@ def test_gen_cert_pin_round_trip(tmp_path, capsys, monkeypatch):
     assert gen_cert([*args, "--floor", "0.99"]) == 0
     (entry,) = policy.load("certs/POLICY").entries
     assert (entry.certificate, entry.model) == ("m.jsonl", "../m.pt")
-    assert entry.require == pinned("0.99")
+    assert entry.require == pinned("0.99") + cert_pin(Path("certs/m.jsonl").read_text())
     assert audit(capsys, "certs/POLICY")[0] == 0
     assert gen_cert([*args, "--floor", "511/512"]) == 0
     (entry,) = policy.load("certs/POLICY").entries
-    assert entry.require == pinned("511/512")
+    assert entry.require.startswith(pinned("511/512") + " and certificate == sha256:")
     before = Path("certs/POLICY").read_text()
+    written = Path("certs/m.jsonl").read_bytes()
     assert gen_cert([*args, "--floor", "0.999"]) == 1
     assert "above the claimed accuracy" in capsys.readouterr().err
     assert Path("certs/POLICY").read_text() == before
+    assert Path("certs/m.jsonl").read_bytes() == written  # not rewritten either
     code, out, _ = audit(capsys, "certs/POLICY")
     assert code == 0 and out.startswith("VERIFIED  m.jsonl: correct >= 511 of 512")
     for bad in (["--floor", "0.9"],  # no -o
@@ -289,6 +346,22 @@ def test_gen_cert_pin_round_trip(tmp_path, capsys, monkeypatch):
             gen_cert(["m.pt", "-q", "--pin", "certs/POLICY", *bad])
         assert exc.value.code == 2
     assert Path("certs/POLICY").read_text() == before and not Path("x.jsonl").exists()
+
+
+def test_gen_cert_refused_floor_leaves_no_certificate(tmp_path, capsys, monkeypatch):
+    """`gen-cert -o X --pin POLICY --floor F` with F above the claim writes neither X nor
+    the policy (the floor is checked before -o is written): no unaudited file is left."""
+    pytest.importorskip("torch")
+    from generator.cli import main as gen_cert
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(MODEL, tmp_path / "m.pt")
+    Path("certs").mkdir()
+    code = gen_cert(["m.pt", "--strategy", "brute-force", "-q", "-o", "certs/new.jsonl",
+                     "--pin", "certs/POLICY", "--floor", "0.999"])
+    err = capsys.readouterr().err
+    assert code == 1 and "above the claimed accuracy 511/512" in err and "not written" in err
+    assert list(Path("certs").iterdir()) == []
 
 
 def test_arith_backend_is_passed_to_each_check(tmp_path, capsys):
@@ -301,3 +374,54 @@ def test_arith_backend_is_passed_to_each_check(tmp_path, capsys):
     code, out, _ = audit(capsys, path, "--json", "--arith", "arb", "--jobs", "2")
     data = json.loads(out)
     assert code == 0 and [r["arithmetic"] for r in data["results"]] == ["arb", "arb"], data
+
+
+def test_only_checks_the_entries_of_the_files_given(tmp_path, capsys, monkeypatch):
+    """--only FILE...: the entries whose certificate or model file is among the files
+    (compared after resolving: other spellings and symbolic links too), all of them for the
+    policy itself, none for an unrelated file; unaudited certificates are reported
+    whatever the selection; no --only checks everything."""
+    entries = [("a.jsonl", "m.pt", pinned()), ("b.jsonl", "s.pt", pinned())]
+    setup(tmp_path, entries, {"a.jsonl": OK, "b.jsonl": OK}, {"m.pt": MODEL, "s.pt": MODEL})
+    change_model(tmp_path, "s.pt")  # b is stale
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "certs" / "a.jsonl")
+
+    def verdicts(*files):
+        code, out, _ = audit(capsys, "certs/POLICY", "--json", *(("--only", *files) if files
+                                                                 else ()))
+        data = json.loads(out)
+        return code, {r["certificate"]: r["verdict"] for r in data["results"]}, data
+
+    for spelling in ("certs/a.jsonl", "models/../certs/a.jsonl", "link.jsonl",
+                     str(tmp_path / "certs" / "a.jsonl")):
+        code, got, data = verdicts(spelling)
+        assert (code, got) == (0, {"a.jsonl": "verified"}), spelling
+        assert (data["only"], data["entries_checked"], data["entries"]) == ([spelling], 1, 2)
+    assert verdicts("models/s.pt", "README.md")[:2] == (1, {"b.jsonl": "stale"})
+    assert verdicts("certs/POLICY")[:2] == (1, {"a.jsonl": "verified", "b.jsonl": "stale"})
+    assert verdicts()[:2] == (1, {"a.jsonl": "verified", "b.jsonl": "stale"})
+    assert verdicts("README.md")[:2] == (0, {})
+    (tmp_path / "certs" / "new.jsonl").write_text(OK)  # a new certificate nobody named
+    assert verdicts("certs/new.jsonl")[:2] == (1, {"new.jsonl": "unaudited"})
+    code, out, _ = audit(capsys, "certs/POLICY", "--only", "certs/a.jsonl")
+    assert out.splitlines()[-1] == ("audit certs/POLICY: 1 of 1 certificates verified (--only: "
+                                    "1 of 2 entries concern the 1 file given): FAILED "
+                                    "(1 unaudited)")
+    with pytest.raises(SystemExit) as exc:
+        check_cert(["audit", "certs/POLICY", "--only"])
+    assert exc.value.code == 2
+
+
+def test_only_selects_a_save_pretrained_directory_by_any_of_its_files(tmp_path):
+    """A changed config.json or model.safetensors of a Hugging Face directory selects
+    the entries that name the directory."""
+    (tmp_path / "hf").mkdir()
+    path = tmp_path / "POLICY"
+    path.write_text(f"a.jsonl  hf  {pinned()}\nb.jsonl  m.pt  {pinned()}\n")
+    pol = policy.load(path)
+    assert [e.certificate for e in pol.entries_for([str(tmp_path / "hf" / "config.json")])] \
+        == ["a.jsonl"]
+    assert [e.certificate for e in pol.entries_for([str(tmp_path / "hf")])] == ["a.jsonl"]
+    assert pol.entries_for([str(tmp_path / "hfx" / "config.json")]) == ()
+    assert len(pol.entries_for([str(path)])) == 2

@@ -6,7 +6,10 @@ certified bound may exceed the exact count recorded for the shipped model."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 from checker.cli import main as check_cert
 
@@ -37,11 +40,73 @@ def test_certs_policy_audit_passes(capsys):
             assert r["overwhelm"], r
 
 
-def test_pre_commit_hook_runs_this_audit():
-    """.pre-commit-hooks.yaml runs `check-cert audit` on this repository's policy, once per
-    commit (not once per file), from the checker-only install."""
-    hook = (ROOT / ".pre-commit-hooks.yaml").read_text()
-    for line in ("- id: check-cert-audit", "entry: check-cert audit", "args: [certs/POLICY]",
-                 "language: python", "pass_filenames: false"):
-        assert f"\n{line}\n" in hook or f"\n  {line}\n" in hook, line
+def pre_commit_hooks() -> dict[str, dict]:
+    yaml = pytest.importorskip("yaml")  # pre-commit's own reader of the file
+    return {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+
+
+def test_pre_commit_hooks_audit_this_policy():
+    """.pre-commit-hooks.yaml: `check-cert-audit` checks the entries of the changed files
+    (pre-commit appends them after --only), once per commit; `check-cert-audit-all` every
+    entry.  Both run from the checker-only install whenever a certificate, model file,
+    Hugging Face config or the policy changes."""
+    hooks = pre_commit_hooks()
+    changed, every = hooks["check-cert-audit"], hooks["check-cert-audit-all"]
+    assert changed["entry"] == every["entry"] == "check-cert audit"
+    assert changed["args"] == ["certs/POLICY", "--only"] and changed["pass_filenames"] is True
+    assert changed["require_serial"] is True
+    assert every["args"] == ["certs/POLICY"] and every["pass_filenames"] is False
+    for hook in (changed, every):
+        assert hook["language"] == "python"
+        for path in ("certs/a.jsonl", "generator/models/m.pt", "m.safetensors", "certs/POLICY",
+                     "models/hf/config.json"):
+            assert re.search(hook["files"], path), path
+        assert not re.search(hook["files"], "README.md")
+    local = re.search(r"repo: local.*?files: (\S+)\n", (ROOT / "spec" / "policy.md").read_text(),
+                      re.S)
+    assert local and local.group(1) == changed["files"]  # the documented local hook agrees
     assert (ROOT / "certs" / "POLICY").is_file()
+
+
+def test_pre_commit_hook_command_checks_only_the_changed_entry(capsys, monkeypatch):
+    """The command the hook runs for a commit that changes one certificate, as pre-commit
+    builds it (entry, args, then the changed files, from the repository root): that one
+    entry is checked, and the audit passes."""
+    hook = pre_commit_hooks()["check-cert-audit"]
+    monkeypatch.chdir(ROOT)
+    argv = [*hook["entry"].split()[1:], *hook["args"], "certs/max3_v8_seed0.cubic.jsonl",
+            "README.md"]
+    code = check_cert([*argv, "--json", "--jobs", "1"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report
+    assert [r["certificate"] for r in report["results"]] == ["max3_v8_seed0.cubic.jsonl"]
+
+
+def _workflow(doc: Path) -> str:
+    """The GitHub Actions workflow shown in `doc` (the yaml block naming actions/checkout)."""
+    blocks = re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S)
+    (workflow,) = [b for b in blocks if "actions/checkout" in b]
+    return workflow
+
+
+def test_github_actions_workflow_works_as_written():
+    """README's workflow (the same in spec/policy.md) is complete and has no placeholder: it
+    checks out, sets up Python, installs the checker from the checkout and runs the audit
+    this repository's own test runs, with options the audit accepts."""
+    yaml = pytest.importorskip("yaml")
+    from checker.audit import parser
+
+    text = _workflow(ROOT / "README.md")
+    assert text == _workflow(ROOT / "spec" / "policy.md")
+    assert "<" not in text and "owner" not in text
+    (job,) = yaml.safe_load(text)["jobs"].values()
+    steps = job["steps"]
+    assert [s.get("uses", "").split("@")[0] for s in steps[:2]] == ["actions/checkout",
+                                                                   "actions/setup-python"]
+    runs = [s["run"] for s in steps if "run" in s]
+    assert runs[0] == "pip install ."  # the package of the checked-out repository
+    command = runs[1].split()
+    assert command[:2] == ["check-cert", "audit"]
+    args = parser().parse_args(command[2:])
+    assert (ROOT / args.policy).is_file() and args.junit == "check-cert.xml"
+    assert steps[-1]["with"]["report_paths"] == args.junit

@@ -202,6 +202,21 @@ def test_model_file_holds_only_with_a_model_file():
     assert not holds(statement.parse(f"model_file == sha256:{DIGEST}")[0], facts(5))
 
 
+def test_certificate_holds_only_with_the_digest_read():
+    """`certificate == sha256:D` needs the digest of the bytes the checker read; before the
+    file is read to its end (a header theorem's facts) there is none, so it never holds."""
+    atom = statement.parse(f"certificate == sha256:{OTHER}")[0]
+    assert (atom.field, atom.kind, atom.value) == ("certificate", "hash", OTHER)
+    assert not holds(atom, facts(5))
+    with_digest = Facts(dims=facts(5).dims, weights_sha256=DIGEST, correct=5,
+                        certificate_sha256=OTHER)
+    assert holds(atom, with_digest)
+    assert not holds(statement.parse(f"certificate == sha256:{DIGEST}")[0], with_digest)
+    for refused in ("certificate >= sha256:" + OTHER, "certificate == 3"):
+        with pytest.raises(Malformed):
+            statement.parse(refused)
+
+
 def test_total_is_vocab_to_the_context():
     assert facts(0, v=6, k=3).total == 216
     assert holds_all("accuracy >= 31/216", facts(31, v=6, k=3))
@@ -334,6 +349,36 @@ def test_header_theorem_model_file_needs_model(cert, capsys):
     assert "weights are exactly those of" in out
     code, out, err = run(capsys, bound)
     assert code == 1 and "model_file == sha256:" in err
+
+
+def test_require_certificate_digest_of_the_bytes_read(cert, capsys, tmp_path):
+    """--require 'certificate == sha256:D' holds iff D is the SHA-256 of the bytes checked,
+    from a file or from stdin; a byte more (a trailing newline) is another certificate."""
+    path = cert[0]
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    code, out, err = run(capsys, path, "--require", f"certificate == sha256:{digest}")
+    assert code == 0, err
+    code, out, _ = run(capsys, path, "--json")
+    assert code == 0 and f'"certificate_sha256": "{digest}"' in out
+    assert run(capsys, path, "--require", f"certificate == sha256:{OTHER}")[0] == 1
+    longer = tmp_path / "longer.jsonl"
+    longer.write_bytes(data + b"\n")
+    code, out, err = run(capsys, longer)
+    if code == 0:  # the edit still verifies: only the digest tells them apart
+        assert run(capsys, longer, "--require", f"certificate == sha256:{digest}")[0] == 1
+    proc = run_checker_subprocess(["-", "--jobs", "1", "--require",
+                                   f"certificate == sha256:{digest}"], stdin=data)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_header_theorem_cannot_claim_its_own_digest(cert, capsys):
+    """A certificate cannot contain its own digest; a header claiming one is rejected."""
+    objs = cert[5]
+    claim = write_lines(dump(_with_header(objs, f"certificate == sha256:{OTHER}")),
+                        "hdr_certificate.jsonl")
+    code, _, err = run(capsys, claim)
+    assert code == 1 and "certificate == sha256:" in err and "was not verified" in err
 
 
 def test_require_through_subprocess(cert):
