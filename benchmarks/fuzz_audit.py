@@ -17,6 +17,8 @@ A margin within the forward pass's rounding is "undecided" and counts against th
 
     python benchmarks/fuzz_audit.py                  # the full run recorded in RESULTS.md
     python benchmarks/fuzz_audit.py --models 20 --seed 5
+    python benchmarks/fuzz_audit.py --configs 300 --seed 0  # config fuzz (issue 18)
+    python benchmarks/fuzz_audit.py --streams                # hostile streams (issue 18)
 
 The CI slice is tests/test_fuzz_audit.py.  Not a timed test: it prints counts.
 """
@@ -39,6 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the sibling fuzz families
 
 from checker import arith  # noqa: E402
 from checker.certificate import Limits  # noqa: E402
@@ -394,7 +397,19 @@ def main(argv=None) -> int:
     p.add_argument("--models", type=int, default=350)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--mutants", type=int, default=10, help="cubic token mutants per certificate")
+    p.add_argument("--configs", type=int, metavar="N", help="instead: the config-fuzz family, "
+                   "N random TransformerLens configs judged by TransformerLens (fuzz_configs.py)")
+    p.add_argument("--streams", action="store_true",
+                   help="instead: the hostile-stream cases (fuzz_streams.py)")
     args = p.parse_args(argv)
+    if args.configs is not None:
+        import fuzz_configs
+
+        return fuzz_configs.main(["--cases", str(args.configs), "--seed", str(args.seed)])
+    if args.streams:
+        import fuzz_streams
+
+        return fuzz_streams.main()
     started = time.monotonic()
     tally = run(args.models, args.seed, progress=True, mutants_per_cert=args.mutants)
     print(json.dumps(tally.summary(), indent=1))
