@@ -63,6 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--check-timeout", type=float, help="seconds before a check is a failure")
     p.add_argument("--check-arith", help="check-cert --arith back-end (default: check-cert's); "
                                          "cached results are reused whichever checked them")
+    p.add_argument("--check-max-work", type=int, help="check-cert --max-work (default: "
+                                                        "check-cert's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -89,8 +91,8 @@ def options(args, p):
         p.error(str(err))
     strategies = None
     if args.strategies:
-        strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
         known = set(strategy_names()) | set(STRATEGIES)
+        strategies = split_strategies(args.strategies, set(STRATEGIES))
         unknown = [s for s in strategies if s not in known and s.split(":")[0] not in known]
         if unknown:
             p.error(f"unknown strategies {unknown}; gen-cert has {sorted(known)}")
@@ -98,7 +100,7 @@ def options(args, p):
                       models_dir=args.models, train=train, strategies=strategies,
                       scheduler=args.scheduler, workers=args.workers,
                       check_jobs=max(1, args.check_jobs), check_timeout=args.check_timeout,
-                      check_arith=args.check_arith,
+                      check_arith=args.check_arith, check_max_work=args.check_max_work,
                       progress=not args.no_progress)
 
 
@@ -141,11 +143,34 @@ def main(argv: list[str] | None = None) -> int:
            "failed": summary.failed, "retried": summary.retried}
     write_report(opts.out, summary.rows, run)
     verified = sum(r["status"] == "verified" for r in summary.rows)
+    refused = [r for r in summary.rows if r["status"] in REFUSED]
+    for r in refused:  # a certificate its own checker refuses is a generator bug: say so
+        print(f"certify-zoo: {r['status'].upper()} {r['strategy']} on {r.get('model', '?')}: "
+              f"{r.get('reason', '')}", file=sys.stderr)
     print(f"certify-zoo: {len(summary.models)} models × {len(summary.strategies)} strategies: "
-          f"{verified} verified; {summary.computed} jobs computed, {summary.cached} cached, "
-          f"{len(summary.failed)} failed; {summary.seconds:.0f} s, peak memory "
-          f"{summary.peak_bytes / 2 ** 20:.0f} MiB; report: {opts.out / 'index.html'}")
-    return 1 if summary.failed else 0
+          f"{verified} verified, {len(refused)} refused by check-cert; {summary.computed} jobs "
+          f"computed, {summary.cached} cached, {len(summary.failed)} failed; "
+          f"{summary.seconds:.0f} s, peak memory {summary.peak_bytes / 2 ** 20:.0f} MiB; "
+          f"report: {opts.out / 'index.html'}")
+    return 1 if summary.failed or refused else 0
+
+
+REFUSED = ("rejected", "malformed", "failed")  # jobs.REJECTED, MALFORMED, FAILED
+
+
+def split_strategies(text: str, bases: set[str]) -> list[str]:
+    """A comma-separated list of strategies whose variants contain commas themselves
+    (subcubic:direct=min,near=2): a piece that does not start a strategy (no known base
+    before its ':' or end) continues the previous one."""
+    out: list[str] = []
+    for piece in (s.strip() for s in text.split(",")):
+        if not piece:
+            continue
+        if out and piece.split(":")[0] not in bases and "=" in piece:
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ def _seed_of(path: str) -> int | None:
 
 
 def certify_check(model_path: str, strategy: str, cert_path: str, check_jobs: int = 1,
-                  check_timeout: float | None = None, check_arith: str | None = None) -> dict:
+                  check_timeout: float | None = None, check_arith: str | None = None,
+                  check_max_work: int | None = None) -> dict:
     """Run `strategy` on the model, write the certificate, check it with
     check-cert in a separate process, and return the strategy columns.
 
@@ -133,15 +134,17 @@ def certify_check(model_path: str, strategy: str, cert_path: str, check_jobs: in
     row.update(cert_path=cert_path, cert_bytes=len(text.encode()), cert_lines=len(lines),
                cert_sha256=_sha256(text.encode()))
     return {**row, **check_certificate(cert_path, model_path, check_jobs, check_timeout,
-                                       check_arith)}
+                                       check_arith, check_max_work)}
 
 
 def check_certificate(cert_path: str, model_path: str, jobs: int = 1,
-                      timeout: float | None = None, arith: str | None = None) -> dict:
-    """`python -m checker CERT --json --model MODEL [--arith A]` as a separate
-    process (arith None: check-cert's default back-end)."""
+                      timeout: float | None = None, arith: str | None = None,
+                      max_work: int | None = None) -> dict:
+    """`python -m checker CERT --json --model MODEL [--arith A] [--max-work W]` as a
+    separate process (None: check-cert's defaults)."""
     cmd = [sys.executable, "-m", "checker", cert_path, "--json", "--model", model_path,
-           "--jobs", str(jobs)] + (["--arith", arith] if arith else [])
+           "--jobs", str(jobs)] + (["--arith", arith] if arith else []) \
+        + (["--max-work", str(max_work)] if max_work else [])
     started = time.monotonic()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,

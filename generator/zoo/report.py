@@ -162,6 +162,10 @@ def write_index(path: Path, rows: list[dict], run: dict) -> None:
                    "</figure>" for f, t in FIGURES if (path.parent / f).exists())
     failures = "".join(f"<li>{esc(f['job'])}: {esc('; '.join(f['failures']))}</li>"
                        for f in run["failed"])
+    failures += "".join(  # certificates check-cert refused: a generator bug, never "none"
+        f"<li>check-cert {esc(r['status'])}: {esc(r['strategy'])} on "
+        f"{esc(str(r.get('model', '?')))}: {esc(str(r.get('reason', '')))}</li>"
+        for r in rows if r.get("status") in (jobs.REJECTED, jobs.MALFORMED, jobs.FAILED))
     retried = "".join(f"<li>{esc(f['job'])}: {esc('; '.join(f['failures']))} "
                       f"({'recovered on retry' if f['recovered'] else 'failed again'})</li>"
                       for f in run["retried"])

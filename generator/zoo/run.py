@@ -36,6 +36,7 @@ class ZooOptions:
     check_jobs: int = 1  # check-cert --jobs inside one job
     check_timeout: float | None = None
     check_arith: str | None = None  # check-cert --arith (None: its default)
+    check_max_work: int | None = None  # check-cert --max-work (None: its default)
     progress: bool = True
     cache_dir: Path | None = None  # default: OUT/cache
 
@@ -117,7 +118,8 @@ class Zoo:
                     f"{path.stem}.{urllib.parse.quote(name, safe='')}.jsonl")
                 planned.append(Job(f"{name} on {path.name}", "certify", jobs.certify_check,
                                    (str(path), name, str(cert), self.opts.check_jobs,
-                                    self.opts.check_timeout, self.opts.check_arith),
+                                    self.opts.check_timeout, self.opts.check_arith,
+                                    self.opts.check_max_work),
                                    self._store(sha, name)))
         return planned
 

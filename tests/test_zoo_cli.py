@@ -1,0 +1,44 @@
+"""certify-zoo's first-hour fixes (issue 19 item 3): a certificate check-cert refuses is
+shown (report and summary), never "Failures: none"; --check-max-work reaches check-cert;
+--strategies keeps the commas inside a variant's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("dask")
+pytest.importorskip("matplotlib")
+
+from generator.certify.strategies import STRATEGIES  # noqa: E402
+from generator.zoo import jobs, report  # noqa: E402
+from generator.zoo.cli import split_strategies  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_strategies_keep_the_commas_of_a_variant():
+    text = "cubic,subcubic:direct=min,near=2,attn=rank1,err=mean+recursive,eu=lowrank1,exact"
+    assert split_strategies(text, set(STRATEGIES)) == [
+        "cubic", "subcubic:direct=min,near=2,attn=rank1,err=mean+recursive,eu=lowrank1",
+        "exact"]
+
+
+def test_check_max_work_reaches_check_cert():
+    cert = ROOT / "certs" / "max3_v8_seed0.cubic.jsonl"
+    model = ROOT / "generator" / "models" / "max3_v8_seed0.pt"
+    row = jobs.check_certificate(str(cert), str(model), max_work=10)
+    assert row["status"] == jobs.MALFORMED and "max-work" in row["reason"], row
+    assert jobs.check_certificate(str(cert), str(model))["status"] == jobs.VERIFIED
+
+
+def test_a_refused_certificate_is_listed_in_the_report(tmp_path):
+    rows = [{"strategy": "cubic", "model": "m.pt", "status": jobs.REJECTED,
+             "reason": "subcubic_gap: the bound is not negative"}]
+    run = {"strategies": ["cubic"], "failed": [], "retried": [], "project_version": "0",
+           "seconds": 1.0, "peak_mib": 1.0, "computed": 1, "cached": 0}
+    report.write_index(tmp_path / "index.html", rows, run)
+    page = (tmp_path / "index.html").read_text()
+    failures = page[page.index("<h2>Failures</h2>"):page.index("<h2>Retried jobs</h2>")]
+    assert "the bound is not negative" in failures and "none" not in failures
