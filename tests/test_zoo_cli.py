@@ -42,3 +42,24 @@ def test_a_refused_certificate_is_listed_in_the_report(tmp_path):
     page = (tmp_path / "index.html").read_text()
     failures = page[page.index("<h2>Failures</h2>"):page.index("<h2>Retried jobs</h2>")]
     assert "the bound is not negative" in failures and "none" not in failures
+
+
+def test_figures_give_every_strategy_its_own_style_and_are_linked(tmp_path):
+    """Issue 19 item 7: no two series share a colour; a marker per strategy family; the
+    report links each figure at full size (no 640 px cap)."""
+    from generator.zoo import plots
+
+    names = ["cubic", "exact", *[f"subcubic:direct=min,near={n}" for n in range(12)],
+             "subcubic:direct=min,near=2,attn=rank4,err=cs,eu=lowrank1"]
+    styles = plots._colors([{"strategy": n} for n in names])
+    assert len({style[0] for style in styles.values()}) == len(names)
+    assert styles["cubic"][1] != styles["exact"][1] != styles[names[-1]][1]
+    rows = [{"strategy": "cubic", "model": "m.pt", "status": jobs.VERIFIED,
+             "normalized_bound": 0.99, "checker_work": 1e6, "cert_bytes": 1e6,
+             "eqke_sigma_ratio": 500.0, "unexplained_dims": 8000}]
+    plots.write_figures(tmp_path, rows)
+    run = {"strategies": ["cubic"], "failed": [], "retried": [], "project_version": "0",
+           "seconds": 1.0, "peak_mib": 1.0, "computed": 1, "cached": 0}
+    report.write_index(tmp_path / "index.html", rows, run)
+    page = (tmp_path / "index.html").read_text()
+    assert '<a href="fig3_length_vs_bound.png"><img' in page and "640px" not in page

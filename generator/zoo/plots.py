@@ -33,10 +33,45 @@ def _verified(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == jobs.VERIFIED]
 
 
+def _family_marker(name: str) -> str:
+    """One marker per strategy family, so that series stay apart without colour."""
+    if name == "cubic":
+        return "s"
+    if name == "exact":
+        return "D"
+    if name.startswith("brute"):
+        return "*"
+    if "err=svd" in name:
+        return "X"
+    if "attn=" in name and "eu=" in name:
+        return "P"
+    if "attn=" in name:
+        return "^"
+    if "eu=" in name:
+        return "v"
+    return "o"
+
+
 def _colors(rows: list[dict]) -> dict:
+    """strategy -> (colour, marker): a distinct colour per strategy (tab20, then tab20b)
+    and a marker per strategy family."""
     names = list(dict.fromkeys(r["strategy"] for r in rows))
-    cmap = _plt().get_cmap("tab10")
-    return {n: cmap(i % 10) for i, n in enumerate(names)}
+    plt = _plt()
+    palette = [plt.get_cmap("tab20")(i) for i in range(0, 20, 2)] + \
+        [plt.get_cmap("tab20")(i) for i in range(1, 20, 2)] + \
+        [plt.get_cmap("tab20b")(i) for i in range(20)]
+    return {n: (palette[i % len(palette)], _family_marker(n)) for i, n in enumerate(names)}
+
+
+def _scatter(ax, pts, style, label) -> None:
+    color, marker = style
+    ax.scatter(*zip(*pts), color=color, marker=marker, s=22, label=label, edgecolors="none")
+
+
+def _legend_outside(ax, fontsize: int = 7) -> None:
+    """The legend right of the axes: it never hides a data point or the paper's markers."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              borderaxespad=0.0, frameon=False)
 
 
 def _note(ax, text: str, where: tuple[float, float] = (0.5, 0.5)) -> None:
@@ -75,8 +110,10 @@ def _label_points(ax, points: list[tuple[float, float, str]], gap: float, log_y:
         where, coords = (((1.03, text_y), ax.get_yaxis_transform()) if at_right_edge
                          else ((x * 1.6, text_y), "data"))
         ax.annotate("; ".join(merged[(x, y)]), (x, y), xytext=where, textcoords=coords,
-                    fontsize=6, color="0.35", va="center", annotation_clip=False,
-                    arrowprops={"arrowstyle": "-", "color": "0.7", "lw": 0.5})
+                    fontsize=6, color="0.35", va="center", ha="left", annotation_clip=False,
+                    # the leader starts at the label's left end and ends on its own point
+                    arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5,
+                                "relpos": (0.0, 0.5), "shrinkA": 0, "shrinkB": 3})
 
 
 def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -114,7 +151,7 @@ def figure3(rows: list[dict], path: Path) -> None:
         for name in colors:
             pts = [(float(r[key]), r["normalized_bound"]) for r in have if r["strategy"] == name]
             if pts:
-                ax.scatter(*zip(*pts), color=colors[name], s=18, label=f"ours: {name}")
+                _scatter(ax, pts, colors[name], f"ours: {name}")
         front = pareto([(float(r[key]), r["normalized_bound"]) for r in have])
         if len(front) > 1:
             ax.plot(*zip(*front), "k--", lw=1, label="ours: Pareto frontier")
@@ -130,7 +167,12 @@ def figure3(rows: list[dict], path: Path) -> None:
         ax.set_ylabel("normalized accuracy bound b / s̄")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left" if key == "cert_bytes" else "center left")
+    handles, labels = axes[0].get_legend_handles_labels()  # one legend for both panels
+    seen = dict(zip(labels, handles))
+    for h, lab in zip(*axes[1].get_legend_handles_labels()):
+        seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), fontsize=7, loc="upper center",
+               bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
     fig.suptitle(f"Fig. 3: proof length vs. bound ({len({r['model'] for r in rows})} models; "
                  "ours: every point a check-cert-verified certificate)", fontsize=10)
     _save(fig, path)
@@ -157,13 +199,14 @@ def figure4(rows: list[dict], path: Path) -> None:
         pts = [(float(r["eqke_sigma_ratio"]), r["normalized_bound"]) for r in ok
                if r["strategy"] == name]
         if pts:
-            ax.scatter(*zip(*pts), color=colors[name], s=18, label=f"ours: {name}")
+            _scatter(ax, pts, colors[name], f"ours: {name}")
     ax.set_xscale("log")
     ax.set_xlabel("EQKE σ1 / σ2 (first / second singular value)")
     ax.set_ylabel("normalized accuracy bound b / s̄")
     ax.set_ylim(-0.03, 1.03)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="center left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+              frameon=False)  # below: the paper's labels sit at the right edge
     ax.set_title("Fig. 4: bound vs. how close EQKE is to rank 1\n(the paper plots its rank-1-EQKE "
                  "sub-cubic proofs; ours: every strategy that exists)", fontsize=9)
     _save(fig, path)
@@ -185,7 +228,7 @@ def figure5(rows: list[dict], path: Path) -> None:
         pts = [(float(r["unexplained_dims"]), float(r["checker_work"])) for r in have
                if r["strategy"] == name]
         if pts:
-            ax.scatter(*zip(*pts), color=colors[name], s=18, label=f"ours: {name}")
+            _scatter(ax, pts, colors[name], f"ours: {name}")
     if not have:
         _note(ax, "this check-cert reports no checker work / unexplained dimensionality: "
                   "only the paper's points")
@@ -194,7 +237,7 @@ def figure5(rows: list[dict], path: Path) -> None:
     ax.set_xlabel("unexplained dimensionality")
     ax.set_ylabel("proof length: checker work (scalar interval ops) / paper: est. FLOPs")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    _legend_outside(ax)
     ax.set_title("Fig. 5: proof length vs. unexplained dimensionality", fontsize=10)
     _save(fig, path)
 
@@ -211,3 +254,34 @@ def _save(fig, path: Path) -> None:
 def write_figures(out: Path, rows: list[dict]) -> None:
     for (name, _title), draw in zip(FIGURES, (figure3, figure4, figure5)):
         draw(rows, out / name)
+
+
+def rows_from_csv(path: Path) -> list[dict]:
+    """results.csv back into rows (numbers as numbers, blanks as None) for redrawing."""
+    import csv
+
+    def value(text: str):
+        if text == "":
+            return None
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    with open(path, newline="") as f:
+        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m generator.zoo.plots REPORT_DIR: redraw the figures from its results.csv."""
+    import sys
+
+    out = Path((argv if argv is not None else sys.argv[1:])[0])
+    write_figures(out, rows_from_csv(out / "results.csv"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

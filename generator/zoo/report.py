@@ -158,8 +158,9 @@ def write_index(path: Path, rows: list[dict], run: dict) -> None:
     head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{esc(str(r[c]).strip('`'))}</td>" for c in COLUMNS)
                    + "</tr>" for r in table)
-    figs = "".join(f'<figure><img src="{f}" alt="{esc(t)}"><figcaption>{esc(t)}</figcaption>'
-                   "</figure>" for f, t in FIGURES if (path.parent / f).exists())
+    figs = "".join(f'<figure><a href="{f}"><img src="{f}" alt="{esc(t)}"></a>'
+                   f"<figcaption>{esc(t)} (click for full size)</figcaption></figure>"
+                   for f, t in FIGURES if (path.parent / f).exists())
     failures = "".join(f"<li>{esc(f['job'])}: {esc('; '.join(f['failures']))}</li>"
                        for f in run["failed"])
     failures += "".join(  # certificates check-cert refused: a generator bug, never "none"
@@ -175,7 +176,7 @@ def write_index(path: Path, rows: list[dict], run: dict) -> None:
 <html><head><meta charset="utf-8"><title>certify-zoo report</title>
 <style>body{{font-family:sans-serif;max-width:1400px;margin:1em auto}}
 table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}
-figure{{display:inline-block;margin:8px}}img{{max-width:640px}}.alert{{color:#b00}}</style>
+figure{{display:block;margin:8px 0}}img{{max-width:100%;height:auto}}.alert{{color:#b00}}</style>
 </head><body>
 <h1>certify-zoo report</h1>
 <p>{esc(describe_zoo(rows, run).replace('`', ''))} Run: {run['seconds']:.0f} s wall,
