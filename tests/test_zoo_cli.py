@@ -54,9 +54,10 @@ def test_figures_give_every_strategy_its_own_style_and_are_linked(tmp_path):
     styles = plots._colors([{"strategy": n} for n in names])
     assert len({style[0] for style in styles.values()}) == len(names)
     assert styles["cubic"][1] != styles["exact"][1] != styles[names[-1]][1]
-    rows = [{"strategy": "cubic", "model": "m.pt", "status": jobs.VERIFIED,
-             "normalized_bound": 0.99, "checker_work": 1e6, "cert_bytes": 1e6,
-             "eqke_sigma_ratio": 500.0, "unexplained_dims": 8000}]
+    rows = [{**{k: None for k in jobs.RESULT_FIELDS}, "strategy": "cubic", "model": "m.pt",
+             "status": jobs.VERIFIED, "bound": 99, "exact": 100, "total": 100,
+             "accuracy_bound": 0.99, "normalized_bound": 0.99, "checker_work": 1e6,
+             "cert_bytes": 1e6, "eqke_sigma_ratio": 500.0, "unexplained_dims": 8000}]
     plots.write_figures(tmp_path, rows)
     run = {"strategies": ["cubic"], "failed": [], "retried": [], "project_version": "0",
            "seconds": 1.0, "peak_mib": 1.0, "computed": 1, "cached": 0}
