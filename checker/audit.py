@@ -351,6 +351,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Shown:
+    """Prints each verdict line as it arrives and, on a terminal, a status line on stderr
+    ('audit: 3 of 20 certificates checked, 41 s'), erased before each verdict and at the
+    end, so that logs and pipes see exactly the verdict lines."""
+
+    def __init__(self, total: int, started: float):
+        from .progress import Progress
+
+        self.total, self.started, self.done = total, started, 0
+        self.status = Progress(0)  # only its terminal test and its eraser are used
+
+    def __call__(self, result: dict) -> None:
+        self.status.close()
+        _say(verdict_line(result))
+        self.done += 1
+        if self.status.enabled and self.done < self.total:
+            self.status._write(f"audit: {self.done} of {self.total} certificates checked, "
+                               f"{time.monotonic() - self.started:.0f} s")
+
+    def close(self) -> None:
+        self.status.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
@@ -361,8 +384,10 @@ def main(argv: list[str] | None = None) -> int:
         if not pol.entries:
             raise Malformed(f"policy {args.policy} names no certificate")
         entries = pol.entries if args.only is None else pol.entries_for(args.only)
-        show = None if args.json else (lambda r: _say(verdict_line(r)))
+        show = None if args.json else _Shown(len(entries), started)
         results = run(pol, limits, max(1, args.jobs), show, args.arith, entries)
+        if show:
+            show.close()
     except (Malformed, arithmetic.Unavailable) as err:
         return _report_error(args, str(err))
     except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (cli.Terminated)
