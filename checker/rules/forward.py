@@ -30,6 +30,9 @@ from ..modelspec import parameter_table
 from ..numbers import exp_interval, inv_sqrt_interval
 
 ROPE_INPUTS = ("ROPE_COS", "ROPE_SIN")
+# Back-ends (spec/arithmetic.md): mpmath evaluates sequence by sequence (the reference);
+# arb evaluates chunks of sequences in bulk (forward_arb.py), with the same theorem.
+ARITHMETICS = ("mpmath", "arb")
 _ZERO = iv.mpf(0)
 _EXP_COST = 50  # as ops.COST["exp"]
 
@@ -55,6 +58,12 @@ def activation_cost(act_fn: str) -> int:
 PIECE_COST = 40  # interval operations of one piece of a smooth activation (exp, erf, slope)
 
 
+def table_cost(dims) -> int:
+    """Interval operations charged for the per-(position, token) tables (either back-end)."""
+    f, v, k, d, h = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
+    return f.n_heads * 3 * v * k * d * h + v * k * 20 * d
+
+
 def table_elements(dims) -> int:
     """The elements of _Model's tables: the residual stream and its LayerNorm (k·v·d
     each) and, per head, queries, keys and values (k·v·h each), plus one more k·v·h
@@ -64,12 +73,17 @@ def table_elements(dims) -> int:
     return 2 * k * v * d + 3 * f.n_heads * k * v * h + rotating
 
 
-def check(dims, m, hints, charge, jobs=1):
+def check(dims, m, hints, charge, jobs=1, arith=None):
     if hints is not None:
         raise Malformed("rule forward_brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
-    charge(v ** k * _sequence_cost(dims))
-    certified = sum(1 for _ in certified_sequences(dims, m, charge))
+    charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
+    if arith is not None and arith.name == "arb":
+        from . import forward_arb
+
+        certified = forward_arb.certified_count(dims, m, charge, arith)
+    else:
+        certified = sum(1 for _ in certified_sequences(dims, m, charge))
     return certified, f"{certified} of {v ** k} sequences certified correct (full forward pass)"
 
 
@@ -163,8 +177,8 @@ class _Model:
 
         f = dims.family
         self.dims, self.f, self.m = dims, f, m
-        v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
-        charge(f.n_heads * 3 * v * k * d * h + v * k * 20 * d)
+        v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
+        charge(table_cost(dims))
         hold(charge, table_elements(dims), "forward tables")
         self.tick = lambda: charge(0)  # the clock, at every row and product element
         self.charge = charge
