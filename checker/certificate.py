@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from . import definitions, ops, rules, statement
 from .arith import MPMATH, Arithmetic
 from .errors import Malformed, Rejected
+from .limits import Limits
 from .modelspec import (
     ATTN_ONLY,
     Dims,
@@ -44,20 +45,7 @@ VERSION = 1
 ARITHMETIC = "real-intervals"
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits; exceeding one is exit 2 (Malformed), never a pass."""
-
-    max_line_bytes: int = 32 << 20  # a 2^20-element op line takes ~27 MB
-    max_lines: int = 100_000
-    max_elements: int = 1 << 20  # per matrix
-    max_work: int = 50_000_000  # scalar interval operations, over all lines
-    max_seconds: float = 3600.0
-    # recorded elements kept in memory (weights and op results; ~64 bytes each, plus ~420 per
-    # back-end that computes with them), over all lines
-    max_stored_elements: int = 1 << 22
-
-
+DEFAULT_LIMITS = Limits()
 _CHUNK = 4096  # elements built between two looks at the clock
 
 
@@ -166,7 +154,7 @@ class CertificateChecker:
     """Replays a certificate line by line.  Use: feed(line) for each line, then
     finish() -> Report.  Raises Malformed or Rejected on the first problem."""
 
-    def __init__(self, limits: Limits = Limits(), model_file=None, jobs: int = 1,
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, model_file=None, jobs: int = 1,
                  arith: Arithmetic = MPMATH):
         self.limits = limits
         self.arith = arith  # the arithmetic back-end (checker/arith)

@@ -19,12 +19,16 @@ import sys
 import threading
 import time
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from . import HelpFormatter, add_version_option, statement, version
 from . import arith as arithmetic
-from .certificate import CertificateChecker, Limits, Report
 from .errors import Malformed, Rejected
+from .limits import Limits
 from .progress import Progress, file_size
+
+if TYPE_CHECKING:
+    from .certificate import CertificateChecker, Report
 
 
 def _lines(stream, limit: int):
@@ -71,9 +75,12 @@ class _Sha256Reader:
 
 
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
-               arith: arithmetic.Arithmetic = arithmetic.MPMATH, progress: bool = False) -> Report:
+               arith: arithmetic.Arithmetic | None = None, progress: bool = False) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected.
     `progress`: a progress line on stderr if it is a terminal (checker/progress.py)."""
+    from .certificate import CertificateChecker  # imported here: --help need not load it
+
+    arith = arithmetic.MPMATH if arith is None else arith  # default: the reference back-end
     model_file, started = None, time.monotonic()
     if model_path is not None:
         from .modelfile import read_model_tensors

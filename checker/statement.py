@@ -12,11 +12,24 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from lark import Lark, LarkError, Transformer
-
 from .errors import Malformed
 
-_PARSER = Lark(Path(__file__).with_name("statement.lark").read_text(), parser="lalr")
+# The LALR parser of statement.lark and its transformer, built on first use (importing
+# lark and building the parser cost ~0.1 s, which `check-cert --help` need not pay).
+# Built from the grammar file every time: no cache on disk is read.
+_LARK: dict = {}
+
+
+def _lark() -> dict:
+    """{"parser", "transformer" (a class), "error" (LarkError)}, built once."""
+    if not _LARK:
+        from lark import Lark, LarkError, Transformer
+
+        _LARK["parser"] = Lark(Path(__file__).with_name("statement.lark").read_text(),
+                               parser="lalr")
+        _LARK["transformer"] = type("_ToAtoms", (_AtomRules, Transformer), {})
+        _LARK["error"] = LarkError
+    return _LARK
 
 INT_FIELDS = ("d_vocab", "n_ctx", "d_model", "d_head")
 HASH_FIELDS = ("weights", "model_file", "certificate")
@@ -69,7 +82,9 @@ class Atom:
         return getattr(self, "_text", str(self.value))
 
 
-class _ToAtoms(Transformer):
+class _AtomRules:
+    """The transformer's rules (mixed into lark's Transformer by _lark)."""
+
     def start(self, atoms):
         return atoms
 
@@ -124,9 +139,10 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
     """Parse a statement into its atoms; Malformed with the position on error."""
     if not isinstance(text, str) or len(text) > 10_000:
         raise Malformed(f"{what}: expected a statement string of at most 10000 characters")
+    lark = _lark()
     try:
-        atoms = _ToAtoms().transform(_PARSER.parse(text))
-    except LarkError as err:
+        atoms = lark["transformer"]().transform(lark["parser"].parse(text))
+    except lark["error"] as err:
         cause = getattr(err, "orig_exc", None)  # lark wraps the transformer's errors
         if isinstance(cause, Malformed):
             raise Malformed(f"{what}: {cause}") from None

@@ -9,7 +9,6 @@ verdicts.
 from __future__ import annotations
 
 from .base import Arithmetic
-from .mp import MPMATH
 
 NAMES = ("mpmath", "arb")
 DEFAULT = "mpmath"
@@ -19,9 +18,20 @@ class Unavailable(Exception):
     """The requested back-end cannot be loaded (e.g. python-flint is missing)."""
 
 
+def __getattr__(attr: str):
+    """MPMATH, imported on first use (mpmath's import is not needed by `check-cert --help`)."""
+    if attr == "MPMATH":
+        from .mp import MPMATH
+
+        return MPMATH
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
 def get(name: str = DEFAULT) -> Arithmetic:
     """The back-end called `name`; Unavailable if it cannot be loaded."""
     if name == "mpmath":
+        from .mp import MPMATH
+
         return MPMATH
     if name == "arb":
         from .arb import load
