@@ -26,8 +26,9 @@ is an enclosure).  The steps:
   z_head = Σ_i a_i·V_i[t_i].
 - per chunk, in bulk: Z·W_O, the MLP's two products and the unembedding.
 - LayerNorm / RMSNorm per row: mean, centring, squares intersected with [0, ∞) (every t²
-  is >= 0, so x·x ∩ [0, ∞) still contains t² for every t in x), arb_sqrt of the variance
-  plus ε (a ball reaching below 0 gives NaN, which certifies nothing: fail closed).
+  is >= 0, so x·x ∩ [0, ∞) still contains t² for every t in x), and 1/sqrt(variance + ε)
+  as the hull of arb_rsqrt at the variance's two ends (decreasing; inv_scale); a NaN
+  anywhere certifies nothing (every Arb comparison with NaN is false): fail closed.
 - ReLU: exact on the ends: x itself if x >= 0, 0 if x <= 0, else a ball ⊇ [0, sup x].
   The smooth activations: the ball is converted outward to an mpmath interval and enclosed
   by elementary.activation_interval (the reference's own enclosure), then converted back
@@ -210,20 +211,30 @@ class _BulkModel:
         return out
 
     def norm_row(self, x: list, centre: bool, eps, w, b) -> list:
-        """As forward.layer_norm / rms_norm: c = x − mean(x) (LN), y = c / sqrt(mean(c²) + ε),
+        """As forward.layer_norm / rms_norm: c = x − mean(x) (LN), y = c · (mean(c²) + ε)^(-1/2),
         then · w (+ b)."""
         zero, n = self.zero, len(x)
         if centre:
             mean = sum(x, zero) / n
             x = [a - mean for a in x]
         var = sum(((a * a).nonnegative_part() for a in x), zero) / n
-        scale = (var + eps).sqrt()
-        y = [a / scale for a in x]
+        inv = self.inv_scale(var, eps)
+        y = [a * inv for a in x]
         if w is None:
             return y
         if b is None:
             return [a * c for a, c in zip(y, w)]
         return [a * c + e for a, c, e in zip(y, w, b)]
+
+    def inv_scale(self, var, eps):
+        """A ball containing 1/sqrt(V + ε) for every V >= 0 in the ball var: t ↦ (t + ε)^(-1/2)
+        is decreasing, so its range over [max(inf var, 0), sup var] is the hull of its values
+        at the two (exact) ends, each enclosed by arb_rsqrt (argument >= ε > 0).  Taking the
+        ends one by one keeps the lower end of a wide var (an exact point) from dropping
+        below 0 by the ball's radius rounding (which would make sqrt NaN)."""
+        low = max(var.lower(), self.zero)
+        small, large = (var.upper() + eps).rsqrt(), (low + eps).rsqrt()
+        return small.union(large)
 
     def activate(self, xs: list) -> list:
         act = self.f.act_fn
