@@ -328,3 +328,53 @@ def test_shipped_overwhelm_family_certificates_agree(cert, model):
     facts = [check_file(str(ROOT / "certs" / cert), Limits(), str(MODELS / model),
                         arith=get(name)).facts for name in ("mpmath", "arb")]
     assert facts[0] == facts[1]
+
+
+# -- smooth activations on narrow balls (composition of Arb functions) ---------------------
+
+def _reference_activation(name: str, t: Fraction):
+    """f(t) at 400 bits with mpmath's point functions (not interval: an oracle whose error,
+    ~2^-390 relative, is far below the 128-bit balls tested against it)."""
+    import mpmath
+
+    with mpmath.workprec(400):
+        x = mpmath.mpf(t.numerator) / t.denominator
+        if name == "gelu":
+            return x * mpmath.erfc(-x / mpmath.sqrt(2)) / 2
+        if name == "silu":
+            return x / (1 + mpmath.exp(-x))
+        k = mpmath.sqrt(2 / mpmath.pi) if name == "gelu_new" else \
+            mpmath.mpf(7978845608) / 10 ** 10
+        u = 2 * k * (x + mpmath.mpf(44715) / 10 ** 6 * x ** 3)
+        return x / (1 + mpmath.exp(-u))
+
+
+def _mpf_fraction(value) -> Fraction:
+    sign, man, exp, _ = value._mpf_  # mpf.man_exp drops the sign
+    return (-1) ** sign * Fraction(int(man)) * Fraction(2) ** int(exp)
+
+
+SMOOTH_POINTS = [0.0, 5e-324, -5e-324, 1e-300, -1e-300, 1e-8, -1e-8, 0.5, -0.5, -1.0, -2.0,
+                 -7.99, -8.0, -8.01, 3.0, -40.0, 40.0, 1e3, -1e3, 12345.678, -0.75]
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_new", "gelu_fast", "silu"])
+def test_smooth_activation_of_a_narrow_ball_contains_the_value(name):
+    model = forward_arb._BulkModel.__new__(forward_arb._BulkModel)
+    model.zero, model.arb, model.f = ARB.zero, ARB.arb, Family(d_mlp=1, act_fn=name)
+    model.tick = lambda: None
+    rng = random.Random(name)
+    points = SMOOTH_POINTS + [rng.gauss(0, 4) for _ in range(30)]
+    balls = [ARB.point(p) for p in points]
+    narrow = [ARB.interval(p, p + abs(p) * 2 ** -50 + 2 ** -60) for p in points]
+    for p, got, wide in zip(points, model.activate(balls), model.activate(narrow)):
+        value = _mpf_fraction(_reference_activation(name, Fraction(p)))
+        lo, hi = ends(got)
+        assert lo <= value <= hi, (name, p)
+        assert hi - lo <= abs(value) * Fraction(1, 2 ** 100) + Fraction(1, 2 ** 200), (name, p)
+        assert contains(wide, value), (name, p)
+    # a wide ball goes to the reference's piecewise enclosure, and contains every sample
+    wide_in = [(-3.0, 2.0), (-9.0, -7.0), (0.25, 0.5)]
+    for (a, b), got in zip(wide_in, model.activate([ARB.interval(a, b) for a, b in wide_in])):
+        for t in (a, b, (a + b) / 2):
+            assert contains(got, _mpf_fraction(_reference_activation(name, Fraction(t))))

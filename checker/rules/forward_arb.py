@@ -30,9 +30,10 @@ is an enclosure).  The steps:
   as the hull of arb_rsqrt at the variance's two ends (decreasing; inv_scale); a NaN
   anywhere certifies nothing (every Arb comparison with NaN is false): fail closed.
 - ReLU: exact on the ends: x itself if x >= 0, 0 if x <= 0, else a ball ⊇ [0, sup x].
-  The smooth activations: the ball is converted outward to an mpmath interval and enclosed
-  by elementary.activation_interval (the reference's own enclosure), then converted back
-  exactly.
+  The smooth activations: a narrow ball (radius <= 2^-40) by composing Arb's rigorous
+  functions (erfc, exp, ÷; `smooth`); a wider one is converted outward to an mpmath
+  interval, enclosed by elementary.activation_interval (the reference's own piecewise
+  enclosure) and converted back exactly.
 
 Cost and limits: the same work is charged as forward.py (check); the tables and one
 chunk's working set are charged to the memory limit before they are built (hold); the
@@ -49,7 +50,11 @@ from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 from .. import elementary
 from ..numbers import WORKING_PRECISION
 
-CHUNK_ELEMENTS = 1 << 17  # entries of the widest matrix of a chunk (rows × width)
+CHUNK_ELEMENTS = 1 << 17
+# A smooth activation of a ball of radius at most 2^-NARROW_BITS is enclosed by composing
+# Arb's functions (the dependency costs a small multiple of that radius); a wider ball by the
+# reference's piecewise-monotone enclosure (elementary.activation_interval).
+NARROW_BITS = 40  # entries of the widest matrix of a chunk (rows × width)
 
 
 def chunk_rows(dims) -> int:
@@ -242,11 +247,32 @@ class _BulkModel:
             zero = self.zero
             return [x if x >= zero else zero if x <= zero else
                     zero.union(x.upper()).nonnegative_part() for x in xs]
-        out = []
+        smooth, narrow, out = self.smooth(act), self.arb((1, -NARROW_BITS)), []
         for x in xs:
-            out.append(self._from_iv(elementary.activation_interval(act, self._to_iv(x),
-                                                                       self.tick)))
+            if x.is_finite() and x.rad() <= narrow:
+                out.append(smooth(x))
+            else:
+                out.append(self._from_iv(elementary.activation_interval(act, self._to_iv(x),
+                                                                           self.tick)))
         return out
+
+    def smooth(self, act: str):
+        """The smooth activation f(x) = x·g(x) as a composition of Arb ball functions
+        (spec/rules.md §Activations for the definitions): gelu x·erfc(−x/√2)/2 (= x(1 +
+        erf(x/√2))/2), silu x/(1 + e^(−x)), the tanh forms x/(1 + e^(−u)) with
+        u = 2k(x + c x³) (= x(1 + tanh(u/2))/2), k = √(2/π) (gelu_new) or the rational
+        0.7978845608 (gelu_fast), c the rational 0.044715.  Every step is a rigorous ball
+        operation, so the result contains f(t) for every t in x; for a narrow ball the
+        dependency on x (which appears twice) costs only a small multiple of its radius."""
+        arb = self.arb
+        if act == "gelu":
+            inv_sqrt2 = arb(2).rsqrt()
+            return lambda x: x * (-x * inv_sqrt2).erfc() / 2
+        if act == "silu":
+            return lambda x: x / (1 + (-x).exp())
+        k = (2 / arb.pi()).sqrt() if act == "gelu_new" else arb(_fmpq(7978845608, 10 ** 10))
+        c, two_k = arb(_fmpq(44715, 10 ** 6)), 2 * k
+        return lambda x: x / (1 + (-(two_k * (x + c * x * x * x))).exp())
 
     def _to_iv(self, x):
         """An mpmath interval containing the ball x (its exact ends, rounded outward)."""
@@ -272,6 +298,12 @@ def _man_exp(value) -> tuple[int, int]:
     if man == 0 and exp != 0:
         raise ArithmeticError("a non-finite value from an activation")
     return (-man if sign else man, exp)
+
+
+def _fmpq(p: int, q: int):
+    from flint import fmpq
+
+    return fmpq(p, q)
 
 
 def _rows(flat: list, width: int) -> list:
