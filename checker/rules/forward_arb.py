@@ -15,11 +15,11 @@ inclusion principle of ball arithmetic, applied step by step: a composition of e
 is an enclosure).  The steps:
 
 - tables per (position i, token t), computed once: the residual stream before the block,
-  its LayerNorm, and per head the queries, keys (rotated, for RoPE, by the product with the
-  exact rotation matrix of position i, whose entries are the recorded cos/sin enclosures and
-  exact 0/±1) and values.  In a one-layer causal model a key or value at position i depends
-  only on t_i, so this is each input prefix's shared work; the attention scores of the last
-  position against position i are the table (Q_last · K_iᵀ)·(1/√d_head), v × v per head.
+  its LayerNorm, and per head the queries, keys (rotated, for RoPE, entry by entry as
+  forward._rotate, with the recorded cos/sin enclosures) and values.  In a one-layer
+  causal model a key or value at position i depends only on t_i, so this is each input
+  prefix's shared work; the attention scores of the last position against position i are
+  the table (Q_last · K_iᵀ)·(1/√d_head), v × v per head.
 - per sequence: the scores are table entries; softmax as forward.py (shift by an exact
   point, the largest lower end: any real shift leaves softmax unchanged; Arb exp through
   ArbArithmetic.exp with the checker's argument limits; divide by the sum);
@@ -113,8 +113,8 @@ class _BulkModel:
         for j in range(f.n_heads):
             q, key, val = ([self.project(x, name, j) for x in normed] for name in "QKV")
             if f.positional == "rotary":
-                q = [x * self.rotation(i) for i, x in enumerate(q)]
-                key = [x * self.rotation(i) for i, x in enumerate(key)]
+                q = [self.rotate(x, i) for i, x in enumerate(q)]
+                key = [self.rotate(x, i) for i, x in enumerate(key)]
             tick()
             self.keys_last.append([(q[k - 1] * key[i].transpose() * self.scale).entries()
                                    for i in range(k)])
@@ -131,19 +131,20 @@ class _BulkModel:
         out = (x * w).entries()
         return self.mat(x.nrows(), len(bias), _add_row(out, bias))
 
-    def rotation(self, i: int):
-        """The d_head × d_head matrix R with x·R = forward._rotate(x) at position i: for
-        j < r/2, column j holds cos at row j and −sin at row j + r/2, column j + r/2 holds
-        cos at row j + r/2 and sin at row j; the other coordinates pass through (1)."""
+    def rotate(self, x, i: int):
+        """forward._rotate (rotate-half RoPE at position i) on every row of the table x,
+        entry by entry with the recorded cos/sin enclosures: the same expressions,
+        a·cos − b·sin and b·cos + a·sin, in ball arithmetic (4 operations per pair)."""
         h, half = self.dims.d_head, self.f.rotary_dim // 2
         cos_row, sin_row = self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i]
-        r = [[self.zero] * h for _ in range(h)]
-        for j in range(half):
-            r[j][j], r[j + half][j] = cos_row[j], -sin_row[j]
-            r[j + half][j + half], r[j][j + half] = cos_row[j], sin_row[j]
-        for j in range(2 * half, h):
-            r[j][j] = self.arb(1)
-        return self.mat(r)
+        rows = _rows(x.entries(), h)
+        for row in rows:
+            for j in range(half):
+                a, b = row[j], row[j + half]
+                row[j] = a * cos_row[j] - b * sin_row[j]
+                row[j + half] = b * cos_row[j] + a * sin_row[j]
+        self.tick()
+        return self.mat(rows)
 
     # -- per chunk ----------------------------------------------------------------------
     def certified_in(self, chunk: list) -> int:
