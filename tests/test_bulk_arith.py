@@ -257,7 +257,7 @@ def test_bulk_logits_overlap_the_reference_logits():
     dims, mats_mp, rule = _rule_inputs(lines, MPMATH)
     _, mats_arb, _ = _rule_inputs(lines, ARB)
     model = forward._Model(dims, mats_mp, lambda w: None)
-    bulk = forward_arb._BulkModel(dims, mats_arb, ARB, lambda: None)
+    bulk = forward_arb._BulkModel(dims, mats_arb, ARB, lambda work: None)
     seqs = [(0, 1, 2), (4, 4, 4), (3, 0, 1), (2, 2, 0)]
     logits = bulk.mat(len(seqs), dims.d_model, bulk.norm_rows("ln_final", _resid(bulk, seqs),
                                                              dims.d_model))
@@ -298,18 +298,27 @@ def shipped_forward_cert(tmp_path_factory):
     return out
 
 
-def test_shipped_forward_certificate_agrees_and_a_raised_claim_fails_in_both(
-        shipped_forward_cert, tmp_path):
-    model = str(MODELS / "max3_v8_ln_mlp_rope_seed0.pt")
-    reports = {name: check_file(str(shipped_forward_cert), Limits(), model, arith=get(name))
+SHIPPED_FORWARD = [  # (certificate in certs/, or None: gen-cert's, made by the fixture; model)
+    (None, "max3_v8_ln_mlp_rope_seed0.pt"),
+    ("max3_v8_gelu_ln_seed0.forward.jsonl", "max3_v8_gelu_ln_seed0.pt"),
+    ("max3_v8_rms_silu_rope_seed0.forward.jsonl", "max3_v8_rms_silu_rope_seed0.pt"),
+]
+
+
+@pytest.mark.parametrize("cert, model", SHIPPED_FORWARD)
+def test_shipped_forward_certificates_agree_and_a_raised_claim_fails_in_both(
+        cert, model, shipped_forward_cert, tmp_path):
+    path = shipped_forward_cert if cert is None else ROOT / "certs" / cert
+    model = str(MODELS / model)
+    reports = {name: check_file(str(path), Limits(), model, arith=get(name))
                for name in ("mpmath", "arb")}
-    assert reports["mpmath"].facts.correct == reports["arb"].facts.correct == 512
+    assert reports["mpmath"].facts == reports["arb"].facts
+    assert reports["mpmath"].facts.correct == 512
     assert reports["mpmath"].work == reports["arb"].work  # the same proof length
     # 512 of 512: a raised claim is out of range (exit 2) in both; a mutant whose rule
     # proves less than its claim is the random families' test above
     mutant = tmp_path / "raised.jsonl"
-    mutant.write_text("\n".join(_raised_lines(shipped_forward_cert.read_text().splitlines()))
-                      + "\n")
+    mutant.write_text("\n".join(_raised_lines(path.read_text().splitlines())) + "\n")
     for name in ("mpmath", "arb"):
         with pytest.raises((Malformed, Rejected)):
             check_file(str(mutant), Limits(), model, arith=get(name))
@@ -364,7 +373,7 @@ SMOOTH_POINTS = [0.0, 5e-324, -5e-324, 1e-300, -1e-300, 1e-8, -1e-8, 0.5, -0.5, 
 def test_smooth_activation_of_a_narrow_ball_contains_the_value(name):
     model = forward_arb._BulkModel.__new__(forward_arb._BulkModel)
     model.zero, model.arb, model.f = ARB.zero, ARB.arb, Family(d_mlp=1, act_fn=name)
-    model.tick = lambda: None
+    model.tick, model.charge = (lambda: None), (lambda work: None)
     rng = random.Random(name)
     points = SMOOTH_POINTS + [rng.gauss(0, 4) for _ in range(30)]
     balls = [ARB.point(p) for p in points]

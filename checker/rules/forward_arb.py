@@ -35,9 +35,10 @@ is an enclosure).  The steps:
   interval, enclosed by elementary.activation_interval (the reference's own piecewise
   enclosure) and converted back exactly.
 
-Cost and limits: the same work is charged as forward.py (check); the tables and one
-chunk's working set are charged to the memory limit before they are built (hold); the
-clock is checked at every chunk and every table row.
+Cost and limits: the same work is charged as forward.py (check, the tables, and
+PIECE_COST per smooth activation piece, a composition counting as one piece); the tables
+and one chunk's working set are charged to the memory limit before they are built (hold);
+the clock is checked at every chunk and every table row.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 
 from .. import elementary
 from ..numbers import WORKING_PRECISION
+from .forward import PIECE_COST
 
 CHUNK_ELEMENTS = 1 << 17
 # A smooth activation of a ball of radius at most 2^-NARROW_BITS is enclosed by composing
@@ -80,7 +82,7 @@ def certified_count(dims, m, charge, ar) -> int:
 
     charge(table_cost(dims))  # as forward._Model: the same proof length in every back-end
     hold(charge, table_elements(dims) + working_elements(dims), "forward tables (bulk)")
-    model = _BulkModel(dims, m, ar, lambda: charge(0))
+    model = _BulkModel(dims, m, ar, charge)
     v, k = dims.d_vocab, dims.n_ctx
     sequences = itertools.product(range(v), repeat=k)
     rows, total = chunk_rows(dims), 0
@@ -95,8 +97,9 @@ def certified_count(dims, m, charge, ar) -> int:
 class _BulkModel:
     """The forward pass of forward._Model, over a chunk of sequences at once."""
 
-    def __init__(self, dims, m, ar, tick):
-        self.dims, self.f, self.m, self.ar, self.tick = dims, dims.family, m, ar, tick
+    def __init__(self, dims, m, ar, charge):
+        self.dims, self.f, self.m, self.ar, self.charge = dims, dims.family, m, ar, charge
+        self.tick = tick = lambda: charge(0)  # the clock
         self.arb, self.mat, self.zero = ar.arb, ar.arb_mat, ar.zero
         f, v, k, d, h = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
         self.scale = ar.inv_sqrt(h)
@@ -248,13 +251,21 @@ class _BulkModel:
             zero = self.zero
             return [x if x >= zero else zero if x <= zero else
                     zero.union(x.upper()).nonnegative_part() for x in xs]
-        smooth, narrow, out = self.smooth(act), self.arb((1, -NARROW_BITS)), []
+        smooth, narrow, out, composed = self.smooth(act), self.arb((1, -NARROW_BITS)), [], 0
+
+        def piece():
+            self.charge(PIECE_COST)
+
         for x in xs:
             if x.is_finite() and x.rad() <= narrow:
                 out.append(smooth(x))
+                composed += 1
             else:
                 out.append(self._from_iv(elementary.activation_interval(act, self._to_iv(x),
-                                                                           self.tick)))
+                                                                           piece)))
+        # as forward.activate, PIECE_COST per piece examined; a composition counts as one
+        # piece (the reference's count for a narrow interval inside one monotone piece)
+        self.charge(PIECE_COST * composed)
         return out
 
     def smooth(self, act: str):
