@@ -52,11 +52,11 @@ from .. import elementary
 from ..numbers import WORKING_PRECISION
 from .forward import PIECE_COST
 
-CHUNK_ELEMENTS = 1 << 17
+CHUNK_ELEMENTS = 1 << 17  # entries of the widest matrix of a chunk (rows × width)
 # A smooth activation of a ball of radius at most 2^-NARROW_BITS is enclosed by composing
 # Arb's functions (the dependency costs a small multiple of that radius); a wider ball by the
 # reference's piecewise-monotone enclosure (elementary.activation_interval).
-NARROW_BITS = 40  # entries of the widest matrix of a chunk (rows × width)
+NARROW_BITS = 40
 
 
 def chunk_rows(dims) -> int:
@@ -67,12 +67,14 @@ def chunk_rows(dims) -> int:
 
 
 def working_elements(dims) -> int:
-    """Elements alive at once beyond forward.table_elements: the score tables (n·k·v²) and
-    one chunk's matrices (residual, normed, products, MLP, logits, z; each row-wide)."""
+    """Elements alive at once beyond forward.table_elements: the score tables (n·k·v²), the
+    matrix copies of W_O, W_U, W_in, W_out, and one chunk's matrices (residual, normed,
+    products, MLP, logits, z; each row-wide)."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
     rows = min(chunk_rows(dims), v ** k)
     per_row = 6 * d + 3 * f.d_mlp + 2 * v + 2 * f.n_heads * dims.d_head
-    return f.n_heads * k * v * v + rows * per_row
+    weights = f.n_heads * dims.d_head * d + d * v + 2 * d * f.d_mlp
+    return f.n_heads * k * v * v + weights + rows * per_row
 
 
 def certified_count(dims, m, charge, ar) -> int:
@@ -122,7 +124,9 @@ class _BulkModel:
             self.keys_last.append([(q[k - 1] * key[i].transpose() * self.scale).entries()
                                    for i in range(k)])
             self.values.append([_rows(x.entries(), h) for x in val])
-        self.w_o = self.mat(m["W_O"])
+        self.w_o, self.w_u = self.mat(m["W_O"]), self.mat(m["W_U"])
+        if f.d_mlp:
+            self.w_in, self.w_out = self.mat(m["W_in"]), self.mat(m["W_out"])
 
     # -- tables -----------------------------------------------------------------------
     def project(self, x, name: str, head: int):
@@ -162,8 +166,7 @@ class _BulkModel:
             mlp = self.mlp(x if f.parallel else resid, n)
             resid = [a + b for a, b in zip(resid, mlp)]
         self.tick()
-        logits = (self.mat(n, d, self.norm_rows("ln_final", resid, d)) *
-                  self.mat(m["W_U"])).entries()
+        logits = (self.mat(n, d, self.norm_rows("ln_final", resid, d)) * self.w_u).entries()
         return self.count(_rows(_add_row(logits, m["b_U"][0]), self.dims.d_vocab), chunk)
 
     def attention_z(self, chunk: list) -> list:
@@ -190,10 +193,10 @@ class _BulkModel:
     def mlp(self, x: list, n: int) -> list:
         f, m, d = self.f, self.m, self.dims.d_model
         self.tick()
-        pre = (self.mat(n, d, self.norm_rows("ln2", x, d)) * self.mat(m["W_in"])).entries()
+        pre = (self.mat(n, d, self.norm_rows("ln2", x, d)) * self.w_in).entries()
         hidden = self.activate(_add_row(pre, m["b_in"][0]))
         self.tick()
-        out = (self.mat(n, f.d_mlp, hidden) * self.mat(m["W_out"])).entries()
+        out = (self.mat(n, f.d_mlp, hidden) * self.w_out).entries()
         return _add_row(out, m["b_out"][0])
 
     def count(self, logits: list, chunk: list) -> int:
