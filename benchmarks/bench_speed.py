@@ -35,6 +35,10 @@ CERTS, MODELS = ROOT / "certs", ROOT / "generator" / "models"
 
 CASES = [  # (rule, certificate, model file): None = generated in the run
     ("forward_brute_force", None, MODELS / "max3_v8_ln_mlp_rope_seed0.pt"),
+    ("forward_brute_force (GELU)", CERTS / "max3_v8_gelu_ln_seed0.forward.jsonl",
+     MODELS / "max3_v8_gelu_ln_seed0.pt"),
+    ("forward_brute_force (RMS, SiLU)", CERTS / "max3_v8_rms_silu_rope_seed0.forward.jsonl",
+     MODELS / "max3_v8_rms_silu_rope_seed0.pt"),
     ("cubic", CERTS / "max4_v64_seed0.cubic.jsonl", MODELS / "max4_v64_seed0.pt"),
     ("exact", CERTS / "max4_v64_seed0.exact.jsonl", MODELS / "max4_v64_seed0.pt"),
     ("subcubic_gap", CERTS / "max4_v64_seed0.subcubic.jsonl", MODELS / "max4_v64_seed0.pt"),
