@@ -285,8 +285,9 @@ class _BulkModel:
             return lambda x: x * (-x * inv_sqrt2).erfc() / 2
         if act == "silu":
             return lambda x: x / (1 + (-x).exp())
-        k = (2 / arb.pi()).sqrt() if act == "gelu_new" else arb(_fmpq(7978845608, 10 ** 10))
-        c, two_k = arb(_fmpq(44715, 10 ** 6)), 2 * k
+        # arb(p) / q: a ball containing the exact rational p/q (arb_div is rigorous)
+        k = (2 / arb.pi()).sqrt() if act == "gelu_new" else arb(7978845608) / 10 ** 10
+        c, two_k = arb(44715) / 10 ** 6, 2 * k
         return lambda x: x / (1 + (-(two_k * (x + c * x * x * x))).exp())
 
     def _to_iv(self, x):
@@ -313,12 +314,6 @@ def _man_exp(value) -> tuple[int, int]:
     if man == 0 and exp != 0:
         raise ArithmeticError("a non-finite value from an activation")
     return (-man if sign else man, exp)
-
-
-def _fmpq(p: int, q: int):
-    from flint import fmpq
-
-    return fmpq(p, q)
 
 
 def _rows(flat: list, width: int) -> list:
