@@ -32,6 +32,8 @@ SLOW_TESTS = (
     "test_arith.py::test_random_models_same_counts",
     "test_subcubic_lowrank.py::test_arb_back_end_agrees",
     "test_subcubic_direct.py::test_both_back_ends_agree",
+    "test_bulk_arith.py::test_shipped_forward_certificates_agree",
+    "test_bulk_arith.py::test_shipped_overwhelm_family_certificates_agree",
     # tightness and size of the proofs (not soundness)
     "test_cubic_soundness.py::test_tightness_on_shipped_small_models",
     "test_subcubic_soundness.py::test_trained_models_are_certified_nontrivially",
