@@ -218,7 +218,7 @@ def figure5(rows: list[dict], path: Path) -> None:
     have = [r for r in _verified(rows) if r.get("checker_work") not in (None, "")
             and r.get("unexplained_dims") not in (None, "")]
     colors = _colors(rows)
-    fig, ax = plt.subplots(figsize=SIZE)
+    fig, ax = plt.subplots(figsize=(SIZE[0] * 1.5, SIZE[1] * 1.2))  # room for the legend
     for i, prow in enumerate(TABLE1):
         ax.plot([2.0 ** prow.log2_unexplained], [2.0 ** prow.log2_flops], "s", mfc="none",
                 color="0.35", ms=7, label=f"paper ({PAPER_MODELS} models)" if i == 0 else None)
