@@ -181,10 +181,12 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     for (m, q, c), (g, h) in sorted(gaps.items()):
         charge(0)  # the time limit
         if q not in w_query:
-            w_query[q] = ar.imul(t.queries[q].w_last, t.e(q, q))  # β_{k−1}·e_q
+            w_query[q] = t.query_weight(q)  # the ends of β_{k−1}·e_q
         if (q, m) not in pairs:
             a_m, a_q, a_p = t.alphas(q, m)
-            pairs[(q, m)] = (ar.mul(w_query[q], a_q), ar.mul(t.e(q, m), a_m), a_p)
+            w_lo, w_hi = w_query[q]
+            pairs[(q, m)] = (ar.mul(w_lo if ar.ar.below_zero(a_q) else w_hi, a_q),
+                             t.e_times(q, m, a_m), a_p)
         term_q, term_m, a_p = pairs[(q, m)]
         if c > 0 and (q, m, g, h) not in mus:
             mus[(q, m, g, h)] = _mu(ar, t, q, m, g, h, a_p)
@@ -267,21 +269,44 @@ class _Tables:
         return self.pre[q][j]
 
     def e(self, q, t):
-        """⊇ exp(EQKE[q, t]), computed once (EXP_COST)."""
+        """(lower, upper): elements ⊇ exp at EQKE[q, t]'s lower and upper ends, computed
+        once (EXP_COST: one interval exp).  exp increases, so e_t lies between them; a
+        product picks the end by its multiplier's sign (e_times), as an interval up_mul
+        does.  Two ends, not one element: an Arb ball of a wide range [exp(lo), exp(hi)]
+        loses its lower end (e.g. [7.8e-8, 115] becomes [0, 115])."""
         key = (q, t)
         if key not in self._exps:
             self.ar.count += EXP_COST
-            self._exps[key] = self.ar.ar.exp(self.eqke[q][t])
+            b, x = self.ar.ar, self.eqke[q][t]
+            self._exps[key] = (b.exp(b.lower_point(x)), b.exp(b.upper_point(x)))
         return self._exps[key]
+
+    def e_times(self, q, t, a):
+        """An upper bound of e_t·A given A ≤ a (1 product): e_t > 0, so e_t·A ≤ e_t·a,
+        whose maximum over e_t is at e_t's lower end if a < 0, else at its upper end."""
+        lo, hi = self.e(q, t)
+        return self.ar.mul(lo if self.ar.ar.below_zero(a) else hi, a)
 
     def e_pre_times(self, q, j, a):
         """An upper bound of e_t·A for every t ≤ j, given A ≤ a: exp increases,
         so e_t lies between the exps of EQKE[q]'s smallest lower endpoint and
         largest upper endpoint over t ≤ j; take the one that is worst for the
         sign of a (1 comparison, 1 product)."""
-        e_lo, e_hi = (self.e(q, t) for t in self.pre[q][j])  # both: the work is sign-free
+        t_lo, t_hi = self.pre[q][j]
+        e_lo, e_hi = self.e(q, t_lo)[0], self.e(q, t_hi)[1]  # both: the work is sign-free
         self.ar.count += 1
         return self.ar.mul(e_lo if self.ar.ar.below_zero(a) else e_hi, a)
+
+    def query_weight(self, q):
+        """(lower, upper) elements ⊇ the ends of β_{k−1}·e_q (1 product): with β ≥ 0
+        (checked, as up_mul would) and e_q > 0 the product's range is
+        [β_lo·e_lo, β_hi·e_hi]."""
+        beta, (e_lo, e_hi), b = self.queries[q].w_last, self.e(q, q), self.ar.ar
+        if not b.is_nonnegative(beta):
+            raise Rejected("a weight that must be positive (an attention weight) has a "
+                           "recorded enclosure reaching below 0")
+        self.ar.count += 1
+        return (b.product(b.lower_point(beta), e_lo), b.product(b.upper_point(beta), e_hi))
 
     def alphas(self, q, m):
         """(α_M, α_Q, α_P): upper bounds of the per-position coefficients of
@@ -356,7 +381,7 @@ def _mu(ar, t: _Tables, q, m, g, h, a_p):
     if m - h >= 0:
         best = t.e_pre_times(q, m - h, ar.add(a_p, t.rho_pre[m - h][m]))
     for u in _near(m, g, h):
-        value = ar.mul(t.e(q, u), ar.add(a_p, t.rho[u][m]))
+        value = t.e_times(q, u, ar.add(a_p, t.rho[u][m]))
         best = value if best is None else ar.max(best, value)
     return best  # never None: g ≤ m, so token 0 is far or near
 
