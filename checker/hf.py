@@ -193,7 +193,7 @@ def _common_checks(config, layers_key, act_key, default_act):
     if layers != 1:
         _refuse(f"{layers_key} = {layers!r} (one layer is supported)")
     act = config.get(act_key, default_act)
-    if ACTIVATION_ALIASES.get(act, act) not in ACTIVATIONS:
+    if type(act) is not str or ACTIVATION_ALIASES.get(act, act) not in ACTIVATIONS:
         _refuse(f"{act_key} = {act!r:.40} (supported: "
                 f"{', '.join([*ACTIVATIONS, *ACTIVATION_ALIASES])})")
     return ACTIVATION_ALIASES.get(act, act)

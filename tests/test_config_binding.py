@@ -271,6 +271,7 @@ REFUSED_HF = [
     ("gpt2", "layer_norm_epsilon", None),
     ("gpt2", "architectures", ["GPT2DoubleHeadsModel"]),
     ("gpt2", "attn_logit_softcapping", 30.0),
+    ("gpt2", "activation_function", ["relu"]),  # not a name (was a TypeError)
     ("gpt2", "tie_word_embeddings", False),  # no lm_head.weight: transformers would make one
 ]
 

@@ -70,10 +70,6 @@ class _Arith:
         self.count += 1
         return self.ar.up_mul(w, a)
 
-    def imul(self, x, y):  # interval product (>= 0 when both factors are)
-        self.count += 1
-        return self.ar.product(x, y)
-
     def iadd(self, x, y):  # interval sum
         self.count += 1
         return x + y
