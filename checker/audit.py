@@ -360,14 +360,14 @@ class _Shown:
         from .progress import Progress
 
         self.total, self.started, self.done = total, started, 0
-        self.status = Progress(0)  # only its terminal test and its eraser are used
+        self.status = Progress(0)  # its terminal test, show() and its eraser are used
 
     def __call__(self, result: dict) -> None:
         self.status.close()
         _say(verdict_line(result))
         self.done += 1
-        if self.status.enabled and self.done < self.total:
-            self.status._write(f"audit: {self.done} of {self.total} certificates checked, "
+        if self.done < self.total:
+            self.status.show(f"audit: {self.done} of {self.total} certificates checked, "
                                f"{time.monotonic() - self.started:.0f} s")
 
     def close(self) -> None:

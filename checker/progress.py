@@ -59,6 +59,12 @@ class Progress:
         return (f"check-cert [{bar}] {frac:4.0%} {self.lines} lines, "
                 f"{self.done / 1e6:.1f}/{self.total / 1e6:.1f} MB, {seconds}")
 
+    def show(self, text: str) -> None:
+        """Draw `text` as the status line now (a caller with its own notion of progress,
+        e.g. the audit's certificates checked); nothing when disabled."""
+        if self.enabled:
+            self._write("\r" + text.ljust(self.drawn))
+
     def close(self) -> None:
         """Erase the line (nothing stays on the terminal)."""
         if self.drawn:
