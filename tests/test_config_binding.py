@@ -127,7 +127,7 @@ def test_the_table_covers_transformer_lens_exactly():
 # ---- one file per refused TransformerLens field -------------------------------------------
 
 REFUSED_TL = {
-    "gated_mlp": True, "uses_rms_norm": True, "final_rms": True,
+    "uses_rms_norm": True, "final_rms": True,
     "use_normalization_before_and_after": True, "post_embedding_ln": True,
     "use_qk_norm": True, "use_local_attn": True, "use_logn_attn": True,
     "use_dynamic_ntk_rope": True, "use_NTK_by_parts_rope": True, "use_yarn_rope": True,
