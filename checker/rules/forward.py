@@ -77,7 +77,8 @@ def position_cost(dims) -> int:
 def total_work(dims) -> int:
     """An upper bound on the rule's charged work for all v^k sequences in lexicographic
     order (the generator's feasibility estimate): the tables, the per-sequence charge
-    and, with several layers, the Σ_{n=1..k} v^n positions the path computes."""
+    and, with several layers, the Σ_{n=1..k} v^n positions the path computes (a smooth
+    activation's pieces, PIECE_COST each, are charged on top as they run)."""
     v, k = dims.d_vocab, dims.n_ctx
     work = table_cost(dims) + v ** k * _sequence_cost(dims)
     if dims.family.n_layers > 1:
