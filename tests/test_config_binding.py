@@ -232,6 +232,11 @@ def hf_dir(tmp_path: Path, kind: str, **config_changes) -> Path:
                 vocab_size=5, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                 intermediate_size=16, hidden_act="relu", max_position_embeddings=3)
             model = transformers.GPTNeoXForCausalLM(cfg)
+        elif kind == "llama":
+            cfg = transformers.LlamaConfig(
+                vocab_size=5, hidden_size=8, intermediate_size=12, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=3)
+            model = transformers.LlamaForCausalLM(cfg)
         else:
             cfg = transformers.GPT2Config(vocab_size=5, n_embd=8, n_layer=1, n_head=2,
                                           n_positions=3, activation_function="relu")
@@ -273,6 +278,21 @@ REFUSED_HF = [
     ("gpt2", "attn_logit_softcapping", 30.0),
     ("gpt2", "activation_function", ["relu"]),  # not a name (was a TypeError)
     ("gpt2", "tie_word_embeddings", False),  # no lm_head.weight: transformers would make one
+    # issue 21: Llama's allow-list
+    ("llama", "mlp_bias", True),
+    ("llama", "num_key_value_heads", 1),
+    ("llama", "rope_scaling", {"rope_type": "linear", "factor": 2.0}),
+    ("llama", "rope_parameters", {"rope_type": "llama3", "rope_theta": 10000.0}),
+    ("llama", "rope_parameters", {"rope_type": "default", "rope_theta": 1e4,
+                                  "partial_rotary_factor": 0.5}),
+    ("llama", "pretraining_tp", 2),
+    ("llama", "num_hidden_layers", 1),  # two layers of tensors
+    ("llama", "num_hidden_layers", 3),  # lacks layer 2's tensors
+    ("llama", "hidden_act", "relu2"),
+    ("llama", "attention_bias", True),  # no bias tensors
+    ("llama", "architectures", ["LlamaForSequenceClassification"]),
+    ("llama", "sliding_window", 2),
+    ("llama", "head_dim", 3),  # odd: no rotate-half pairing
 ]
 
 
@@ -282,8 +302,10 @@ def test_refused_hf_field(tmp_path, kind, field, value):
     path = hf_dir(tmp_path, kind, **{field: value})
     with pytest.raises(ModelFileError) as info:
         read_model_tensors(path)
-    assert field in str(info.value) or (field == "tie_word_embeddings"
-                                        and "lm_head.weight" in str(info.value)), info.value
+    text = str(info.value)
+    assert field in text or (field == "tie_word_embeddings" and "lm_head.weight" in text) or (
+        field == "num_hidden_layers" and ("model.layers.1." in text or "model.layers.2." in text)
+    ) or (field == "head_dim" and "head_dim" in text), info.value
 
 
 def test_hf_rotary_default_is_the_libraries(tmp_path):
