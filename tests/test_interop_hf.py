@@ -1,7 +1,8 @@
 """Hugging Face interop: GPT-NeoX (rotary, parallel or sequential residual), GPT-2 and
-Llama (RMSNorm, SiLU-gated MLP, RoPE) models of one or two layers with random weights, saved by save_pretrained, loaded (converted to
-TransformerLens layout by checker/hf.py), compared with the library's own forward, and
-certified with --model bound to the directory.  Skipped without `transformers`."""
+Llama (RMSNorm, SiLU-gated MLP, RoPE) models of one or two layers with random weights,
+saved by save_pretrained, loaded (converted to TransformerLens layout by checker/hf.py),
+compared with the library's own forward, and certified with --model bound to the
+directory.  Skipped without `transformers`."""
 
 from __future__ import annotations
 
