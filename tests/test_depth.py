@@ -435,3 +435,32 @@ def test_arb_routes_deep_and_gated_families_to_mpmath():
                 checker.feed(line)
             counts.append(checker.finish().facts.correct)
         assert counts[0] == counts[1] == json.loads(lines[-2])["claim"]
+
+
+def test_gen_cert_overwhelm_refuses_two_layers_by_name(tmp_path, capsys):
+    from generator.cli import main as gen_cert
+    from generator.modelfile import save_model
+
+    path = tmp_path / "m.pt"
+    save_model(path, random_weights("two_layers_attn_only"), None)
+    assert gen_cert([str(path), "--property", "overwhelm", "--prefix", "3", "--query", "3",
+                     "--free", "1", "-o", str(tmp_path / "c.jsonl"), "-q"]) == 2
+    assert "n_layers = 2" in capsys.readouterr().err
+
+
+def test_shipped_demonstrations_are_deep_and_gated():
+    """The shipped issue-21 models are what their names say, and their certificates claim
+    the float64 exact count (models.json)."""
+    from pathlib import Path
+
+    from generator.modelfile import load_model
+
+    root = Path(__file__).resolve().parent.parent
+    manifest = {e["file"]: e for e in json.loads(
+        (root / "generator" / "models" / "models.json").read_text())["models"]}
+    for name, layers, gated in (("max3_v8_2layers_attn_only_seed0", 2, False),
+                                ("max3_v8_llama_seed0", 2, True)):
+        f = load_model(root / "generator" / "models" / f"{name}.pt").weights.dims.family
+        assert (f.n_layers, f.gated_mlp) == (layers, gated)
+        cert = (root / "certs" / f"{name}.forward.jsonl").read_text().splitlines()
+        assert json.loads(cert[-2])["claim"] == manifest[f"{name}.pt"]["correct"]

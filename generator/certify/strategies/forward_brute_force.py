@@ -42,6 +42,8 @@ def predicted_margins(weights) -> tuple[np.ndarray, np.ndarray]:
 def certify(trace, progress=False):
     d = trace.dims
     work = d.d_vocab ** d.n_ctx * forward._sequence_cost(d)
+    if d.family.n_layers > 1:  # every position of the path too (charged as computed)
+        work = forward.total_work(d)
     if work > MAX_CHECKER_WORK:
         raise NotApplicable(
             f"a full forward pass of all {d.d_vocab}^{d.n_ctx} sequences would need "
