@@ -138,3 +138,37 @@ def test_unsupported_hf_models_are_named(tmp_path):
         load_model(tmp_path / "two")
     with pytest.raises(Malformed, match="activation_function = 'quick_gelu'"):
         load_model(tmp_path / "quick")
+
+
+@pytest.mark.parametrize("name", ["llama_2layers", "llama_1layer_tied_bias_head6",
+                                  "neox_2layers_gelu"])
+def test_rotary_models_equal_transformers_exactly_with_float64_internals(tmp_path, monkeypatch,
+                                                                         name):
+    """transformers computes RoPE's angles and cos/sin, and Llama's RMSNorm, in float32 even
+    in a float64 model; with those steps in float64 too (exact angles θ_j = base^(−2j/dim),
+    as spec/theorem.md) the passes agree to ~1e-14: the semantics are the same."""
+    from transformers.models.gpt_neox import modeling_gpt_neox
+    from transformers.models.llama import modeling_llama
+
+    def rotary(self, x, position_ids):
+        dim = self.inv_freq.shape[0] * 2
+        base = float(self.config.rope_parameters["rope_theta"])
+        inv = 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        emb = torch.cat([position_ids[..., None].double() * inv] * 2, dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    def rms(self, h):
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True)
+                                              + self.variance_epsilon))
+
+    monkeypatch.setattr(modeling_llama.LlamaRotaryEmbedding, "forward", rotary)
+    monkeypatch.setattr(modeling_gpt_neox.GPTNeoXRotaryEmbedding, "forward", rotary)
+    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms)
+    model = randomized(MODELS[name])
+    model.save_pretrained(tmp_path)
+    weights = family_weights(load_model(tmp_path).weights)
+    tokens = torch.randint(0, V, (64, K), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        theirs = model.to(torch.float64)(tokens).logits[:, -1].numpy()
+    ours = family_logits_float64(weights, tokens.numpy())
+    assert np.abs(ours - theirs).max() < 1e-12 * max(1.0, float(np.abs(theirs).max()))

@@ -96,8 +96,9 @@ DEEP = ("two_layers_attn_only", "two_layers_gelu_ln", "gated_silu_rms_rope",
 
 @pytest.mark.parametrize("name", DEEP)
 def test_deep_and_gated_forward_equals_transformer_lens_in_float64(tmp_path, name):
-    """Issue 21: with TransformerLens run in float64 the forward passes agree to ~1e-12
-    (rotary: ~1e-7, TransformerLens's float32 sin/cos tables against our exact angles)."""
+    """Issue 21: with TransformerLens run in float64, and its float32 rotary sin/cos tables
+    replaced by the exact angles' (spec/theorem.md §1b, RoPE decision), the forward passes
+    agree to ~1e-14: the semantics of depth and of the gated MLP are TransformerLens's."""
     model = hooked(name)
     path = tmp_path / "m.pt"
     save_tl(model, path)
@@ -105,10 +106,20 @@ def test_deep_and_gated_forward_equals_transformer_lens_in_float64(tmp_path, nam
     tokens = torch.randint(0, 5, (64, 3), generator=torch.Generator().manual_seed(2))
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        theirs = model.to(torch.float64)(tokens)[:, -1].numpy()
+        model = model.to(torch.float64)
+        for block in model.blocks:
+            attn = block.attn
+            if getattr(attn, "rotary_sin", None) is not None:
+                n, r = attn.rotary_sin.shape
+                theta = float(weights.dims.family.rotary_base) ** (
+                    -2 * torch.arange(r // 2, dtype=torch.float64) / r)
+                angles = torch.arange(n, dtype=torch.float64)[:, None] * theta[None]
+                angles = torch.cat([angles, angles], dim=-1)
+                attn.rotary_sin.copy_(angles.sin())
+                attn.rotary_cos.copy_(angles.cos())
+        theirs = model(tokens)[:, -1].numpy()
     ours = family_logits_float64(weights, tokens.numpy())
-    tolerance = 1e-6 if "rope" in name else 1e-10
-    assert np.abs(ours - theirs).max() < tolerance * max(1.0, float(np.abs(theirs).max()))
+    assert np.abs(ours - theirs).max() < 1e-12 * max(1.0, float(np.abs(theirs).max()))
 
 
 def test_checker_reads_tl_config_safely(tmp_path):
