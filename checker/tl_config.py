@@ -87,6 +87,7 @@ def _no_cap(value) -> bool:  # TransformerLens: a cap is active only when > 0
 # name -> (TransformerLens default, predicate for an allowed value, what is allowed)
 FIXED = {
     "uses_rms_norm": (False, _off, "False"),
+    # final_rms: read by HookedTransformer only with LN/LNPre (see _check_fixed)
     "final_rms": (False, _off, "False"),
     "use_normalization_before_and_after": (False, _off, "False"),
     "post_embedding_ln": (False, _off, "False"),
@@ -109,8 +110,9 @@ FIXED = {
     "quantization_method": (None, _none, "None"),
     "attention_dir": ("causal", lambda v: v == "causal", "'causal'"),
     "original_architecture": (None, lambda v: v in (None, "GPT2LMHeadModel",
-                                                     "GPTNeoXForCausalLM"),
-                              "None, 'GPT2LMHeadModel' or 'GPTNeoXForCausalLM'"),
+                                                     "GPTNeoXForCausalLM", "LlamaForCausalLM"),
+                              "None, 'GPT2LMHeadModel', 'GPTNeoXForCausalLM' or "
+                              "'LlamaForCausalLM'"),
     # attn_scale and n_key_value_heads depend on other fields: see _check_fixed and _family.
     "attn_scale": (-1.0, lambda v: _is_real(v), "-1 or sqrt(d_head)"),
     "n_key_value_heads": (None, lambda v: v is None or type(v) is int, "None or n_heads"),
@@ -230,6 +232,12 @@ def _check_inert(cfg: dict) -> None:
 def _check_fixed(cfg: dict) -> None:
     for name, (default, allowed, text) in FIXED.items():
         value = cfg.get(name, default)
+        if name == "final_rms" and cfg.get("normalization_type") in ("RMS", "RMSPre", None):
+            # HookedTransformer reads final_rms only with LN/LNPre (its ln_final is RMS or
+            # RMSPre or absent otherwise): TransformerLens's Llama configs set it true
+            if type(value) is not bool:
+                _refuse(f"final_rms = {_shown(value)} is not true or false")
+            continue
         if not allowed(value):
             _refuse(f"{name} = {_shown(value)} (our semantics is TransformerLens's only "
                     f"for {text})")

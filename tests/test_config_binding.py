@@ -142,13 +142,26 @@ REFUSED_TL = {
 }
 
 
+def test_final_rms_is_unread_without_layernorm(tmp_path, capsys):
+    """Issue 21: TransformerLens's Llama configs set final_rms with RMS; HookedTransformer
+    reads it only with LN/LNPre, so without LayerNorm it changes nothing (still typed)."""
+    path = save(tmp_path, tl_config_of(shipped_state_dict(), final_rms=True))
+    assert verdict(path, capsys)[0] == 0
+    path = save(tmp_path, tl_config_of(shipped_state_dict(), final_rms="yes"))
+    code, err = verdict(path, capsys)
+    assert code == 2 and "final_rms = " in err
+
+
 def test_every_fixed_field_has_a_refusal_case():
     assert set(FIXED) <= set(REFUSED_TL)
 
 
 @pytest.mark.parametrize("field", sorted(REFUSED_TL))
 def test_refused_tl_field_file(tmp_path, capsys, field):
-    path = save(tmp_path, tl_config_of(shipped_state_dict(), **{field: REFUSED_TL[field]}))
+    # final_rms is read only with LN/LNPre (LNPre has no weights: the shipped tensors fit)
+    extra = {"normalization_type": "LNPre"} if field == "final_rms" else {}
+    path = save(tmp_path, tl_config_of(shipped_state_dict(), **{field: REFUSED_TL[field]},
+                                       **extra))
     code, err = verdict(path, capsys)
     assert code == 2 and f"{field} = " in err, err
 

@@ -51,6 +51,11 @@ CONFIGS = {
     "gated_silu_rms_rope": dict(n_heads=2, d_mlp=8, act_fn="silu", normalization_type="RMS",
                                 gated_mlp=True, positional_embedding_type="rotary",
                                 rotary_dim=4),
+    # as TransformerLens's own Llama configs (loading_from_pretrained): final_rms, the name
+    "llama_like": dict(n_layers=2, n_heads=2, d_mlp=8, act_fn="silu", normalization_type="RMS",
+                       gated_mlp=True, positional_embedding_type="rotary", rotary_dim=4,
+                       final_rms=True, rotary_adjacent_pairs=False,
+                       original_architecture="LlamaForCausalLM"),
     "three_layers_gated_gelu_ln_parallel": dict(n_layers=3, n_heads=1, d_mlp=8, act_fn="gelu",
                                                 normalization_type="LN", gated_mlp=True,
                                                 parallel_attn_mlp=True),
@@ -91,7 +96,7 @@ def test_forward_equals_transformer_lens(tmp_path, name):
 
 
 DEEP = ("two_layers_attn_only", "two_layers_gelu_ln", "gated_silu_rms_rope",
-        "three_layers_gated_gelu_ln_parallel")
+        "three_layers_gated_gelu_ln_parallel", "llama_like")
 
 
 @pytest.mark.parametrize("name", DEEP)
