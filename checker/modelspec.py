@@ -31,7 +31,7 @@ MAX_ROTARY_CTX = 256
 
 @dataclass(frozen=True)
 class Family:
-    """A one-layer model family (spec/theorem.md §1).
+    """A model family (spec/theorem.md §1b): one layer unless n_layers says more.
 
     normalization: None, "LN" (learned w, b) or "LNPre" (no weights), applied
     before attention, before the MLP and before the unembedding; ln_eps is the
