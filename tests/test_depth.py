@@ -464,3 +464,33 @@ def test_shipped_demonstrations_are_deep_and_gated():
         assert (f.n_layers, f.gated_mlp) == (layers, gated)
         cert = (root / "certs" / f"{name}.forward.jsonl").read_text().splitlines()
         assert json.loads(cert[-2])["claim"] == manifest[f"{name}.pt"]["correct"]
+
+
+@pytest.mark.parametrize("rule_name", ["brute_force", "cubic", "exact", "subcubic_gap",
+                                       "overwhelm_free", "overwhelm_perm", "overwhelm_family"])
+@pytest.mark.parametrize("family", ["two_layers_attn_only", "gated_silu_rms_rotary"])
+def test_checker_rules_other_than_forward_refuse_deep_and_gated(rule_name, family):
+    """A certificate of a two-layer (or gated) model whose rule line names any other rule,
+    with the inputs that rule takes, is refused, and the message says why."""
+    from checker import rules
+
+    fw = random_weights(family)
+    lines = certificate(fw)
+    rule = json.loads(lines[-2])
+    rule["rule"] = rule_name
+    module = rules.RULES[rule_name]
+    if rule_name.startswith("overwhelm"):
+        rule["claim"] = {"prefix": [3], "query": 3, "free": 1, "free_cmp": "<=",
+                         "output": 3, "over": None}
+        if rule_name != "overwhelm_family":
+            rule["inputs"] = {}
+    else:
+        rule["inputs"] = {name: 1 for name in module.INPUTS}
+    checker = CertificateChecker()
+    with pytest.raises((Rejected, Malformed)) as info:
+        for line in lines[:-2] + [json.dumps(rule), lines[-1]]:
+            checker.feed(line)
+        checker.finish()
+    assert any(why in str(info.value) for why in (
+        "does not define", "applies only to the attention-only", "n_layers = 2",
+        "gated_mlp = True")), str(info.value)
