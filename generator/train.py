@@ -94,8 +94,13 @@ class TrainConfig:
             raise ValueError(str(exc)) from None
 
     def to_json(self) -> dict:
+        """The config as plain JSON; n_layers and gated_mlp only when not 1 / false (so a
+        model file of a one-layer config is byte for byte as before they existed)."""
         d = asdict(self)
         d["betas"] = list(self.betas)
+        for name, default in (("n_layers", 1), ("gated_mlp", False)):
+            if d[name] == default:
+                del d[name]
         return d
 
 

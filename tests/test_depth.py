@@ -494,3 +494,16 @@ def test_checker_rules_other_than_forward_refuse_deep_and_gated(rule_name, famil
     assert any(why in str(info.value) for why in (
         "does not define", "applies only to the attention-only", "n_layers = 2",
         "gated_mlp = True")), str(info.value)
+
+
+def test_one_layer_training_config_json_is_unchanged():
+    """Model files record TrainConfig.to_json(): a one-layer config's has no n_layers or
+    gated_mlp key, so re-made one-layer models are byte for byte those of before."""
+    from generator.train import TrainConfig
+
+    one = TrainConfig(d_vocab=8, n_ctx=3, d_model=8, d_head=8, d_mlp=8)
+    assert "n_layers" not in one.to_json() and "gated_mlp" not in one.to_json()
+    deep = TrainConfig(d_vocab=8, n_ctx=3, d_model=8, d_head=8, d_mlp=8, n_layers=2,
+                       gated_mlp=True)
+    assert deep.to_json()["n_layers"] == 2 and deep.to_json()["gated_mlp"] is True
+    assert deep.family.n_layers == 2 and deep.family.gated_mlp
