@@ -19,6 +19,7 @@ A margin within the forward pass's rounding is "undecided" and counts against th
     python benchmarks/fuzz_audit.py --models 20 --seed 5
     python benchmarks/fuzz_audit.py --configs 300 --seed 0  # config fuzz (issue 18)
     python benchmarks/fuzz_audit.py --streams                # hostile streams (issue 18)
+    python benchmarks/fuzz_audit.py --deep 40 --seed 2026    # deep and gated families (issue 21)
 
 The CI slice is tests/test_fuzz_audit.py.  Not a timed test: it prints counts.
 """
@@ -401,7 +402,13 @@ def main(argv=None) -> int:
                    "N random TransformerLens configs judged by TransformerLens (fuzz_configs.py)")
     p.add_argument("--streams", action="store_true",
                    help="instead: the hostile-stream cases (fuzz_streams.py)")
+    p.add_argument("--deep", type=int, metavar="N", help="instead: N random deep and gated "
+                   "family models (issue 21; fuzz_deep.py)")
     args = p.parse_args(argv)
+    if args.deep is not None:
+        import fuzz_deep
+
+        return fuzz_deep.main(["--models", str(args.deep), "--seed", str(args.seed)])
     if args.configs is not None:
         import fuzz_configs
 

@@ -592,7 +592,7 @@ def check_against_model_file(weights: dict, model_file, dims: Dims) -> str | Non
 
 def _family_mismatch(family: Family, file_family: Family, no_config: bool) -> str:
     """Why the certificate's family is not the file's, naming only what differs."""
-    ours, theirs = family.to_json(), file_family.to_json()
+    ours, theirs = family.all_fields(), file_family.all_fields()
     diff = ", ".join(f"{k} {ours[k]!r} (the file's: {theirs[k]!r})" for k in ours
                      if ours[k] != theirs[k])
     if no_config:

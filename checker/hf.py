@@ -1,4 +1,4 @@
-"""Hugging Face one-layer checkpoints (save_pretrained directories) as TransformerLens
+"""Hugging Face checkpoints (save_pretrained directories) as TransformerLens
 tensors and config, without torch.
 
 A directory holding `config.json` and `model.safetensors` is read with the
@@ -6,9 +6,10 @@ checker's own safetensors reader; its tensors are renamed, split and
 transposed (exact: values are only moved) into TransformerLens layout, and its
 config is mapped to a TransformerLens config (tl_config.family_from_tl_config
 then decides the family).  Supported: GPT-NeoX (rotary, parallel or sequential
-residual) and GPT-2 (learned positions), one layer, ReLU MLP; anything else is
-refused with a message naming it.  The conversions follow TransformerLens's own
-(`pretrained/weight_conversions/neox.py`, `gpt2.py`).
+residual), GPT-2 (learned positions) and Llama (RMSNorm, SiLU-gated MLP, RoPE), any
+number of layers; anything else is refused with a message naming it.  The conversions
+follow TransformerLens's own (`pretrained/weight_conversions/neox.py`, `gpt2.py`,
+`llama.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 from itertools import product
 
 from .errors import Malformed
-from .modelspec import ACTIVATION_ALIASES, ACTIVATIONS
+from .modelspec import ACTIVATION_ALIASES, ACTIVATIONS, MAX_LAYERS
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -137,6 +138,22 @@ _GPT2_FIELDS = {
 }
 
 
+_LLAMA_FIELDS = {
+    "interpreted": """model_type architectures vocab_size hidden_size intermediate_size
+        num_hidden_layers num_attention_heads num_key_value_heads head_dim hidden_act
+        max_position_embeddings rms_norm_eps rope_parameters rope_theta attention_bias
+        tie_word_embeddings""".split(),
+    # mlp_bias: transformers adds the up projection's bias inside the gate's product and
+    # gives the gate a bias, TransformerLens's gated MLP adds b_in after it (no b_gate);
+    # pretraining_tp > 1 splits the float matmuls (4.x), same reals but refused as unknown.
+    "fixed": {"rope_scaling": (lambda v: v is None, "null (no rope scaling)"),
+              "mlp_bias": (lambda v: v is False, "false (TransformerLens's gated MLP has "
+                                                 "no gate bias)"),
+              "pretraining_tp": (lambda v: v == 1 and type(v) is int, "1")},
+    "inert": ("attention_dropout",),
+}
+
+
 def _check_fields(config: dict, fields: dict) -> None:
     """Refuse any field that is neither interpreted, fixed at its allowed value, nor inert."""
     fixed = {**_FIXED, **fields["fixed"]}
@@ -179,19 +196,27 @@ def _architecture(config: dict, name: str) -> None:
 
 
 def convert(config: dict, tensors: dict, tick=lambda: None):
-    """(TL config, TL tensors) of an HF GPT-NeoX or GPT-2 config and state dict."""
+    """(TL config, TL tensors) of an HF GPT-NeoX, GPT-2 or Llama config and state dict."""
     kind = config.get("model_type")
     if kind == "gpt_neox":
         return _neox(config, tensors, tick)
     if kind == "gpt2":
         return _gpt2(config, tensors, tick)
-    _refuse(f"model_type {kind!r} (supported: gpt_neox, gpt2)")
+    if kind == "llama":
+        return _llama(config, tensors, tick)
+    _refuse(f"model_type {kind!r} (supported: gpt_neox, gpt2, llama)")
+
+
+def _layers(config, layers_key) -> int:
+    """The number of layers, 1..MAX_LAYERS."""
+    layers = config.get(layers_key)
+    if type(layers) is not int or not 1 <= layers <= MAX_LAYERS:
+        _refuse(f"{layers_key} = {layers!r:.40} (supported: 1..{MAX_LAYERS})")
+    return layers
 
 
 def _common_checks(config, layers_key, act_key, default_act):
-    layers = _int(config, layers_key, None)
-    if layers != 1:
-        _refuse(f"{layers_key} = {layers!r} (one layer is supported)")
+    _layers(config, layers_key)
     act = config.get(act_key, default_act)
     if type(act) is not str or ACTIVATION_ALIASES.get(act, act) not in ACTIVATIONS:
         _refuse(f"{act_key} = {act!r:.40} (supported: "
@@ -248,12 +273,14 @@ def _neox(config, t, tick):
     if _flag(config, "tie_word_embeddings", False):
         _refuse("tie_word_embeddings = true (embed_out would be replaced by embed_in)")
     bias = _flag(config, "attention_bias", True)
-    prefix = "gpt_neox.layers.0."
-    names = [prefix + "attention.query_key_value.bias", prefix + "attention.dense.bias"]
-    if any((name in t) != bias for name in names):
-        _refuse(f"attention_bias = {str(bias).lower()} but the attention bias tensors are "
-                f"{'missing' if bias else 'present'} (transformers would "
-                f"{'initialise them at random' if bias else 'ignore them'})")
+    layers = _layers(config, "num_hidden_layers")
+    for layer in range(layers):
+        prefix = f"gpt_neox.layers.{layer}."
+        names = [prefix + "attention.query_key_value.bias", prefix + "attention.dense.bias"]
+        if any((name in t) != bias for name in names):
+            _refuse(f"attention_bias = {str(bias).lower()} but the attention bias tensors are "
+                    f"{'missing' if bias else 'present'} (transformers would "
+                    f"{'initialise them at random' if bias else 'ignore them'})")
     if "lm_head.weight" in t:
         _refuse("lm_head.weight in a GPT-NeoX file (its unembedding is embed_out.weight)")
     for name in ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings",
@@ -275,33 +302,36 @@ def _neox(config, t, tick):
         return _tensor(T, *_permute(w, w.shape, (1, 0)), w.dtype)
 
     out["embed.W_E"] = get("gpt_neox.embed_in.weight")
-    qkv = get(prefix + "attention.query_key_value.weight")  # (n·3·h, d)
-    shape, vals = _permute(qkv, (n, 3, h, d), (1, 0, 3, 2))  # (3, n, d, h)
-    bias = t.get(prefix + "attention.query_key_value.bias")  # absent: attention_bias=False
-    for i, x in enumerate("QKV"):
-        out[f"blocks.0.attn.W_{x}"] = _tensor(T, shape[1:], _slice0(shape, vals, i, i + 1)[1],
-                                              qkv.dtype)
-        if bias is not None:
-            b_shape, b_vals = _permute(bias, (n, 3, h), (1, 0, 2))  # (3, n, h)
-            out[f"blocks.0.attn.b_{x}"] = _tensor(T, b_shape[1:], _slice0(b_shape, b_vals, i,
-                                                                          i + 1)[1], bias.dtype)
-    dense = get(prefix + "attention.dense.weight")  # (d, n·h): out, in
-    out["blocks.0.attn.W_O"] = _tensor(T, *_permute(dense, (d, n, h), (1, 2, 0)), dense.dtype)
-    if prefix + "attention.dense.bias" in t:  # absent: attention_bias=False (zero)
-        out["blocks.0.attn.b_O"] = t[prefix + "attention.dense.bias"]
-    for ours, theirs in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
-        out[f"blocks.0.{ours}.w"] = get(prefix + theirs + ".weight")
-        out[f"blocks.0.{ours}.b"] = get(prefix + theirs + ".bias")
-    out["blocks.0.mlp.W_in"] = linear_t(prefix + "mlp.dense_h_to_4h.weight")
-    out["blocks.0.mlp.b_in"] = get(prefix + "mlp.dense_h_to_4h.bias")
-    out["blocks.0.mlp.W_out"] = linear_t(prefix + "mlp.dense_4h_to_h.weight")
-    out["blocks.0.mlp.b_out"] = get(prefix + "mlp.dense_4h_to_h.bias")
+    for layer in range(layers):
+        prefix, ours = f"gpt_neox.layers.{layer}.", f"blocks.{layer}."
+        qkv = get(prefix + "attention.query_key_value.weight")  # (n·3·h, d)
+        shape, vals = _permute(qkv, (n, 3, h, d), (1, 0, 3, 2))  # (3, n, d, h)
+        bias = t.get(prefix + "attention.query_key_value.bias")  # absent: attention_bias=False
+        for i, x in enumerate("QKV"):
+            out[f"{ours}attn.W_{x}"] = _tensor(T, shape[1:], _slice0(shape, vals, i, i + 1)[1],
+                                               qkv.dtype)
+            if bias is not None:
+                b_shape, b_vals = _permute(bias, (n, 3, h), (1, 0, 2))  # (3, n, h)
+                out[f"{ours}attn.b_{x}"] = _tensor(T, b_shape[1:], _slice0(b_shape, b_vals, i,
+                                                                           i + 1)[1], bias.dtype)
+        dense = get(prefix + "attention.dense.weight")  # (d, n·h): out, in
+        out[f"{ours}attn.W_O"] = _tensor(T, *_permute(dense, (d, n, h), (1, 2, 0)), dense.dtype)
+        if prefix + "attention.dense.bias" in t:  # absent: attention_bias=False (zero)
+            out[f"{ours}attn.b_O"] = t[prefix + "attention.dense.bias"]
+        for norm, theirs in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
+            out[f"{ours}{norm}.w"] = get(prefix + theirs + ".weight")
+            out[f"{ours}{norm}.b"] = get(prefix + theirs + ".bias")
+        out[f"{ours}mlp.W_in"] = linear_t(prefix + "mlp.dense_h_to_4h.weight")
+        out[f"{ours}mlp.b_in"] = get(prefix + "mlp.dense_h_to_4h.bias")
+        out[f"{ours}mlp.W_out"] = linear_t(prefix + "mlp.dense_4h_to_h.weight")
+        out[f"{ours}mlp.b_out"] = get(prefix + "mlp.dense_4h_to_h.bias")
     out["ln_final.w"] = get("gpt_neox.final_layer_norm.weight")
     out["ln_final.b"] = get("gpt_neox.final_layer_norm.bias")
     head = "embed_out.weight"
     out["unembed.W_U"] = linear_t(head)
     _no_others(t, {"gpt_neox.embed_in.weight", head, "gpt_neox.final_layer_norm.weight",
-                   "gpt_neox.final_layer_norm.bias"}, prefix, (
+                   "gpt_neox.final_layer_norm.bias"},
+               [f"gpt_neox.layers.{layer}." for layer in range(layers)], (
         "attention.query_key_value.weight", "attention.query_key_value.bias",
         "attention.dense.weight", "attention.dense.bias", "input_layernorm.weight",
         "input_layernorm.bias", "post_attention_layernorm.weight",
@@ -309,7 +339,7 @@ def _neox(config, t, tick):
         "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"), ("attention.rotary_emb.",
                                                                "attention.bias",
                                                                "attention.masked_bias"))
-    tl = {"n_layers": 1, "d_model": d, "n_heads": n, "d_head": h,
+    tl = {"n_layers": layers, "d_model": d, "n_heads": n, "d_head": h,
           "d_vocab": config["vocab_size"], "n_ctx": config["max_position_embeddings"],
           "d_mlp": config["intermediate_size"], "act_fn": act, "normalization_type": "LN",
           "eps": float(eps), "positional_embedding_type": "rotary", "rotary_dim": int(h * pct),
@@ -331,7 +361,7 @@ def _gpt2(config, t, tick):
     tied = _flag(config, "tie_word_embeddings", True)
     d, n = config["n_embd"], config["n_head"]
     h = d // n
-    prefix = "transformer.h.0."
+    layers = _layers(config, "n_layer")
     T = type(next(iter(t.values())))
     out = {}
 
@@ -339,36 +369,39 @@ def _gpt2(config, t, tick):
 
     out["embed.W_E"] = get("transformer.wte.weight")
     out["pos_embed.W_pos"] = get("transformer.wpe.weight")
-    c_attn = get(prefix + "attn.c_attn.weight")  # (d, 3·n·h)
-    shape, vals = _permute(c_attn, (d, 3, n, h), (1, 2, 0, 3))  # (3, n, d, h)
-    bias = get(prefix + "attn.c_attn.bias")
-    for i, x in enumerate("QKV"):
-        out[f"blocks.0.attn.W_{x}"] = _tensor(T, shape[1:], _slice0(shape, vals, i, i + 1)[1],
-                                              c_attn.dtype)
-        out[f"blocks.0.attn.b_{x}"] = _tensor(T, (n, h), bias.values[i * d:(i + 1) * d],
-                                              bias.dtype)
-    c_proj = get(prefix + "attn.c_proj.weight")  # (n·h, d)
-    out["blocks.0.attn.W_O"] = _tensor(T, (n, h, d), c_proj.values, c_proj.dtype)
-    out["blocks.0.attn.b_O"] = get(prefix + "attn.c_proj.bias")
-    for ours, theirs in (("ln1", "ln_1"), ("ln2", "ln_2")):
-        out[f"blocks.0.{ours}.w"] = get(prefix + theirs + ".weight")
-        out[f"blocks.0.{ours}.b"] = get(prefix + theirs + ".bias")
-    out["blocks.0.mlp.W_in"] = get(prefix + "mlp.c_fc.weight")
-    out["blocks.0.mlp.b_in"] = get(prefix + "mlp.c_fc.bias")
-    out["blocks.0.mlp.W_out"] = get(prefix + "mlp.c_proj.weight")
-    out["blocks.0.mlp.b_out"] = get(prefix + "mlp.c_proj.bias")
+    for layer in range(layers):
+        prefix, ours = f"transformer.h.{layer}.", f"blocks.{layer}."
+        c_attn = get(prefix + "attn.c_attn.weight")  # (d, 3·n·h)
+        shape, vals = _permute(c_attn, (d, 3, n, h), (1, 2, 0, 3))  # (3, n, d, h)
+        bias = get(prefix + "attn.c_attn.bias")
+        for i, x in enumerate("QKV"):
+            out[f"{ours}attn.W_{x}"] = _tensor(T, shape[1:], _slice0(shape, vals, i, i + 1)[1],
+                                               c_attn.dtype)
+            out[f"{ours}attn.b_{x}"] = _tensor(T, (n, h), bias.values[i * d:(i + 1) * d],
+                                               bias.dtype)
+        c_proj = get(prefix + "attn.c_proj.weight")  # (n·h, d)
+        out[f"{ours}attn.W_O"] = _tensor(T, (n, h, d), c_proj.values, c_proj.dtype)
+        out[f"{ours}attn.b_O"] = get(prefix + "attn.c_proj.bias")
+        for norm, theirs in (("ln1", "ln_1"), ("ln2", "ln_2")):
+            out[f"{ours}{norm}.w"] = get(prefix + theirs + ".weight")
+            out[f"{ours}{norm}.b"] = get(prefix + theirs + ".bias")
+        out[f"{ours}mlp.W_in"] = get(prefix + "mlp.c_fc.weight")
+        out[f"{ours}mlp.b_in"] = get(prefix + "mlp.c_fc.bias")
+        out[f"{ours}mlp.W_out"] = get(prefix + "mlp.c_proj.weight")
+        out[f"{ours}mlp.b_out"] = get(prefix + "mlp.c_proj.bias")
     out["ln_final.w"] = get("transformer.ln_f.weight")
     out["ln_final.b"] = get("transformer.ln_f.bias")
     head = _gpt2_unembedding(t, tied, get)
     out["unembed.W_U"] = _tensor(T, *_permute(head, head.shape, (1, 0)), head.dtype)
     _no_others(t, {"transformer.wte.weight", "transformer.wpe.weight", "lm_head.weight",
-                   "transformer.ln_f.weight", "transformer.ln_f.bias"}, prefix, (
+                   "transformer.ln_f.weight", "transformer.ln_f.bias"},
+               [f"transformer.h.{layer}." for layer in range(layers)], (
         "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
         "ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",
         "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"), ("attn.bias",
                                                                    "attn.masked_bias"))
     inner = _int(config, "n_inner", None) if config.get("n_inner") is not None else 4 * d
-    tl = {"n_layers": 1, "d_model": d, "n_heads": n, "d_head": h,
+    tl = {"n_layers": layers, "d_model": d, "n_heads": n, "d_head": h,
           "d_vocab": config["vocab_size"], "n_ctx": config["n_positions"], "d_mlp": inner,
           "act_fn": act, "normalization_type": "LN", "eps": float(eps),
           "positional_embedding_type": "standard"}
@@ -389,10 +422,114 @@ def _gpt2_unembedding(t, tied: bool, get):
     return wte
 
 
-def _no_others(t, top: set, prefix: str, layer: tuple, buffers: tuple) -> None:
-    """Refuse tensors the conversion would silently drop (e.g. a second layer)."""
-    allowed = top | {prefix + k for k in layer}
+def _llama_rope(config) -> float:
+    """rope_theta as transformers 5 reads it (rope_parameters, else the 4.x rope_theta,
+    else 10000); rope_type must be 'default' and nothing else may be set (no scaling,
+    no partial rotation: Llama rotates all head_dim coordinates)."""
+    rope = config.get("rope_parameters")
+    if rope is None:
+        rope = {}
+    if not isinstance(rope, dict):
+        _refuse(f"rope_parameters = {rope!r:.60} is not an object")
+    if set(rope) - {"rope_type", "rope_theta"} or rope.get("rope_type", "default") != "default":
+        _refuse(f"rope_parameters = {rope!r:.80} (supported: rope_type 'default' and "
+                "rope_theta; no rope scaling)")
+    if "rope_theta" in rope and "rope_theta" in config and rope["rope_theta"] != config[
+            "rope_theta"]:
+        _refuse(f"rope_parameters.rope_theta = {rope['rope_theta']!r} but rope_theta = "
+                f"{config['rope_theta']!r}")
+    return _real(rope, "rope_theta", config.get("rope_theta", 10000.0))
+
+
+def _llama(config, t, tick):
+    """Llama (LlamaForCausalLM): RMSNorm, a SiLU-gated MLP (gate_proj, up_proj, down_proj),
+    rotate-half RoPE on all head_dim coordinates, nn.Linear weights (out, in), no biases
+    unless attention_bias, sequential residual; TransformerLens's RMS, gated_mlp, rotary."""
+    _check_fields(config, _LLAMA_FIELDS)
+    _architecture(config, "LlamaForCausalLM")
+    act = _common_checks(config, "num_hidden_layers", "hidden_act", "silu")
+    layers = _layers(config, "num_hidden_layers")
+    for name in ("hidden_size", "num_attention_heads", "vocab_size", "max_position_embeddings",
+                 "intermediate_size"):
+        _int(config, name)
+    d, n = config["hidden_size"], config["num_attention_heads"]
+    if not n or (config.get("head_dim") is None and d % n):
+        _refuse("hidden_size is not a multiple of num_attention_heads")
+    h = _int(config, "head_dim", d // n) if config.get("head_dim") is not None else d // n
+    if h < 2 or h % 2:
+        _refuse(f"head_dim = {h} (rotary needs an even head_dim >= 2)")
+    kv = config.get("num_key_value_heads")
+    if kv is not None and kv != n:
+        _refuse(f"num_key_value_heads = {kv!r:.20} (grouped-query attention: supported only "
+                f"num_key_value_heads == num_attention_heads = {n})")
+    base = _llama_rope(config)
+    eps = _real(config, "rms_norm_eps", 1e-6)
+    tied = _flag(config, "tie_word_embeddings", False)
+    bias = _flag(config, "attention_bias", False)
+    T = type(next(iter(t.values())))
+    out = {}
+    get = _lookup(t, tick)
+
+    def linear_t(key):  # (out, in) -> (in, out)
+        w = get(key)
+        return _tensor(T, *_permute(w, w.shape, (1, 0)), w.dtype)
+
+    attn_keys = [f"self_attn.{x}_proj.bias" for x in "qkvo"]
+    out["embed.W_E"] = get("model.embed_tokens.weight")
+    for layer in range(layers):
+        prefix, ours = f"model.layers.{layer}.", f"blocks.{layer}."
+        if any((prefix + k in t) != bias for k in attn_keys):
+            _refuse(f"attention_bias = {str(bias).lower()} but the attention bias tensors are "
+                    f"{'missing' if bias else 'present'}")
+        for x in "QKV":
+            w = get(prefix + f"self_attn.{x.lower()}_proj.weight")  # (n·h, d): out, in
+            out[f"{ours}attn.W_{x}"] = _tensor(T, *_permute(w, (n, h, d), (0, 2, 1)), w.dtype)
+            if bias:
+                b = t[prefix + f"self_attn.{x.lower()}_proj.bias"]
+                out[f"{ours}attn.b_{x}"] = _tensor(T, (n, h), b.values, b.dtype)
+        o = get(prefix + "self_attn.o_proj.weight")  # (d, n·h): out, in
+        out[f"{ours}attn.W_O"] = _tensor(T, *_permute(o, (d, n, h), (1, 2, 0)), o.dtype)
+        if bias:
+            out[f"{ours}attn.b_O"] = t[prefix + "self_attn.o_proj.bias"]
+        out[f"{ours}ln1.w"] = get(prefix + "input_layernorm.weight")
+        out[f"{ours}ln2.w"] = get(prefix + "post_attention_layernorm.weight")
+        out[f"{ours}mlp.W_in"] = linear_t(prefix + "mlp.up_proj.weight")
+        out[f"{ours}mlp.W_gate"] = linear_t(prefix + "mlp.gate_proj.weight")
+        out[f"{ours}mlp.W_out"] = linear_t(prefix + "mlp.down_proj.weight")
+    out["ln_final.w"] = get("model.norm.weight")
+    embed = get("model.embed_tokens.weight")
+    if tied:
+        head = t.get("lm_head.weight")
+        if head is not None and (head.shape != embed.shape or head.values != embed.values
+                                 or head.dtype != embed.dtype):
+            _refuse("tie_word_embeddings = true but lm_head.weight differs from "
+                    "model.embed_tokens.weight (transformers would use embed_tokens)")
+        head = embed
+    else:
+        head = get("lm_head.weight")
+    out["unembed.W_U"] = _tensor(T, *_permute(head, head.shape, (1, 0)), head.dtype)
+    _no_others(t, {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"},
+               [f"model.layers.{layer}." for layer in range(layers)],
+               tuple(f"self_attn.{x}_proj.weight" for x in "qkvo") + tuple(attn_keys) + (
+                   "input_layernorm.weight", "post_attention_layernorm.weight",
+                   "mlp.up_proj.weight", "mlp.gate_proj.weight", "mlp.down_proj.weight"),
+               ("self_attn.rotary_emb.",))
+    if type(base) is float and base.is_integer():
+        base = int(base)
+    tl = {"n_layers": layers, "d_model": d, "n_heads": n, "d_head": h,
+          "d_vocab": config["vocab_size"], "n_ctx": config["max_position_embeddings"],
+          "d_mlp": config["intermediate_size"], "act_fn": act, "normalization_type": "RMS",
+          "eps": float(eps), "positional_embedding_type": "rotary", "rotary_dim": h,
+          "rotary_base": base, "gated_mlp": True}
+    return tl, out
+
+
+def _no_others(t, top: set, prefixes: list, layer: tuple, buffers: tuple) -> None:
+    """Refuse tensors the conversion would silently drop (e.g. a layer beyond the config's)."""
+    allowed = top | {prefix + k for prefix in prefixes for k in layer}
     extra = [k for k in t if k not in allowed and not any(k.startswith(prefix + b)
+                                                          for prefix in prefixes
                                                           for b in buffers)]
     if extra:
-        _refuse(f"tensors outside a one-layer model: {', '.join(sorted(extra)[:6])}")
+        _refuse(f"tensors outside the model its config describes: "
+                f"{', '.join(sorted(extra)[:6])}")

@@ -31,7 +31,7 @@ MAX_ROTARY_CTX = 256
 
 @dataclass(frozen=True)
 class Family:
-    """A one-layer model family (spec/theorem.md §1).
+    """A model family (spec/theorem.md §1b): one layer unless n_layers says more.
 
     normalization: None, "LN" (learned w, b) or "LNPre" (no weights), applied
     before attention, before the MLP and before the unembedding; ln_eps is the
@@ -53,6 +53,8 @@ class Family:
     rotary_base: int = 0
     ln_eps: float = 0.0
     parallel: bool = False
+    n_layers: int = 1
+    gated_mlp: bool = False
 
     def validate(self) -> None:
         """Raise Malformed naming what is unsupported or inconsistent."""
@@ -79,6 +81,10 @@ class Family:
         else:
             _need(type(self.ln_eps) is float and math.isfinite(self.ln_eps)
                   and self.ln_eps > 0, f"ln_eps must be a positive float, got {self.ln_eps!r}")
+        _need(type(self.n_layers) is int and 1 <= self.n_layers <= MAX_LAYERS,
+              f"n_layers must be an integer in [1, {MAX_LAYERS}], got {self.n_layers!r}")
+        _need(type(self.gated_mlp) is bool, "gated_mlp must be true or false")
+        _need(not self.gated_mlp or self.d_mlp > 0, "a gated MLP needs d_mlp >= 1")
         if self.positional == "rotary":
             _need(type(self.n_ctx) is int and 2 <= self.n_ctx <= MAX_ROTARY_CTX,
                   f"a rotary model needs n_ctx in [2, {MAX_ROTARY_CTX}], got {self.n_ctx!r}")
@@ -96,15 +102,32 @@ class Family:
         """The original model class (the decomposition rules apply only to it)."""
         return self == ATTN_ONLY
 
+    @property
+    def is_one_layer_dense(self) -> bool:
+        """One layer, no gated MLP: the families the bulk (Arb) forward pass and the
+        overwhelm_family rule were written for."""
+        return self.n_layers == 1 and not self.gated_mlp
+
     def to_json(self) -> dict:
-        return {f: getattr(self, f) for f in FAMILY_FIELDS}
+        """The header's family object: FAMILY_FIELDS, and the OPTIONAL_FIELDS only where
+        they differ from their defaults (canonical: the weights digest hashes it)."""
+        out = {f: getattr(self, f) for f in FAMILY_FIELDS}
+        out.update({f: getattr(self, f) for f, default in OPTIONAL_FIELDS.items()
+                    if getattr(self, f) != default})
+        return out
+
+    def all_fields(self) -> dict:
+        """Every field, defaults included (for messages comparing two families)."""
+        return {f: getattr(self, f) for f in (*FAMILY_FIELDS, *OPTIONAL_FIELDS)}
 
     @classmethod
     def from_json(cls, obj: object) -> Family:
-        """Parse a header's "family" object (all fields required); Malformed if bad."""
-        if not isinstance(obj, dict) or set(obj) != set(FAMILY_FIELDS):
+        """Parse a header's "family" object (FAMILY_FIELDS required, OPTIONAL_FIELDS
+        optional, nothing else); Malformed if bad."""
+        if (not isinstance(obj, dict) or not set(FAMILY_FIELDS) <= set(obj)
+                or not set(obj) <= set(FAMILY_FIELDS) | set(OPTIONAL_FIELDS)):
             raise Malformed(f"family must be an object with exactly the fields "
-                            f"{list(FAMILY_FIELDS)}")
+                            f"{list(FAMILY_FIELDS)} and optionally {list(OPTIONAL_FIELDS)}")
         family = cls(**obj)
         family.validate()
         return family
@@ -112,6 +135,9 @@ class Family:
 
 FAMILY_FIELDS = ("normalization", "n_heads", "d_mlp", "act_fn", "positional", "n_ctx",
                  "rotary_dim", "rotary_base", "ln_eps", "parallel")
+# issue 21: fields a header may omit, with their defaults (absent = as before they existed)
+OPTIONAL_FIELDS = {"n_layers": 1, "gated_mlp": False}
+MAX_LAYERS = 64
 ATTN_ONLY = Family()
 
 
@@ -128,8 +154,15 @@ class Param:
     required: bool
 
 
+def layer_short(layer: int, short: str) -> str:
+    """The short name of a layer's parameter: layer 0's as before layers existed
+    (`W_Q`, `ln1.w`, ...), layer l >= 1's prefixed `blocks.{l}.` (`blocks.1.W_Q`)."""
+    return short if layer == 0 else f"blocks.{layer}.{short}"
+
+
 def parameter_table(family: Family = ATTN_ONLY) -> tuple[Param, ...]:
-    """The family's parameters in certificate order (spec/format.md §weight)."""
+    """The family's parameters in certificate order (spec/format.md §weight): the
+    embeddings, then each layer's block in turn, then the final norm and unembedding."""
     ln = family.normalization in ("LN", "RMS")  # learned weights (LN also biases)
     bias = family.normalization == "LN"
     mlp = family.d_mlp > 0
@@ -141,19 +174,27 @@ def parameter_table(family: Family = ATTN_ONLY) -> tuple[Param, ...]:
     out = [Param("embed.W_E", "W_E", "v d", True)]
     if family.positional == "standard":
         out.append(Param("pos_embed.W_pos", "W_pos", "k d", True))
-    if ln:
-        out += norm("blocks.0.ln1", "ln1")
-    out += [Param(f"blocks.0.attn.W_{x}", f"W_{x}", "n d h", True) for x in "QKV"]
-    out.append(Param("blocks.0.attn.W_O", "W_O", "n h d", True))
-    out += [Param(f"blocks.0.attn.b_{x}", f"b_{x}", "n h", False) for x in "QKV"]
-    out.append(Param("blocks.0.attn.b_O", "b_O", "d", False))
-    if ln and mlp:
-        out += norm("blocks.0.ln2", "ln2")
-    if mlp:
-        out += [Param("blocks.0.mlp.W_in", "W_in", "d m", True),
-                Param("blocks.0.mlp.b_in", "b_in", "m", False),
-                Param("blocks.0.mlp.W_out", "W_out", "m d", True),
-                Param("blocks.0.mlp.b_out", "b_out", "d", False)]
+    for layer in range(family.n_layers):
+        b = f"blocks.{layer}"
+
+        def s(short: str, layer: int = layer) -> str:
+            return layer_short(layer, short)
+
+        if ln:
+            out += norm(f"{b}.ln1", s("ln1"))
+        out += [Param(f"{b}.attn.W_{x}", s(f"W_{x}"), "n d h", True) for x in "QKV"]
+        out.append(Param(f"{b}.attn.W_O", s("W_O"), "n h d", True))
+        out += [Param(f"{b}.attn.b_{x}", s(f"b_{x}"), "n h", False) for x in "QKV"]
+        out.append(Param(f"{b}.attn.b_O", s("b_O"), "d", False))
+        if ln and mlp:
+            out += norm(f"{b}.ln2", s("ln2"))
+        if mlp:
+            out += [Param(f"{b}.mlp.W_in", s("W_in"), "d m", True),
+                    Param(f"{b}.mlp.b_in", s("b_in"), "m", False)]
+            if family.gated_mlp:
+                out.append(Param(f"{b}.mlp.W_gate", s("W_gate"), "d m", True))
+            out += [Param(f"{b}.mlp.W_out", s("W_out"), "m d", True),
+                    Param(f"{b}.mlp.b_out", s("b_out"), "d", False)]
     if ln:
         out += norm("ln_final", "ln_final")
     out += [Param("unembed.W_U", "W_U", "d v", True), Param("unembed.b_U", "b_U", "v", False)]
@@ -170,6 +211,13 @@ PARAMETER_NAMES = tuple(name for name, _, _ in PARAMETERS)
 # theorem replaces by exact angles.  They are ignored.
 IGNORED_BUFFERS = ("blocks.0.attn.mask", "blocks.0.attn.IGNORE")
 ROTARY_BUFFERS = ("blocks.0.attn.rotary_sin", "blocks.0.attn.rotary_cos")
+
+
+def ignored_buffers(family: Family) -> tuple[str, ...]:
+    """The buffers of every layer of `family` that carry no parameters (ignored)."""
+    names = ("mask", "IGNORE") + (("rotary_sin", "rotary_cos")
+                                  if family.positional == "rotary" else ())
+    return tuple(f"blocks.{layer}.attn.{n}" for layer in range(family.n_layers) for n in names)
 
 
 def matrix_shape(tl_shape: tuple[int, ...]) -> tuple[int, int]:
@@ -202,15 +250,20 @@ class Dims:
 def _describe_unexpected(keys: list[str], family: Family) -> str:
     kinds = []
     joined = " ".join(keys)
-    if any(k.startswith("blocks.") and not k.startswith("blocks.0.") for k in keys):
-        kinds.append("more than one layer")
+    layers = {int(k.split(".")[1]) for k in keys
+              if k.startswith("blocks.") and k.split(".")[1].isdigit()}
+    if any(layer >= family.n_layers for layer in layers):
+        kinds.append("more than one layer" if family.n_layers == 1
+                     else f"more than {family.n_layers} layers")
+    if family.d_mlp and not family.gated_mlp and "W_gate" in joined:
+        kinds.append("a gated MLP (W_gate)")
     if "mlp" in joined:
         kinds.append("MLP weights")
     if "ln" in joined or "LayerNorm" in joined or ".norm" in joined:
         kinds.append("LayerNorm weights")
     what = ", ".join(kinds) if kinds else "parameters this model class does not have"
     shown = ", ".join(sorted(keys)[:8]) + (" ..." if len(keys) > 8 else "")
-    hint = (" (a model with LayerNorm, MLP, RoPE or several heads needs its config: see "
+    hint = (" (a model with LayerNorm, MLP, RoPE, several heads or layers needs its config: see "
             "README, model families)" if family.is_attn_only and kinds else "")
     return f"model has {what}: {shown}{hint}"
 
@@ -225,14 +278,14 @@ def infer_dims(shapes: dict[str, tuple[int, ...]], family: Family = ATTN_ONLY) -
     family.validate()
     table = parameter_table(family)
     names = {p.key for p in table}
-    ignored = IGNORED_BUFFERS + (ROTARY_BUFFERS if family.positional == "rotary" else ())
+    ignored = ignored_buffers(family)
     unexpected = [k for k in shapes if k not in names and k not in ignored]
     if unexpected:
         raise Malformed(_describe_unexpected(unexpected, family))
     missing = [p.key for p in table if p.required and p.key not in shapes]
     if missing:
         raise Malformed(f"model is missing required tensors: {', '.join(missing)}")
-    heads = ("blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V", "blocks.0.attn.W_O")
+    heads = [f"blocks.{layer}.attn.W_{x}" for layer in range(family.n_layers) for x in "QKVO"]
     for name in heads:
         shape = shapes[name]
         if len(shape) != 3:

@@ -26,6 +26,7 @@ from .errors import Malformed
 from .modelspec import (
     ACTIVATION_ALIASES,
     ACTIVATIONS,
+    MAX_LAYERS,
     MAX_ROTARY_CTX,
     NORMALIZATIONS,
     POSITIONALS,
@@ -36,7 +37,8 @@ from .modelspec import (
 
 INTERPRETED = ("n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "d_vocab_out",
                "d_mlp", "attn_only", "act_fn", "normalization_type", "eps",
-               "positional_embedding_type", "rotary_dim", "rotary_base", "parallel_attn_mlp")
+               "positional_embedding_type", "rotary_dim", "rotary_base", "parallel_attn_mlp",
+               "gated_mlp")
 REQUIRED = ("n_layers", "d_model", "d_head", "n_ctx", "d_vocab", "normalization_type")
 
 
@@ -84,8 +86,8 @@ def _no_cap(value) -> bool:  # TransformerLens: a cap is active only when > 0
 
 # name -> (TransformerLens default, predicate for an allowed value, what is allowed)
 FIXED = {
-    "gated_mlp": (False, _off, "False"),
     "uses_rms_norm": (False, _off, "False"),
+    # final_rms: read by HookedTransformer only with LN/LNPre (see _check_fixed)
     "final_rms": (False, _off, "False"),
     "use_normalization_before_and_after": (False, _off, "False"),
     "post_embedding_ln": (False, _off, "False"),
@@ -108,8 +110,9 @@ FIXED = {
     "quantization_method": (None, _none, "None"),
     "attention_dir": ("causal", lambda v: v == "causal", "'causal'"),
     "original_architecture": (None, lambda v: v in (None, "GPT2LMHeadModel",
-                                                     "GPTNeoXForCausalLM"),
-                              "None, 'GPT2LMHeadModel' or 'GPTNeoXForCausalLM'"),
+                                                     "GPTNeoXForCausalLM", "LlamaForCausalLM"),
+                              "None, 'GPT2LMHeadModel', 'GPTNeoXForCausalLM' or "
+                              "'LlamaForCausalLM'"),
     # attn_scale and n_key_value_heads depend on other fields: see _check_fixed and _family.
     "attn_scale": (-1.0, lambda v: _is_real(v), "-1 or sqrt(d_head)"),
     "n_key_value_heads": (None, lambda v: v is None or type(v) is int, "None or n_heads"),
@@ -229,6 +232,12 @@ def _check_inert(cfg: dict) -> None:
 def _check_fixed(cfg: dict) -> None:
     for name, (default, allowed, text) in FIXED.items():
         value = cfg.get(name, default)
+        if name == "final_rms" and cfg.get("normalization_type") in ("RMS", "RMSPre", None):
+            # HookedTransformer reads final_rms only with LN/LNPre (its ln_final is RMS or
+            # RMSPre or absent otherwise): TransformerLens's Llama configs set it true
+            if type(value) is not bool:
+                _refuse(f"final_rms = {_shown(value)} is not true or false")
+            continue
         if not allowed(value):
             _refuse(f"{name} = {_shown(value)} (our semantics is TransformerLens's only "
                     f"for {text})")
@@ -241,8 +250,8 @@ def _check_fixed(cfg: dict) -> None:
 
 def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
     n_layers = _int(cfg, "n_layers")
-    if n_layers != 1:
-        _refuse(f"n_layers = {n_layers} (only one layer is supported)")
+    if not 1 <= n_layers <= MAX_LAYERS:
+        _refuse(f"n_layers = {n_layers} (supported: 1..{MAX_LAYERS})")
     d_model, d_head = _int(cfg, "d_model"), _int(cfg, "d_head")
     if d_model < 1 or d_head < 1:
         _refuse(f"d_model = {d_model}, d_head = {d_head} must be positive")
@@ -274,6 +283,7 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
         if act not in ACTIVATIONS:
             _refuse(f"act_fn = {_shown(cfg.get('act_fn'))} (supported: "
                     f"{', '.join([*ACTIVATIONS, *ACTIVATION_ALIASES])})")
+    gated = _flag(cfg, "gated_mlp", False)  # read by TransformerLens only with an MLP
     pos = _choice(cfg, "positional_embedding_type", "standard", POSITIONALS)
     parallel = _flag(cfg, "parallel_attn_mlp", False)
     rotary = pos == "rotary"
@@ -295,7 +305,8 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
         n_ctx=n_ctx if rotary else 0,
         rotary_dim=(d_head if rotary_dim is None else rotary_dim) if rotary else 0,
         rotary_base=int(base) if rotary else 0,
-        ln_eps=float(eps) if norm else 0.0, parallel=parallel and d_mlp > 0)
+        ln_eps=float(eps) if norm else 0.0, parallel=parallel and d_mlp > 0,
+        n_layers=n_layers, gated_mlp=gated and d_mlp > 0)
     family.validate()
     return family
 
@@ -317,6 +328,13 @@ def _check_sizes(cfg: dict, family: Family, shapes: dict) -> None:
         stated.append(("n_ctx", cfg["n_ctx"], dim("pos_embed.W_pos", 0)))
     if family.d_mlp:
         stated.append(("d_mlp", family.d_mlp, dim("blocks.0.mlp.W_in", 1)))
+    if family.d_mlp and family.gated_mlp:
+        stated.append(("d_mlp", family.d_mlp, dim("blocks.0.mlp.W_gate", 1)))
     for name, value, actual in stated:
         if actual is not None and value != actual:
             _refuse(f"{name} = {value} but the tensors have {actual}")
+    layers = {int(key.split(".")[1]) for key in shapes
+              if key.startswith("blocks.") and key.split(".")[1].isdigit()}
+    if layers and layers != set(range(family.n_layers)):
+        _refuse(f"n_layers = {family.n_layers} but the tensors have blocks "
+                f"{sorted(layers)[:8]}")

@@ -334,12 +334,14 @@ class FamilyWeights:
 def tl_config(dims: Dims) -> dict:
     """TransformerLens config (the fields that define the family), plain types."""
     f = dims.family
-    cfg = {"n_layers": 1, "n_heads": f.n_heads, "d_vocab": dims.d_vocab,
+    cfg = {"n_layers": f.n_layers, "n_heads": f.n_heads, "d_vocab": dims.d_vocab,
            "d_vocab_out": dims.d_vocab, "n_ctx": dims.n_ctx, "d_model": dims.d_model,
            "d_head": dims.d_head, "attn_only": f.d_mlp == 0, "d_mlp": f.d_mlp or None,
            "act_fn": f.act_fn, "normalization_type": f.normalization,
            "positional_embedding_type": f.positional, "parallel_attn_mlp": f.parallel,
            "eps": f.ln_eps or 1e-5}
+    if f.gated_mlp:
+        cfg["gated_mlp"] = True
     if f.positional == "rotary":
         cfg.update(rotary_dim=f.rotary_dim, rotary_base=f.rotary_base,
                    rotary_adjacent_pairs=False)
@@ -388,11 +390,61 @@ def family_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
                           chunk: int = 1 << 12) -> np.ndarray:
     """Independent float64 forward pass of any family at the last position.
 
-    Straight from spec/theorem.md §2: (n, k) tokens -> (n, v) logits."""
+    Straight from spec/theorem.md §2b: (n, k) tokens -> (n, v) logits.  With several
+    layers every position is computed (causal attention), each layer reading the
+    previous layer's residual stream."""
     dims, f = weights.dims, weights.dims.family
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] != dims.n_ctx:
         raise ValueError(f"tokens must have shape (n, {dims.n_ctx}), got {tokens.shape}")
+    if f.n_layers == 1:
+        return _one_layer_logits_float64(weights, tokens, chunk)
+    w = {k: a.astype(np.float64) for k, a in weights.params.items()}
+    k = dims.n_ctx
+
+    def norm(x, which):
+        return norm_np(x, f, w, which)
+
+    if f.positional == "rotary":
+        angles = rope_angles(dims)
+        cos, sin = np.cos(angles), np.sin(angles)
+    causal = np.tril(np.ones((k, k), dtype=bool))
+    out = np.empty((tokens.shape[0], dims.d_vocab))
+    for s in range(0, tokens.shape[0], chunk):
+        t = tokens[s:s + chunk]
+        x = w["embed.W_E"][t]  # (n, k, d)
+        if f.positional == "standard":
+            x = x + w["pos_embed.W_pos"]
+        for layer in range(f.n_layers):
+            b = f"blocks.{layer}."
+            att = b + "attn."
+            a_in = norm(x, b + "ln1")
+            q = np.einsum("nkd,jdh->njkh", a_in, w[att + "W_Q"]) + w[att + "b_Q"][:, None]
+            key = np.einsum("nkd,jdh->njkh", a_in, w[att + "W_K"]) + w[att + "b_K"][:, None]
+            val = np.einsum("nkd,jdh->njkh", a_in, w[att + "W_V"]) + w[att + "b_V"][:, None]
+            if f.positional == "rotary":
+                r = f.rotary_dim
+                q = _rotate_np(q, cos, sin, r)
+                key = _rotate_np(key, cos, sin, r)
+            scores = np.einsum("njqh,njkh->njqk", q, key) / math.sqrt(dims.d_head)
+            scores = np.where(causal, scores, -np.inf)
+            e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            attn = e / e.sum(axis=-1, keepdims=True)
+            z = np.einsum("njqk,njkh->njqh", attn, val)
+            resid = x + np.einsum("njqh,jhd->nqd", z, w[att + "W_O"]) + w[att + "b_O"]
+            if f.d_mlp:
+                m_in = norm(x if f.parallel else resid, b + "ln2")
+                resid = resid + mlp_np(f, w, b + "mlp.", m_in)
+            x = resid
+        out[s:s + chunk] = norm(x[:, -1], "ln_final") @ w["unembed.W_U"] + w["unembed.b_U"]
+    return out
+
+
+def _one_layer_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
+                          chunk: int = 1 << 12) -> np.ndarray:
+    """family_logits_float64 of a one-layer model, at the last position only (the
+    computation as before several layers existed: the same float64 values)."""
+    dims, f = weights.dims, weights.dims.family
     w = {k: a.astype(np.float64) for k, a in weights.params.items()}
     att = "blocks.0.attn."
 
@@ -423,10 +475,26 @@ def family_logits_float64(weights: FamilyWeights, tokens: np.ndarray,
         resid = x[:, -1] + np.einsum("njh,jhd->nd", z, w[att + "W_O"]) + w[att + "b_O"]
         if f.d_mlp:
             m_in = norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
-            hidden = activation_np(f.act_fn, m_in @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"])
-            resid = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
+            if f.gated_mlp:
+                resid = resid + mlp_np(f, w, "blocks.0.mlp.", m_in)
+            else:  # as before gated MLPs existed (the same float64 values)
+                hidden = activation_np(f.act_fn, m_in @ w["blocks.0.mlp.W_in"]
+                                       + w["blocks.0.mlp.b_in"])
+                resid = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
         out[s:s + chunk] = norm(resid, "ln_final") @ w["unembed.W_U"] + w["unembed.b_U"]
     return out
+
+
+def mlp_np(f: Family, w: Mapping, prefix: str, y: np.ndarray) -> np.ndarray:
+    """The MLP of the block whose keys start with `prefix`, on its normalised input y:
+    φ(y W_in + b_in) W_out + b_out, or TransformerLens's gated MLP
+    (φ(y W_gate) ⊙ (y W_in) + b_in) W_out + b_out."""
+    if f.gated_mlp:
+        hidden = activation_np(f.act_fn, y @ w[prefix + "W_gate"]) * (y @ w[prefix + "W_in"]) \
+            + w[prefix + "b_in"]
+    else:
+        hidden = activation_np(f.act_fn, y @ w[prefix + "W_in"] + w[prefix + "b_in"])
+    return hidden @ w[prefix + "W_out"] + w[prefix + "b_out"]
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -503,7 +571,8 @@ class FamilyTransformer(nn.Module):
         for part in path:
             if part == "blocks":
                 if not hasattr(node, "blocks"):
-                    node.blocks = nn.ModuleList([_Node()])
+                    node.blocks = nn.ModuleList([_Node() for _ in
+                                                 range(self.dims.family.n_layers)])
                 node = node.blocks
             elif part.isdigit():
                 node = node[int(part)]
@@ -534,7 +603,37 @@ class FamilyTransformer(nn.Module):
         return torch.cat([a * cos - b * sin, b * cos + a * sin, x[..., r:]], dim=-1)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(n, k) tokens -> (n, v) logits at the last position."""
+        """(n, k) tokens -> (n, v) logits at the last position (every position through
+        every layer, causal attention)."""
+        f, k = self.dims.family, self.dims.n_ctx
+        if f.n_layers == 1:
+            return self._one_layer_forward(tokens)
+        x = self.p("embed.W_E")[tokens]
+        if f.positional == "standard":
+            x = x + self.p("pos_embed.W_pos")
+        causal = torch.tril(torch.ones(k, k, dtype=torch.bool, device=x.device))
+        for layer in range(f.n_layers):
+            b = f"blocks.{layer}."
+            att = b + "attn."
+            a_in = self._norm(x, b + "ln1")
+            q, key, val = (torch.einsum("nkd,jdh->njkh", a_in, self.p(att + "W_" + c))
+                           + self.p(att + "b_" + c)[:, None] for c in "QKV")
+            if f.positional == "rotary":
+                q = self._rotate(q, self._cos, self._sin)
+                key = self._rotate(key, self._cos, self._sin)
+            scores = torch.einsum("njqh,njkh->njqk", q, key) / math.sqrt(self.dims.d_head)
+            scores = scores.masked_fill(~causal, float("-inf"))
+            z = torch.einsum("njqk,njkh->njqh", torch.softmax(scores, -1), val)
+            resid = x + torch.einsum("njqh,jhd->nqd", z, self.p(att + "W_O")) \
+                + self.p(att + "b_O")
+            if f.d_mlp:
+                y = self._norm(x if f.parallel else resid, b + "ln2")
+                resid = resid + self._mlp(y, b + "mlp.")
+            x = resid
+        return self._norm(x[:, -1], "ln_final") @ self.p("unembed.W_U") + self.p("unembed.b_U")
+
+    def _one_layer_forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """forward of a one-layer model, the last position only (as before layers)."""
         f, att = self.dims.family, "blocks.0.attn."
         x = self.p("embed.W_E")[tokens]
         if f.positional == "standard":
@@ -554,10 +653,24 @@ class FamilyTransformer(nn.Module):
             + self.p(att + "b_O")
         if f.d_mlp:
             m_in = self._norm(x[:, -1] if f.parallel else resid, "blocks.0.ln2")
-            hidden = activation_torch(f.act_fn, m_in @ self.p("blocks.0.mlp.W_in")
-                                      + self.p("blocks.0.mlp.b_in"))
-            resid = resid + hidden @ self.p("blocks.0.mlp.W_out") + self.p("blocks.0.mlp.b_out")
+            if f.gated_mlp:
+                resid = resid + self._mlp(m_in, "blocks.0.mlp.")
+            else:  # as before gated MLPs existed (the same float32 values)
+                hidden = activation_torch(f.act_fn, m_in @ self.p("blocks.0.mlp.W_in")
+                                          + self.p("blocks.0.mlp.b_in"))
+                resid = resid + hidden @ self.p("blocks.0.mlp.W_out") \
+                    + self.p("blocks.0.mlp.b_out")
         return self._norm(resid, "ln_final") @ self.p("unembed.W_U") + self.p("unembed.b_U")
+
+    def _mlp(self, y: torch.Tensor, mlp: str) -> torch.Tensor:
+        """The MLP (keys starting with `mlp`) on its normalised input y (mlp_np)."""
+        f = self.dims.family
+        if f.gated_mlp:
+            hidden = activation_torch(f.act_fn, y @ self.p(mlp + "W_gate")) \
+                * (y @ self.p(mlp + "W_in")) + self.p(mlp + "b_in")
+        else:
+            hidden = activation_torch(f.act_fn, y @ self.p(mlp + "W_in") + self.p(mlp + "b_in"))
+        return hidden @ self.p(mlp + "W_out") + self.p(mlp + "b_out")
 
     def weights(self) -> FamilyWeights:
         return FamilyWeights.from_state_dict(self.state_dict(), self.dims.family)

@@ -194,6 +194,12 @@ def _certify_family(loaded, claim: Overwhelm, trace, force: bool, started: float
     from checker.rules import overwhelm_family as family_rule
 
     weights = loaded.weights
+    if not weights.dims.family.is_one_layer_dense:
+        f = weights.dims.family
+        raise Malformed(f"overwhelm on a model with n_layers = {f.n_layers}, gated_mlp = "
+                        f"{f.gated_mlp} is not supported yet (rule overwhelm_family bounds "
+                        "one block without a gate); use accuracy with --strategy "
+                        "forward-brute-force")
     if weights.dims.family.normalization in ("RMS", "RMSPre"):
         raise Malformed("overwhelm on an RMS-normalised model is not supported yet (rule "
                         "overwhelm_family's Lemma LN assumes centring); use accuracy with "

@@ -54,6 +54,8 @@ class TrainConfig:
     rotary_base: int = 10000
     ln_eps: float = 1e-5
     parallel: bool = False
+    n_layers: int = 1
+    gated_mlp: bool = False  # TransformerLens gated_mlp (SwiGLU with act_fn silu)
 
     @property
     def family(self) -> Family:
@@ -63,7 +65,8 @@ class TrainConfig:
                       n_ctx=self.n_ctx if self.rope else 0,
                       rotary_dim=(self.rotary_dim or self.d_head) if self.rope else 0,
                       rotary_base=self.rotary_base if self.rope else 0,
-                      ln_eps=self.ln_eps if self.layernorm else 0.0, parallel=self.parallel)
+                      ln_eps=self.ln_eps if self.layernorm else 0.0, parallel=self.parallel,
+                      n_layers=self.n_layers, gated_mlp=self.gated_mlp and self.d_mlp > 0)
 
     @property
     def dims(self) -> Dims:
@@ -83,14 +86,21 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.seed < 2 ** 63:
             raise ValueError(f"seed must be in [0, 2^63), got {self.seed}")
+        if self.gated_mlp and not self.d_mlp:
+            raise ValueError("a gated MLP needs an MLP (--mlp D_MLP)")
         try:
             self.family.validate()
         except Malformed as exc:
             raise ValueError(str(exc)) from None
 
     def to_json(self) -> dict:
+        """The config as plain JSON; n_layers and gated_mlp only when not 1 / false (so a
+        model file of a one-layer config is byte for byte as before they existed)."""
         d = asdict(self)
         d["betas"] = list(self.betas)
+        for name, default in (("n_layers", 1), ("gated_mlp", False)):
+            if d[name] == default:
+                del d[name]
         return d
 
 
@@ -172,10 +182,10 @@ def _parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = argparse.ArgumentParser(
         prog="train-max-of-k", formatter_class=HelpFormatter,
-        description="Train a one-layer Max-of-K transformer with the paper's recipe and report "
-                    "its exact accuracy: attention-only by default, or of another supported "
-                    "family (LayerNorm or RMSNorm, an MLP with ReLU/GELU/SiLU, RoPE, several "
-                    "heads, parallel residual).",
+        description="Train a Max-of-K transformer with the paper's recipe and report "
+                    "its exact accuracy: one layer attention-only by default, or of another "
+                    "supported family (several layers, LayerNorm or RMSNorm, an MLP with "
+                    "ReLU/GELU/SiLU, gated or not, RoPE, several heads, parallel residual).",
         epilog="examples:\n"
                "  train-max-of-k --out m.pt                      # the paper's Max-of-4 model\n"
                "  train-max-of-k --out m.pt --d-vocab 8 --n-ctx 3 --d-model 16 --d-head 8 \\\n"
@@ -209,6 +219,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ln-eps", type=float, default=d.ln_eps, help="with --layernorm: epsilon")
     p.add_argument("--parallel", action="store_true",
                    help="parallel attention and MLP (GPT-NeoX residual)")
+    p.add_argument("--n-layers", type=int, default=d.n_layers,
+                   help="transformer blocks (certified by forward brute force when > 1)")
+    p.add_argument("--gated-mlp", action="store_true",
+                   help="with --mlp: TransformerLens's gated MLP φ(x W_gate) ⊙ (x W_in) + b_in "
+                        "(SwiGLU with --act-fn silu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--no-exact", action="store_true",
                    help="skip counting the exact accuracy over all sequences")
@@ -228,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                       lr=args.lr, weight_decay=args.weight_decay, layernorm=args.layernorm,
                       n_heads=args.n_heads, d_mlp=args.mlp, act_fn=args.act_fn, rope=args.rope,
                       rotary_dim=args.rotary_dim, rotary_base=args.rotary_base,
-                      ln_eps=args.ln_eps, parallel=args.parallel)
+                      ln_eps=args.ln_eps, parallel=args.parallel, n_layers=args.n_layers,
+                      gated_mlp=args.gated_mlp)
     try:
         cfg.validate()
     except ValueError as exc:

@@ -127,7 +127,7 @@ def test_the_table_covers_transformer_lens_exactly():
 # ---- one file per refused TransformerLens field -------------------------------------------
 
 REFUSED_TL = {
-    "gated_mlp": True, "uses_rms_norm": True, "final_rms": True,
+    "uses_rms_norm": True, "final_rms": True,
     "use_normalization_before_and_after": True, "post_embedding_ln": True,
     "use_qk_norm": True, "use_local_attn": True, "use_logn_attn": True,
     "use_dynamic_ntk_rope": True, "use_NTK_by_parts_rope": True, "use_yarn_rope": True,
@@ -142,13 +142,26 @@ REFUSED_TL = {
 }
 
 
+def test_final_rms_is_unread_without_layernorm(tmp_path, capsys):
+    """Issue 21: TransformerLens's Llama configs set final_rms with RMS; HookedTransformer
+    reads it only with LN/LNPre, so without LayerNorm it changes nothing (still typed)."""
+    path = save(tmp_path, tl_config_of(shipped_state_dict(), final_rms=True))
+    assert verdict(path, capsys)[0] == 0
+    path = save(tmp_path, tl_config_of(shipped_state_dict(), final_rms="yes"))
+    code, err = verdict(path, capsys)
+    assert code == 2 and "final_rms = " in err
+
+
 def test_every_fixed_field_has_a_refusal_case():
     assert set(FIXED) <= set(REFUSED_TL)
 
 
 @pytest.mark.parametrize("field", sorted(REFUSED_TL))
 def test_refused_tl_field_file(tmp_path, capsys, field):
-    path = save(tmp_path, tl_config_of(shipped_state_dict(), **{field: REFUSED_TL[field]}))
+    # final_rms is read only with LN/LNPre (LNPre has no weights: the shipped tensors fit)
+    extra = {"normalization_type": "LNPre"} if field == "final_rms" else {}
+    path = save(tmp_path, tl_config_of(shipped_state_dict(), **{field: REFUSED_TL[field]},
+                                       **extra))
     code, err = verdict(path, capsys)
     assert code == 2 and f"{field} = " in err, err
 
@@ -232,6 +245,11 @@ def hf_dir(tmp_path: Path, kind: str, **config_changes) -> Path:
                 vocab_size=5, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                 intermediate_size=16, hidden_act="relu", max_position_embeddings=3)
             model = transformers.GPTNeoXForCausalLM(cfg)
+        elif kind == "llama":
+            cfg = transformers.LlamaConfig(
+                vocab_size=5, hidden_size=8, intermediate_size=12, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=3)
+            model = transformers.LlamaForCausalLM(cfg)
         else:
             cfg = transformers.GPT2Config(vocab_size=5, n_embd=8, n_layer=1, n_head=2,
                                           n_positions=3, activation_function="relu")
@@ -273,6 +291,21 @@ REFUSED_HF = [
     ("gpt2", "attn_logit_softcapping", 30.0),
     ("gpt2", "activation_function", ["relu"]),  # not a name (was a TypeError)
     ("gpt2", "tie_word_embeddings", False),  # no lm_head.weight: transformers would make one
+    # issue 21: Llama's allow-list
+    ("llama", "mlp_bias", True),
+    ("llama", "num_key_value_heads", 1),
+    ("llama", "rope_scaling", {"rope_type": "linear", "factor": 2.0}),
+    ("llama", "rope_parameters", {"rope_type": "llama3", "rope_theta": 10000.0}),
+    ("llama", "rope_parameters", {"rope_type": "default", "rope_theta": 1e4,
+                                  "partial_rotary_factor": 0.5}),
+    ("llama", "pretraining_tp", 2),
+    ("llama", "num_hidden_layers", 1),  # two layers of tensors
+    ("llama", "num_hidden_layers", 3),  # lacks layer 2's tensors
+    ("llama", "hidden_act", "relu2"),
+    ("llama", "attention_bias", True),  # no bias tensors
+    ("llama", "architectures", ["LlamaForSequenceClassification"]),
+    ("llama", "sliding_window", 2),
+    ("llama", "head_dim", 3),  # odd: no rotate-half pairing
 ]
 
 
@@ -282,8 +315,10 @@ def test_refused_hf_field(tmp_path, kind, field, value):
     path = hf_dir(tmp_path, kind, **{field: value})
     with pytest.raises(ModelFileError) as info:
         read_model_tensors(path)
-    assert field in str(info.value) or (field == "tie_word_embeddings"
-                                        and "lm_head.weight" in str(info.value)), info.value
+    text = str(info.value)
+    assert field in text or (field == "tie_word_embeddings" and "lm_head.weight" in text) or (
+        field == "num_hidden_layers" and ("model.layers.1." in text or "model.layers.2." in text)
+    ) or (field == "head_dim" and "head_dim" in text), info.value
 
 
 def test_hf_rotary_default_is_the_libraries(tmp_path):

@@ -58,3 +58,18 @@ def test_an_inflated_claim_is_caught(monkeypatch):
     monkeypatch.setattr(fuzz_audit, "check_file", inflated)
     tally = fuzz_audit.run(models=2, seed=7)
     assert tally.false_theorems
+
+
+def test_deep_and_gated_slice_has_no_false_theorem():
+    """Issue 21: random deep and gated family models (benchmarks/fuzz_deep.py), the
+    forward certificate and its mutants against a 256-bit multi-layer forward pass."""
+    import fuzz_deep
+
+    tally = fuzz_deep.run(models=6, seed=7)
+    s = tally.summary()
+    assert s["false_theorems"] == 0, tally.false_theorems
+    assert s["generator_errors"] == 0, tally.generator_errors
+    assert s["backend_disagreements"] == 0, tally.backend_disagreements
+    assert s["certificates"].get("forward-brute-force:accepted", 0) == 6
+    assert s["certificates"].get("cubic:not applicable", 0) == 6
+

@@ -35,14 +35,23 @@ def two_layer_model(tmp_path: Path) -> Path:
     return path
 
 
-def test_two_layer_model_names_its_depth(tmp_path, capsys):
+def test_two_layer_model_is_certified_and_a_wrong_depth_is_named(tmp_path, capsys):
+    """Issue 21: a two-layer TransformerLens model is certified (forward brute force);
+    a config whose n_layers is not the tensors' depth is refused, naming n_layers."""
     path = two_layer_model(tmp_path)
-    assert gen_cert([str(path), "-o", str(tmp_path / "c.jsonl"), "-q"]) == 2
+    assert gen_cert([str(path), "-o", str(tmp_path / "c.jsonl"), "-q"]) == 0
+    assert check_cert([str(tmp_path / "c.jsonl"), "--model", str(path)]) == 0
+    assert exact_accuracy([str(path), "--no-progress"]) == 0
+    capsys.readouterr()
+    obj = torch.load(path, weights_only=False)
+    obj["config"]["n_layers"] = 1
+    torch.save(obj, path)
+    assert gen_cert([str(path), "-o", str(tmp_path / "d.jsonl"), "-q"]) == 2
     err = capsys.readouterr().err
-    assert "n_layers = 2" in err and "dtype" not in err, err
+    assert "n_layers = 1" in err and "dtype" not in err, err
     assert exact_accuracy([str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "n_layers = 2" in err and "dtype" not in err, err
+    assert "n_layers = 1" in err and "dtype" not in err, err
 
 
 def test_pickled_model_object_says_how_to_save(tmp_path, capsys):

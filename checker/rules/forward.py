@@ -22,12 +22,13 @@ from __future__ import annotations
 import itertools
 
 from mpmath import iv
+from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 
 from .. import elementary, ops
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Malformed
-from ..modelspec import parameter_table
-from ..numbers import exp_interval, inv_sqrt_interval
+from ..modelspec import layer_short, parameter_table
+from ..numbers import WORKING_PRECISION, exp_interval, inv_sqrt_interval
 
 ROPE_INPUTS = ("ROPE_COS", "ROPE_SIN")
 # Back-ends (spec/arithmetic.md): mpmath evaluates sequence by sequence (the reference);
@@ -44,9 +45,45 @@ def inputs(dims, hints=None) -> tuple[str, ...]:
 
 
 def _sequence_cost(dims) -> int:
+    """Interval operations charged up front per sequence.  One layer: the whole forward
+    pass at the last position (the tables hold the rest).  Several layers: the final
+    norm and unembedding; every position's pass through the layers is charged by
+    _Model as it is computed (position_cost), since consecutive sequences share it."""
     f, k, d, h, v = dims.family, dims.n_ctx, dims.d_model, dims.d_head, dims.d_vocab
+    if f.n_layers > 1:
+        return d * v + 20 * d + v
     attn = f.n_heads * (2 * k * h + k * _EXP_COST + h * d)
-    return attn + (2 * d + activation_cost(f.act_fn)) * f.d_mlp + d * v + 20 * d + v
+    return attn + mlp_cost(f, d) + d * v + 20 * d + v
+
+
+def mlp_cost(f, d: int) -> int:
+    """Interval operations of one MLP (0 without): W_in, W_out (and W_gate with the
+    gate's product), the activation."""
+    if not f.d_mlp:
+        return 0
+    return (2 * d + activation_cost(f.act_fn) + (d + 1 if f.gated_mlp else 0)) * f.d_mlp
+
+
+def position_cost(dims) -> int:
+    """Interval operations of one position's pass through every layer (several layers):
+    layer 0's attention from the tables; each later layer's norm, projections, RoPE and
+    attention; every layer's MLP and norms."""
+    f, k, d, h = dims.family, dims.n_ctx, dims.d_model, dims.d_head
+    attend = f.n_heads * (2 * k * h + k * _EXP_COST + h * d)
+    later = 20 * d + f.n_heads * (3 * d * h + 8 * h) + attend
+    return f.n_layers * (attend + mlp_cost(f, d) + 20 * d) + (f.n_layers - 1) * later
+
+
+def total_work(dims) -> int:
+    """An upper bound on the rule's charged work for all v^k sequences in lexicographic
+    order (the generator's feasibility estimate): the tables, the per-sequence charge
+    and, with several layers, the Σ_{n=1..k} v^n positions the path computes (a smooth
+    activation's pieces, PIECE_COST each, are charged on top as they run)."""
+    v, k = dims.d_vocab, dims.n_ctx
+    work = table_cost(dims) + v ** k * _sequence_cost(dims)
+    if dims.family.n_layers > 1:
+        work += sum(v ** n for n in range(1, k + 1)) * position_cost(dims)
+    return work
 
 
 def activation_cost(act_fn: str) -> int:
@@ -67,10 +104,28 @@ def table_cost(dims) -> int:
 def table_elements(dims) -> int:
     """The elements of _Model's tables: the residual stream and its LayerNorm (k·v·d
     each) and, per head, queries, keys and values (k·v·h each), plus one more k·v·h
-    table while a rotary model's queries or keys are rotated."""
+    table while a rotary model's queries or keys are rotated; with several layers also
+    the path (path_elements)."""
     f, v, k, d, h = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
     rotating = k * v * h if f.positional == "rotary" else 0
-    return 2 * k * v * d + 3 * f.n_heads * k * v * h + rotating
+    return 2 * k * v * d + 3 * f.n_heads * k * v * h + rotating + path_elements(dims)
+
+
+def path_elements(dims) -> int:
+    """Several layers: the memoised positions of the current sequence, each holding the
+    keys and values of every later layer's heads, its residual streams and its scratch
+    (queries, scores, MLP hidden); 0 with one layer."""
+    f, k, d, h = dims.family, dims.n_ctx, dims.d_model, dims.d_head
+    if f.n_layers == 1:
+        return 0
+    per_position = f.n_layers * (2 * f.n_heads * h + 3 * d + 2 * f.d_mlp + f.n_heads * k)
+    return k * per_position
+
+
+def bulk_supported(dims) -> bool:
+    """Whether forward_arb's bulk pass implements this family (one layer, no gated MLP);
+    any other family runs in the mpmath path under --arith arb too."""
+    return dims.family.is_one_layer_dense
 
 
 def check(dims, m, hints, charge, jobs=1, arith=None):
@@ -78,7 +133,7 @@ def check(dims, m, hints, charge, jobs=1, arith=None):
         raise Malformed("rule forward_brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
     charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
-    if arith is not None and arith.name == "arb":
+    if arith is not None and arith.name == "arb" and bulk_supported(dims):
         from . import forward_arb
 
         certified = forward_arb.certified_count(dims, m, charge, arith)
@@ -169,13 +224,20 @@ def _rotate(x: list, cos_row: list, sin_row: list, rotary_dim: int) -> list:
 
 
 class _Model:
-    """The family's forward pass, with the per-(position, token) tables of the
-    attention inputs computed once."""
+    """The family's forward pass, with the per-(position, token) tables of layer 0's
+    attention inputs computed once.
+
+    `logits(prefix)` is the logit vector at the LAST position of the token list
+    `prefix` (any length 1..n_ctx).  With several layers, a position's later-layer keys
+    and values depend on the whole prefix up to it: they are memoised along the current
+    path (the positions of the most recent prefix), so consecutive prefixes in
+    lexicographic order share them; each position computed is charged position_cost."""
 
     def __init__(self, dims, m, charge):
         from ..certificate import hold
 
         f = dims.family
+        m = _as_intervals(m)  # arb balls (an unsupported family under --arith arb) -> iv
         self.dims, self.f, self.m = dims, f, m
         v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
         charge(table_cost(dims))
@@ -199,8 +261,10 @@ class _Model:
             self.q.append(q)
             self.key.append(key)
             self.val.append(val)
-        w_o = m["W_O"]
-        self.w_o = [w_o[j * h:(j + 1) * h] for j in range(f.n_heads)]
+        self.w_o = [[m[layer_short(layer, "W_O")][j * h:(j + 1) * h] for j in range(f.n_heads)]
+                    for layer in range(f.n_layers)]
+        self.path = []  # several layers: [(token, _Position)] of the most recent prefix
+        self.position_work = position_cost(dims)
 
     def ticking(self, row: list):
         """The vectors of a table row, checking the clock before each."""
@@ -208,52 +272,146 @@ class _Model:
             self.tick()
             yield x
 
-    def norm(self, which: str, x: list) -> list:
+    def norm(self, which: str, x: list, layer: int = 0) -> list:
+        """The family's normalisation `which` (ln1, ln2 of `layer`, or ln_final)."""
         if self.f.normalization is None:
             return x
         if self.f.normalization == "LNPre":
             return layer_norm(x, self.f.ln_eps, None, None)
         if self.f.normalization == "RMSPre":
             return rms_norm(x, self.f.ln_eps, None)
+        name = layer_short(layer, which)
         if self.f.normalization == "RMS":
-            return rms_norm(x, self.f.ln_eps, self.m[which + ".w"][0])
-        return layer_norm(x, self.f.ln_eps, self.m[which + ".w"][0], self.m[which + ".b"][0])
+            return rms_norm(x, self.f.ln_eps, self.m[name + ".w"][0])
+        return layer_norm(x, self.f.ln_eps, self.m[name + ".w"][0], self.m[name + ".b"][0])
 
-    def project(self, x: list, name: str, head: int) -> list:
-        """x W_name[head] + b_name[head]."""
+    def project(self, x: list, name: str, head: int, layer: int = 0) -> list:
+        """x W_name[head] + b_name[head] (of `layer`)."""
         d = self.dims.d_model
-        w = self.m["W_" + name][head * d:(head + 1) * d]
-        return _add(_vecmat(x, w, self.tick), self.m["b_" + name][head])
+        w = self.m[layer_short(layer, "W_" + name)][head * d:(head + 1) * d]
+        return _add(_vecmat(x, w, self.tick), self.m[layer_short(layer, "b_" + name)][head])
 
     def rotate(self, x: list, i: int) -> list:
         return _rotate(x, self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i], self.f.rotary_dim)
 
+    def attend(self, query: list, keys: list, vals: list, w_o: list) -> list:
+        """softmax(query · keys / sqrt(h)) · vals · W_O[head], over the given positions."""
+        scores = [s * self.scale for s in _vecmat(query, ops.transpose(keys), self.tick)]
+        shift = max(s.a for s in scores)  # any real shift leaves softmax unchanged
+        weights = [exp_interval(s - shift) for s in scores]
+        total = iv.fsum(weights)
+        attn = [w / total for w in weights]
+        z = _vecmat(attn, vals, self.tick)
+        return _vecmat(z, w_o, self.tick)
+
     def attention(self, tokens) -> list:
-        """Σ_heads z_head W_O[head] + b_O at the last position."""
+        """Layer 0: Σ_heads z_head W_O[head] + b_O at the last position of `tokens`."""
         last = len(tokens) - 1
         out = list(self.m["b_O"][0])
         for j in range(self.f.n_heads):
             query = self.q[j][last][tokens[last]]
             keys = [self.key[j][i][t] for i, t in enumerate(tokens)]
-            scores = [s * self.scale for s in _vecmat(query, ops.transpose(keys), self.tick)]
-            shift = max(s.a for s in scores)  # any real shift leaves softmax unchanged
-            weights = [exp_interval(s - shift) for s in scores]
-            total = iv.fsum(weights)
-            attn = [w / total for w in weights]
-            z = _vecmat(attn, [self.val[j][i][t] for i, t in enumerate(tokens)], self.tick)
-            out = _add(out, _vecmat(z, self.w_o[j], self.tick))
+            vals = [self.val[j][i][t] for i, t in enumerate(tokens)]
+            out = _add(out, self.attend(query, keys, vals, self.w_o[0][j]))
         return out
 
-    def mlp(self, x: list) -> list:
-        m = self.m
-        hidden = activate(self.f.act_fn, _add(_vecmat(self.norm("ln2", x), m["W_in"],
-                                                       self.tick), m["b_in"][0]), self.charge)
-        return _add(_vecmat(hidden, m["W_out"], self.tick), m["b_out"][0])
+    def mlp(self, x: list, layer: int = 0) -> list:
+        """φ(LN2(x) W_in + b_in) W_out + b_out, or with a gated MLP (TransformerLens
+        GatedMLP) (φ(LN2(x) W_gate) ⊙ (LN2(x) W_in) + b_in) W_out + b_out."""
+        m, s = self.m, lambda name: layer_short(layer, name)
+        y = self.norm("ln2", x, layer)
+        pre = _vecmat(y, m[s("W_in")], self.tick)
+        if self.f.gated_mlp:
+            gate = activate(self.f.act_fn, _vecmat(y, m[s("W_gate")], self.tick), self.charge)
+            hidden = _add([a * b for a, b in zip(gate, pre)], m[s("b_in")][0])
+        else:
+            hidden = activate(self.f.act_fn, _add(pre, m[s("b_in")][0]), self.charge)
+        return _add(_vecmat(hidden, m[s("W_out")], self.tick), m[s("b_out")][0])
+
+    def block_out(self, x: list, attn: list, layer: int) -> list:
+        """The residual stream after a block whose input is x and attention output attn."""
+        resid = _add(x, attn)
+        if self.f.d_mlp:
+            resid = _add(resid, self.mlp(x if self.f.parallel else resid, layer))
+        return resid
 
     def logits(self, tokens) -> list:
-        x = self.resid0[len(tokens) - 1][tokens[-1]]
-        resid = _add(x, self.attention(tokens))
-        if self.f.d_mlp:
-            resid = _add(resid, self.mlp(x if self.f.parallel else resid))
+        """The logits at the last position of `tokens` (length 1..n_ctx)."""
+        if self.f.n_layers > 1:
+            resid = self.state(tokens).resid
+        else:
+            x = self.resid0[len(tokens) - 1][tokens[-1]]
+            resid = self.block_out(x, self.attention(tokens), 0)
         return _add(_vecmat(self.norm("ln_final", resid), self.m["W_U"], self.tick),
                     self.m["b_U"][0])
+
+    # -- several layers ---------------------------------------------------------------
+    def state(self, tokens) -> _Position:
+        """The last position of `tokens` after every layer, from the path: positions
+        shared with the previous prefix are reused, the others computed (and charged)."""
+        n, path = len(tokens), self.path
+        common = 0
+        while common < min(n, len(path)) and path[common][0] == tokens[common]:
+            common += 1
+        if common < min(n, len(path)) or common < n:
+            del path[common:]  # the path diverges (or ends) here
+        for i in range(len(path), n):
+            self.charge(self.position_work)
+            path.append((tokens[i], self.position(tokens[:i + 1])))
+        return path[n - 1][1]
+
+    def position(self, tokens) -> _Position:
+        """Position i = len(tokens) − 1 through every layer, causally: each layer's
+        attention reads that layer's keys and values at positions 0..i (layer 0's from
+        the tables, later layers' from the path)."""
+        f, i, t = self.f, len(tokens) - 1, tokens[-1]
+        out = _Position()
+        x = self.resid0[i][t]
+        x = self.block_out(x, self.attention(tokens), 0)
+        for layer in range(1, f.n_layers):
+            self.tick()
+            u = self.norm("ln1", x, layer)
+            attn = list(self.m[layer_short(layer, "b_O")][0])
+            for j in range(f.n_heads):
+                query, key = (self.project(u, name, j, layer) for name in "QK")
+                if f.positional == "rotary":
+                    query, key = self.rotate(query, i), self.rotate(key, i)
+                val = self.project(u, "V", j, layer)
+                out.kv[layer, j] = (key, val)
+                earlier = [self.path[p][1].kv[layer, j] for p in range(i)]
+                keys = [kv[0] for kv in earlier] + [key]
+                vals = [kv[1] for kv in earlier] + [val]
+                attn = _add(attn, self.attend(query, keys, vals, self.w_o[layer][j]))
+            x = self.block_out(x, attn, layer)
+        out.resid = x
+        return out
+
+
+class _Position:
+    """One position of the current prefix after every layer: its final residual stream
+    and, per (layer >= 1, head), its key and value (read by later positions)."""
+
+    __slots__ = ("kv", "resid")
+
+    def __init__(self):
+        self.kv, self.resid = {}, None
+
+
+def _as_intervals(m: dict) -> dict:
+    """The input matrices as mpmath intervals: arb balls (under --arith arb, for a family
+    bulk_supported refuses) become intervals containing them (exact ends, rounded
+    outward); mpmath intervals are returned as they are."""
+    first = next((row[0] for rows in m.values() for row in rows if row), None)
+    if first is None or isinstance(first, type(_ZERO)):
+        return m
+    return {name: [[_ball_to_iv(x) for x in row] for row in rows] for name, rows in m.items()}
+
+
+def _ball_to_iv(x):
+    ends = []
+    for point, rounding in ((x.lower(), round_floor), (x.upper(), round_ceiling)):
+        if not point.is_finite():
+            raise Malformed("a non-finite input reached forward_brute_force")
+        man, exp = point.man_exp()
+        ends.append(from_man_exp(int(man), int(exp), WORKING_PRECISION, rounding))
+    return iv.make_mpf(tuple(ends))

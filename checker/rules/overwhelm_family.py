@@ -497,6 +497,10 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     """Confirm the claim at every query position; raise Rejected otherwise."""
     from ..certificate import hold
 
+    if not dims.family.is_one_layer_dense:  # Algorithm 1 here bounds one block
+        raise Malformed(f"overwhelm_family supports one layer without a gated MLP, not "
+                        f"n_layers = {dims.family.n_layers}, gated_mlp = "
+                        f"{dims.family.gated_mlp} (forward_brute_force does)")
     if dims.family.normalization in ("RMS", "RMSPre"):  # Lemma LN assumes centring
         raise Malformed("overwhelm_family does not support RMS normalization yet "
                         "(forward_brute_force does)")

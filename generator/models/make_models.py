@@ -47,6 +47,14 @@ SHIPPED: dict[str, TrainConfig] = {
     "max3_v8_rms_silu_rope_seed0.pt": TrainConfig(
         d_vocab=8, n_ctx=3, d_model=16, d_head=8, seed=0, steps=1500, layernorm="RMS",
         n_heads=2, d_mlp=32, act_fn="silu", rope=True, ln_eps=1e-6),
+    # Two layers, attention only (issue 21: depth; certified by forward brute force).
+    "max3_v8_2layers_attn_only_seed0.pt": TrainConfig(
+        d_vocab=8, n_ctx=3, d_model=8, d_head=8, seed=0, steps=1500, n_layers=2),
+    # Llama-style: RMSNorm, SiLU-gated MLP (SwiGLU), RoPE, two layers (issue 21).
+    "max3_v8_llama_seed0.pt": TrainConfig(
+        d_vocab=8, n_ctx=3, d_model=16, d_head=8, seed=0, steps=1500, layernorm="RMS",
+        n_heads=2, d_mlp=8, act_fn="silu", rope=True, ln_eps=1e-6, n_layers=2,
+        gated_mlp=True),
 }
 
 
@@ -88,6 +96,8 @@ def family_flags(cfg: TrainConfig) -> str:
     flags += [f"--ln-eps {cfg.ln_eps}"] if cfg.layernorm and cfg.ln_eps != 1e-5 else []
     flags += ["--rope"] if cfg.rope else []
     flags += ["--parallel"] if cfg.parallel else []
+    flags += [f"--n-layers {cfg.n_layers}"] if cfg.n_layers != 1 else []
+    flags += ["--gated-mlp"] if cfg.gated_mlp else []
     return "".join(" " + f for f in flags)
 
 
