@@ -33,10 +33,18 @@ from itertools import combinations
 from math import comb
 from operator import add
 
+from mpmath.libmp import from_float
+
+from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from . import cubic, pool
 
 INPUTS = cubic.INPUTS
+# The cover (rule cubic's code) runs in the selected back-end; the residue is exact
+# integer arithmetic on the *recorded* binary64 endpoints (RECORDED: certificate.py
+# passes them), so its verdicts are the same in every back-end, bit for bit.
+ARITHMETICS = ("mpmath", "arb")
+RECORDED = True
 # Work units charged per entry of a row term[i][t] (two additions, a product)
 ROW_COST = 3
 
@@ -58,7 +66,10 @@ class _Tally:
         hold(self.charge, count, what)
 
 
-def check(dims, mats, hints, charge, jobs=1):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
+    """recorded: {name: rows of (lo, hi) recorded binary64 pairs} (certificate.py); the
+    integer tables are built from them (from `mats`, which must then be mpmath
+    intervals, when absent)."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -66,14 +77,14 @@ def check(dims, mats, hints, charge, jobs=1):
         raise Malformed("rule exact needs d_vocab >= 2")
     good = cubic.parse_hints(hints, v, k)
     cover_charge = _Tally(charge)
-    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs)  # Rejected unless confirmed
+    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs, arith)  # Rejected unless confirmed
     plan = Plan(good, v, k, charge)
     if cover != plan.cover or plan.cover + plan.residue != v ** k:
         raise AssertionError("exact: the classes do not partition the sequences")  # exit 2
     charge(plan.work)
     hold(charge, IntegerTables.elements(v, k) + max(jobs, 1) * plan.largest_rows,
          "integer tables and rows")  # the rows: in each process
-    tables = IntegerTables(mats, v, k)
+    tables = IntegerTables(recorded if recorded is not None else mats, v, k)
     order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
     results = _map(jobs, (tables, plan, charge), order)
     seen = sum(size for size, _, _ in results)
@@ -230,8 +241,10 @@ class IntegerTables:
 
 def _raw_endpoints(x):
     """The endpoints of interval x as raw mpmath numbers (sign, man, exp, bc),
-    value (−1)^sign·man·2^exp."""
-    ends = x._mpi_
+    value (−1)^sign·man·2^exp.  x is an mpmath interval or a recorded (lo, hi) pair of
+    binary64 numbers (converted exactly by mpmath's own from_float: the same raw
+    numbers as the interval iv.mpf((lo, hi)) holds)."""
+    ends = tuple(map(from_float, x)) if type(x) is tuple else x._mpi_
     for _, man, exp, _ in ends:
         if man == 0 and exp != 0:
             raise Malformed("exact: a non-finite enclosure")
