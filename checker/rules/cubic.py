@@ -42,9 +42,13 @@ from . import pool
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
+RECORDED = True  # certificate.py passes the recorded binary64 pairs (the arb accelerator)
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
+    """recorded: {name: rows of recorded (lo, hi) binary64 pairs}, or None.  Under the
+    arb back-end each (q, m) is first tried by cubic_fmpz (exact integer vectors in
+    C); the back-end's own code decides every (q, m) it does not confirm."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -58,6 +62,14 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     entries = entry_work(v, k, good, tables)
     charge(entries)
     expected += entries
+    fast = None
+    if getattr(arith, "name", None) == "arb" and recorded is not None:
+        from . import cubic_fmpz  # python-flint: only on the arb path
+
+        fast = cubic_fmpz.tables(recorded, v, k, charge)
+    if fast is not None:
+        tables.fast = fast
+        tables.spreadable = _spreadable(tables)
     results = _map(jobs, (tables, good, charge), v)
     proven = sum(count for count, _ in results)
     performed = tables.ar.count + sum(ops for _, ops in results)
@@ -187,28 +199,43 @@ def entry_work(v: int, k: int, good: dict, tables) -> int:
     claimed c and placement: 2v (Ã_S, unless S = B), 2v (its top two), 2 per
     claimed token ((I)), 2 per split token, 1 + 2v per joint token ((II′))."""
     total = v * query_work(k) + 10 * v * (v * (v + 1) // 2)
-    # spreadable[m]: the tokens u whose (II) can be split (dv_rest[m][u] exists)
-    spreadable = [sum(1 << u for u, x in enumerate(row) if x is not None)
-                  for row in tables.dv_rest]
+    spreadable = _spreadable(tables)
     by_pair = {}
     for (m, q, c), (mask, joint) in good.items():
         by_pair.setdefault((m, q), []).append((c, mask, joint))
     for (m, _q), claims in by_pair.items():
-        union = joint_union = 0
-        for c, mask, joint in claims:
-            if c == 0:
-                total += 2 * v if mask else 0
-                continue
-            union |= mask
-            joint_union |= joint
-            if not mask:
-                continue
-            split = _popcount(mask & ~joint & spreadable[m])
-            per_placement = (2 * v + 2 * _popcount(mask) + 2 * split
-                             + _popcount(joint) * (1 + 2 * v))
-            total += 2 * (2 * v + per_placement) if c < k - 1 else per_placement
-        total += 2 * _popcount(union) + 2 * _popcount(union & spreadable[m])
-        total += 2 * v * _popcount(joint_union)
+        total += _claims_work(v, k, claims, spreadable[m])
+    return total
+
+
+def _spreadable(tables) -> list:
+    """spreadable[m]: the tokens u whose (II) can be split (dv_rest[m][u] exists), a mask."""
+    return [sum(1 << u for u, x in enumerate(row) if x is not None) for row in tables.dv_rest]
+
+
+def pair_work(v: int, k: int, good: dict, q: int, m: int, spreadable_m: int) -> int:
+    """The operations _count_q_m performs for (q, m): entry_work's share of the pair."""
+    claims = [(c, *good[(m, q, c)]) for c in range(k) if (m, q, c) in good]
+    return 10 * v + _claims_work(v, k, claims, spreadable_m)
+
+
+def _claims_work(v: int, k: int, claims, spreadable_m: int) -> int:
+    """entry_work's operations for the claims [(c, mask, joint)] of one (q, m), beyond its 10v."""
+    total = union = joint_union = 0
+    for c, mask, joint in claims:
+        if c == 0:
+            total += 2 * v if mask else 0
+            continue
+        union |= mask
+        joint_union |= joint
+        if not mask:
+            continue
+        split = _popcount(mask & ~joint & spreadable_m)
+        per_placement = (2 * v + 2 * _popcount(mask) + 2 * split
+                         + _popcount(joint) * (1 + 2 * v))
+        total += 2 * (2 * v + per_placement) if c < k - 1 else per_placement
+    total += 2 * _popcount(union) + 2 * _popcount(union & spreadable_m)
+    total += 2 * v * _popcount(joint_union)
     return total
 
 
@@ -289,8 +316,21 @@ def _count_q(t: _Tables, good, charge, q):
                   for c, bounds in _subset_sum_bounds(ar, nonquery).items() if c < k - 1}
     placements[k - 1] = [(None, b_total)]
     w_query = ar.imul(t.beta[q][k - 1], t.e[q][q])
-    count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
-                for m in _ticking(range(q, v), charge))
+    fast = getattr(t, "fast", None)
+    if fast is None:
+        count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
+                    for m in _ticking(range(q, v), charge))
+        return count, ar.count
+    # the arb accelerator (cubic_fmpz): a (q, m) it confirms counts the operations the
+    # reference code would perform there (pair_work); any other is decided by that code
+    terms, count = fast.query_terms(q), 0
+    for m in _ticking(range(q, v), charge):
+        confirmed = fast.count_q_m(good, q, m, terms)
+        if confirmed is None:
+            count += _count_q_m(t, ar, good, q, m, b_total, placements, w_query)
+        else:
+            count += confirmed
+            ar.count += pair_work(v, k, good, q, m, t.spreadable[m])
     return count, ar.count
 
 

@@ -33,8 +33,6 @@ from itertools import combinations
 from math import comb
 from operator import add
 
-from mpmath.libmp import from_float
-
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from . import cubic, pool
@@ -77,7 +75,8 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
         raise Malformed("rule exact needs d_vocab >= 2")
     good = cubic.parse_hints(hints, v, k)
     cover_charge = _Tally(charge)
-    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs, arith)  # Rejected unless confirmed
+    # Rejected unless confirmed
+    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs, arith, recorded)
     plan = Plan(good, v, k, charge)
     if cover != plan.cover or plan.cover + plan.residue != v ** k:
         raise AssertionError("exact: the classes do not partition the sequences")  # exit 2
@@ -244,11 +243,27 @@ def _raw_endpoints(x):
     value (−1)^sign·man·2^exp.  x is an mpmath interval or a recorded (lo, hi) pair of
     binary64 numbers (converted exactly by mpmath's own from_float: the same raw
     numbers as the interval iv.mpf((lo, hi)) holds)."""
-    ends = tuple(map(from_float, x)) if type(x) is tuple else x._mpi_
+    ends = tuple(map(_raw_float, x)) if type(x) is tuple else x._mpi_
     for _, man, exp, _ in ends:
         if man == 0 and exp != 0:
             raise Malformed("exact: a non-finite enclosure")
     return ends
+
+
+def _raw_float(x: float):
+    """A finite binary64 number as mpmath's raw number (sign, man, exp, bc), exactly and
+    normalised as mpmath normalises (odd mantissa; zero is (0, 0, 0, 0)): the tuple
+    mpmath.libmp.from_float(x) returns (tests/test_bulk_arith.py compares them)."""
+    n, d = x.as_integer_ratio()  # exact: d is a power of two (ValueError on inf, nan)
+    if not n:
+        return (0, 0, 0, 0)
+    sign = n < 0
+    n = -n if sign else n
+    if d > 1:  # n/d in lowest terms: n is odd
+        return (int(sign), n, 1 - d.bit_length(), n.bit_length())
+    zeros = (n & -n).bit_length() - 1
+    n >>= zeros
+    return (int(sign), n, zeros, n.bit_length())
 
 
 def _common_exponent(rows):

@@ -1,0 +1,237 @@
+"""Rule cubic's per-(query, max) checks as exact integer vector operations in C
+(FLINT's fmpz_poly through python-flint): the `--arith arb` accelerator.
+
+Imported only by the arb back-end's path of rule cubic (never on the mpmath path).
+For one (q, m) it decides a *sufficient* condition for every check of
+cubic._count_q_m (spec/rules.md §cubic; spec/arithmetic.md §exact integer vectors):
+when it holds, the claimed good sets of (q, m) are confirmed and it returns their
+count; otherwise it returns None and the caller runs the reference code for that
+(q, m) in the back-end's own arithmetic, whose verdict (and message) is then final.
+It never rejects anything itself, so its only soundness obligation is: a count is
+returned only if every bound the rule checks is < 0.
+
+Numbers.  Every recorded endpoint is a dyadic rational, so with one exponent for the
+x-quantities (EU, EVOU, PVOU) and one per row q of exp(EQKE) and of exp(EQKP) it is an
+exact integer (exact.IntegerTables: the same integers as the mpmath intervals hold).
+All bounds of a query q are then integers in the unit 2^(X + E_q + B_q), computed
+without any rounding.  A vector over the outputs o is an fmpz_poly whose coefficient
+o is the entry (FLINT's `_fmpz_vec` add, sub and scalar mul: exact).  The only
+relaxation is in the product of a weight interval [w⁻, w⁺] (w⁻ >= 0) with a vector of
+upper bounds x:
+    W·X <= max(w⁻x_o, w⁺x_o) = w⁺x_o − (w⁺ − w⁻)·min(x_o, 0) <= w⁺x_o + (w⁺ − w⁻)·2^h,
+where h = height_bits(x): |x_o| < 2^h for every o (fmpz_poly_max_bits).  A test
+"x_o < 0 for every o outside a set Z" is, on integers, "−x_o − 1 >= 0", decided by
+fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after adding
+2^(h+1) > |−x_o − 1| at the positions in Z.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+import flint
+
+from ..errors import Rejected
+from . import exact
+
+fmpz, fmpz_poly = flint.fmpz, flint.fmpz_poly
+
+
+def tables(recorded, v: int, k: int, charge):
+    """The integer tables, or None when the accelerator does not apply (a weight whose
+    recorded enclosure reaches below 0: the reference code then finds it; d_vocab or
+    n_ctx below 3)."""
+    if recorded is None or v < 3 or k < 3:
+        return None
+    from ..certificate import hold
+
+    hold(charge, elements(v, k), "integer vector tables")
+    try:
+        return _Fast(exact.IntegerTables(recorded, v, k), v, k)
+    except Rejected:
+        return None
+
+
+def elements(v: int, k: int) -> int:
+    """The integers held by _Fast, charged to the memory limit: the integer tables
+    (exact.IntegerTables) and twelve v × v tables."""
+    return exact.IntegerTables.elements(v, k) + 12 * v * v
+
+
+class _Fast:
+    def __init__(self, it: exact.IntegerTables, v: int, k: int):
+        self.v, self.k = v, k
+        z = fmpz(0)
+        self.zero = z
+        self.ones = fmpz_poly([1] * v)
+        self.unit = [fmpz_poly([0] * o + [1]) for o in range(v)]
+        ev_lo, ev_hi, pv_lo, pv_hi = it.evou_lo, it.evou_hi, it.pvou_lo, it.pvou_hi
+        self.eu_lo = [[fmpz(x) for x in r] for r in it.eu_lo]
+        self.evou_lo = [[fmpz(x) for x in r] for r in ev_lo]
+        self.e_lo = [[fmpz(x) for x in r] for r in it.e_lo]
+        self.e_hi = [[fmpz(x) for x in r] for r in it.e_hi]
+        self.b_lo, self.b_hi = it.b_lo, it.b_hi  # Python integers (O(k) per query)
+        self.eu_hi_row = [[fmpz(x) for x in r] for r in it.eu_hi]
+        self.eu_hi = [fmpz_poly(r) for r in it.eu_hi]
+        self.euv_hi = [fmpz_poly([a + b for a, b in zip(it.eu_hi[q], ev_hi[q])])
+                       for q in range(v)]
+        self.evou_hi = [fmpz_poly(r) for r in ev_hi]
+        # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])  (exact: the largest difference)
+        dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
+                  for m in range(v)]
+        self.dp_max_row = [[fmpz(x) for x in r] for r in dp_max]
+        self.dp_max = [fmpz_poly(r) for r in dp_max]
+        # x_m without EU: dp_max + ΔV_m;  the query's: PVOU[k−1] differences
+        self.xm_tab = [fmpz_poly([a + ev_hi[m][o] - ev_lo[m][m] for o, a in enumerate(dp_max[m])])
+                       for m in range(v)]
+        self.dpq = [fmpz_poly([x - pv_lo[k - 1][m] for x in pv_hi[k - 1]]) for m in range(v)]
+        # dv_self[m][t] = EVOU⁺[t, t] − EVOU⁻[t, m];
+        # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]
+        self.dv_self = [[fmpz(ev_hi[t][t] - ev_lo[t][m]) for t in range(v)] for m in range(v)]
+        top3 = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
+        self.dv_rest = [[fmpz(ev_hi[t][next(o for o in top3[t] if o != m and o != t)]
+                              - ev_lo[t][m]) for t in range(v)] for m in range(v)]
+
+    # -- exact helpers ----------------------------------------------------------------
+    def mul(self, lo, hi, x, sigma):
+        """(x·w⁺, σ') such that x_o·w⁺ + σ' >= W·X_o for W in [lo, hi] (0 <= lo) and
+        X_o <= x_o + σ: the exact w⁺·(x_o + σ), plus (w⁺ − w⁻)·2^h with |x_o + σ| < 2^h
+        when the weight is not a point."""
+        sigma_out = hi * sigma
+        if hi != lo:
+            sigma_out += (hi - lo) << (max(x.height_bits(), sigma.bit_length()) + 1)
+        return x * hi, sigma_out
+
+    def full(self, x, sigma):
+        """The polynomial of the entries x_o + σ."""
+        return x + self.ones * sigma if sigma else x
+
+    def excluding(self, zeros, bits):
+        """2^bits at the positions where the 0/1 polynomial `zeros` is 1, minus 1 everywhere:
+        y = this − x is >= 0 at every position exactly when x_o <= −1 (x_o < 0) at every
+        position outside `zeros`, provided |x_o| + 1 < 2^bits."""
+        return zeros * (1 << bits) - self.ones
+
+    @staticmethod
+    def mul1(lo, hi, x):
+        """Exact upper bound of W·X for W in [lo, hi] (0 <= lo), X <= x."""
+        return hi * x if x >= 0 else lo * x
+
+    # -- one (q, m) -------------------------------------------------------------------------
+    def count_q_m(self, good, q, m, query):
+        """The count of cubic._count_q_m for (q, m), or None (then the reference decides).
+        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q)."""
+        v, k = self.v, self.k
+        b_lo, b_hi, placements, w_lo, w_hi = query
+        e_lo, e_hi = self.e_lo[q], self.e_hi[q]
+        eu_m = int(self.eu_lo[q][m])
+        unit_m = self.unit[m]
+        # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o];
+        # qv_o >= β_q·e_q·X_q[o] (the query position)
+        p = self.full(*self.mul(e_lo[m], e_hi[m], self.eu_hi[q] + self.xm_tab[m], -eu_m))
+        qv = self.full(*self.mul(w_lo, w_hi, self.euv_hi[q] + self.dpq[m],
+                                 -eu_m - int(self.evou_lo[q][m])))
+        hp, hq = p.height_bits(), qv.height_bits()
+        count = 0
+        if good.get((m, q, 0), (0, 0))[0]:
+            bound = self.full(*self.mul(b_lo, b_hi, p, 0)) + qv
+            if (self.excluding(unit_m, bound.height_bits() + 2) - bound).height_bits(
+                    signed=True) < 0:
+                return None
+            count += 1
+        max_c = k - 1 if q == m else k - 2
+        claims = [(c, *good.get((m, q, c), (0, 0))) for c in range(1, max_c + 1)]
+        union = 0
+        for _, mask, _ in claims:
+            union |= mask
+        if not union:
+            return count
+        # d[o] >= EU[q,o] − EU[q,m] + dp_max[m][o], as integers; its top two over o != m
+        d = [a + b - eu_m for a, b in zip(self.eu_hi_row[q], self.dp_max_row[m])]
+        d_m, d[m] = d[m], None
+        rest = d[:m] + d[m + 1:]
+        first = max(rest)
+        index = d.index(first)
+        rest.remove(first)
+        second = max(rest) if rest else first
+        d[m] = d_m
+        tokens = [u for u in range(m) if union >> u & 1]
+        dv_self, dv_rest = self.dv_self[m], self.dv_rest[m]
+        # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}} D[o]
+        # + max_{o∉{m,u}} ΔV_u[o])
+        h_self, h_spread = {}, {}
+        for u in tokens:  # mul1, inline
+            y = d[u] + dv_self[u]
+            h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
+            y = (second if u == index else first) + dv_rest[u]
+            h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
+        # a_s = R·p + qv with R = B − S in [B⁻ − S, B⁺ − S]: R⁺·p + (B⁺ − B⁻)·2^hp + qv
+        qv_rest = self.full(qv, (b_hi - b_lo) << (hp + 1))
+        for c, mask, joint in claims:
+            if not mask:
+                continue
+            claimed = [u for u in tokens if mask >> u & 1]
+            split = [u for u in claimed if not joint >> u & 1]
+            # One test for (I) and (II), split: Ã_S[o] + S·f_o < 0 at every o != m, with
+            #   f_o = max(h_self[o], max_{u split, u != o} h_spread[u])   (o claimed),
+            #   f_o = max_{u split} h_spread[u]                           (o not claimed);
+            # positions with no bound to check are excluded (S·f is nondecreasing in f).
+            zeros = unit_m
+            if split:
+                top = max(split, key=h_spread.__getitem__)
+                h1 = h_spread[top]
+                f = [h1] * v
+                for u in claimed:
+                    h = h_self[u]
+                    if h > h1:
+                        f[u] = h
+                h2 = max((h_spread[u] for u in split if u != top), default=None)
+                f[top] = h_self[top] if h2 is None else max(h_self[top], h2)
+            else:
+                f = [0] * v
+                for u in claimed:
+                    f[u] = h_self[u]
+                zeros = self.ones - fmpz_poly([mask >> u & 1 for u in range(m)]) + unit_m
+            f = fmpz_poly(f)
+            hf = f.height_bits()
+            bits = max(b_hi.bit_length() + max(hp, hf), hq + 1) + 3
+            limit = self.excluding(zeros, bits)
+            joints = [u for u in claimed if joint >> u & 1]
+            if joints:  # X_u[o] = D[o] + ΔV_u[o], for (II′)
+                x_rows = {u: self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u] for u in joints}
+                limits = {u: self.excluding(unit_m + self.unit[u], bits + 1) for u in joints}
+            for s_lo, s_hi in placements[c]:
+                if c < k - 1:  # R = B − S, a weight >= 0 where it is used
+                    if b_lo - s_hi < 0:
+                        return None
+                    a_s = p * (b_hi - s_lo) + qv_rest
+                else:
+                    a_s = qv
+                weighted = self.full(*self.mul(s_lo, s_hi, f, 0))
+                if (limit - a_s - weighted).height_bits(signed=True) < 0:
+                    return None
+                # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}
+                for u in joints:
+                    shift = -eu_m - int(self.evou_lo[u][m])
+                    row = self.full(*self.mul(s_lo * e_lo[u], s_hi * e_hi[u], x_rows[u], shift))
+                    if (limits[u] - a_s - row).height_bits(signed=True) < 0:
+                        if (self.excluding(unit_m + self.unit[u], (row + a_s).height_bits() + 2)
+                                - a_s - row).height_bits(signed=True) < 0:
+                            return None
+            count += comb(k - 1, c) * len(claimed) ** c
+        return count
+
+    def query_terms(self, q):
+        """For query q: B = Σ_{i<k−1} β[q][i] as [B⁻, B⁺]; for each c < k−1 the two
+        placements [S⁻, S⁻] (the c smallest lower ends) and [S⁺, S⁺] (the c largest upper
+        ends), for c = k−1 the interval S = B; and β[q][k−1]·e[q][q] as [w⁻, w⁺]."""
+        k = self.k
+        lo, hi = self.b_lo[q][:k - 1], self.b_hi[q][:k - 1]
+        b_lo, b_hi = sum(lo), sum(hi)
+        los, his = sorted(lo), sorted(hi, reverse=True)
+        placements = {c: [(sum(los[:c]),) * 2, (sum(his[:c]),) * 2] for c in range(1, k - 1)}
+        placements[k - 1] = [(b_lo, b_hi)]
+        w_lo = self.b_lo[q][k - 1] * int(self.e_lo[q][q])
+        w_hi = self.b_hi[q][k - 1] * int(self.e_hi[q][q])
+        return (fmpz(b_lo), fmpz(b_hi), {c: [tuple(map(fmpz, s)) for s in pl]
+                                         for c, pl in placements.items()}, fmpz(w_lo), fmpz(w_hi))
