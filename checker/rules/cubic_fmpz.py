@@ -31,7 +31,7 @@ from math import comb
 
 import flint
 
-from ..errors import Rejected
+from ..errors import Malformed, Rejected
 from . import exact
 
 fmpz, fmpz_poly = flint.fmpz, flint.fmpz_poly
@@ -43,9 +43,16 @@ def tables(recorded, v: int, k: int, charge):
     n_ctx below 3)."""
     if recorded is None or v < 3 or k < 3:
         return None
-    from ..certificate import hold
-
-    hold(charge, elements(v, k), "integer vector tables")
+    # Charged to the memory limit like any table; when they do not fit, the rule runs
+    # without them (the accelerator must not refuse what the back-end alone accepts).
+    limit, count = getattr(charge, "hold", None), elements(v, k)
+    if limit is not None:
+        try:
+            limit(count, "integer vector tables")
+        except Malformed:
+            limit(-count, "integer vector tables")  # released: not built
+            return None
+    charge(0)
     try:
         return _Fast(exact.IntegerTables(recorded, v, k), v, k)
     except Rejected:

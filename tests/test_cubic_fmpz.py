@@ -1,0 +1,263 @@
+"""The arb back-end's accelerator of rule cubic (checker/rules/cubic_fmpz.py): exact
+integer vectors in FLINT (fmpz_poly), spec/arithmetic.md §exact integer vectors.
+
+- each bulk operation against the exact rational result, on random and adversarial
+  inputs (cancellation, huge and tiny magnitudes, zero-width and zero weights; the
+  float -> integer conversion on subnormals, ±0 and the extremes);
+- every (q, m) the accelerator confirms is confirmed by the mpmath reference with the
+  same count, claim by claim, including forged claims (every token claimed good);
+- the exact rule's mutants are refused under --arith arb exactly as under mpmath.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+import struct
+
+import pytest
+
+flint = pytest.importorskip("flint")
+
+from checker import arith  # noqa: E402
+from checker.errors import Rejected  # noqa: E402
+from checker.rules import cubic, cubic_fmpz, exact  # noqa: E402
+
+fmpz_poly = flint.fmpz_poly
+
+
+def _fast(v):
+    """A _Fast with only what the vector helpers use."""
+    fast = cubic_fmpz._Fast.__new__(cubic_fmpz._Fast)
+    fast.v, fast.ones = v, fmpz_poly([1] * v)
+    return fast
+
+
+def _entries(p, v):
+    c = [int(x) for x in p.coeffs()]
+    return c + [0] * (v - len(c))
+
+
+def _adversarial_int(rng):
+    kind = rng.randrange(6)
+    if kind == 0:
+        return 0
+    if kind == 1:
+        return rng.choice([-1, 1]) * rng.getrandbits(rng.choice([1, 2, 3]))
+    if kind == 2:  # huge
+        return rng.choice([-1, 1]) * (rng.getrandbits(600) | 1 << 599)
+    if kind == 3:  # a power of two (exact boundaries of height_bits)
+        return rng.choice([-1, 1]) * (1 << rng.randrange(200))
+    if kind == 4:  # one below a power of two
+        return rng.choice([-1, 1]) * ((1 << rng.randrange(1, 200)) - 1)
+    return rng.randrange(-10**30, 10**30)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mul_encloses_the_exact_product(seed):
+    """x_o·w⁺ + σ' >= max over W in [w⁻, w⁺] of W·(x_o + σ), the exact supremum of W·X
+    for X <= x_o + σ (W >= 0): random and adversarial entries, shifts and weights, with
+    cancellation (x_o = −σ) and zero-width, zero and huge weights."""
+    rng = random.Random(seed)
+    v = rng.choice([1, 3, 17, 64])
+    fast = _fast(v)
+    xs = [_adversarial_int(rng) for _ in range(v)]
+    sigma = _adversarial_int(rng)
+    if seed % 4 == 0:
+        xs[rng.randrange(v)] = -sigma  # cancellation to exactly 0
+    lo = abs(_adversarial_int(rng))
+    hi = lo + (0 if seed % 3 == 0 else abs(_adversarial_int(rng)))
+    vec, sigma_out = fast.mul(flint.fmpz(lo), flint.fmpz(hi), fmpz_poly(xs), sigma)
+    for x, got in zip(xs, _entries(vec, v)):
+        assert got + sigma_out >= max(lo * (x + sigma), hi * (x + sigma))
+        if lo == hi:
+            assert got + sigma_out == hi * (x + sigma)  # a point weight: exact
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_negative_test_is_exact(seed):
+    """(excluding(Z, bits) − x) has no negative coefficient exactly when x_o < 0 at
+    every o outside Z, once |x_o| + 1 < 2^bits; with too few bits it may say no, never
+    a wrong yes."""
+    rng = random.Random(1000 + seed)
+    v = rng.choice([1, 2, 5, 33])
+    fast = _fast(v)
+    xs = [-abs(_adversarial_int(rng)) - 1 for _ in range(v)]  # all negative
+    flips = rng.sample(range(v), rng.randrange(0, min(v, 3) + 1))
+    for o in flips:
+        xs[o] = rng.choice([0, 1, abs(_adversarial_int(rng))])
+    zero_set = set(rng.sample(range(v), rng.randrange(0, v + 1)))
+    zeros = fmpz_poly([int(o in zero_set) for o in range(v)])
+    truth = all(x < 0 for o, x in enumerate(xs) if o not in zero_set)
+    enough = max(abs(x) + 1 for x in xs).bit_length() + 1
+    for bits in (enough, enough + 5, 1, 3):
+        got = (fast.excluding(zeros, bits) - fmpz_poly(xs)).height_bits(signed=True) >= 0
+        if bits >= enough:
+            assert got == truth
+        else:
+            assert truth or not got
+
+
+def test_raw_float_is_mpmath_from_float():
+    """exact._raw_float converts a recorded binary64 endpoint exactly as mpmath does
+    (so the integer tables are the same integers under every back-end)."""
+    from mpmath.libmp import from_float
+
+    rng = random.Random(7)
+    special = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 2.225073858507201e-308,
+               1.7976931348623157e308, -1.7976931348623157e308, 1.0, -3.0, 2.0 ** 60, 0.1]
+    bits = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+            for _ in range(20000)]
+    for x in special + [x for x in bits if x == x and abs(x) != float("inf")]:
+        assert exact._raw_float(x) == from_float(x), x
+
+
+# -- the accelerator against the mpmath reference, (q, m) by (q, m) ----------------------------
+
+def _rule_line(path):
+    """Replay a cubic certificate up to its rule line: (dims, mpmath rows, recorded
+    pairs, hints)."""
+    import json
+
+    from checker.certificate import CertificateChecker, Limits
+
+    checker = CertificateChecker(Limits(), None, 1)
+    for text in path.read_text().splitlines():
+        obj = json.loads(text)
+        if obj["kind"] == "rule":
+            values = {name: checker.values[line] for name, line in obj["inputs"].items()}
+            mats = {name: value.rows(arith.MPMATH) for name, value in values.items()}
+            recorded = {name: checker._recorded_rows(value) for name, value in values.items()}
+            return checker.dims, mats, recorded, obj["hints"]
+        checker.feed(text)
+    raise AssertionError("no rule line")
+
+
+def _reference(dims, mats, entries):
+    try:
+        return cubic.check(dims, mats, {"good": entries}, lambda work: None, 1)[0]
+    except Rejected:
+        return None
+
+
+def _models():
+    from checker_fixtures import certificate_file, random_model
+
+    return [certificate_file(random_model(seed), "cubic") for seed in (1, 2, 3, 5)]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_confirmed_pairs_are_confirmed_by_the_reference(which):
+    """For every single claim [m, q, c, one token] (and every c = 0 flag), and for the
+    claim of *every* token < m at once (forged: mostly false): whenever the accelerator
+    confirms the (q, m), the mpmath reference accepts the same claim with the same count.
+    The accelerator must also confirm most true single claims (it is not vacuous)."""
+    path = _models()[which]
+    dims, mats, recorded, _ = _rule_line(path)
+    v, k = dims.d_vocab, dims.n_ctx
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    assert fast is not None
+    confirmed = refused = 0
+    for m, q in itertools.product(range(v), repeat=2):
+        if q > m:
+            continue
+        terms = fast.query_terms(q)
+        for c in range(0, (k - 1 if q == m else k - 2) + 1):
+            masks = [1] if c == 0 else [1 << u for u in range(m)] + ([(1 << m) - 1] if m else [])
+            for mask in masks:
+                entry = [m, q, c, mask]
+                good = cubic.parse_hints({"good": [entry]}, v, k)
+                got = fast.count_q_m(good, q, m, terms)
+                want = _reference(dims, mats, [entry])
+                if got is not None:
+                    assert want == got, (entry, got, want)
+                    confirmed += 1
+                elif want is not None:
+                    refused += 1
+    assert confirmed > 0 and refused <= confirmed // 10 + 2, (confirmed, refused)
+
+
+@pytest.mark.parametrize("cert", ["max3_v32_seed0.cubic.jsonl", "max5_v16_seed0.cubic.jsonl",
+                                  "max3_v8_seed0.cubic.jsonl"])
+def test_whole_certificate_counts_agree_with_the_accelerator(cert):
+    """Shipped cubic certificates (n_ctx 3 and 5): every (q, m) is confirmed by the
+    accelerator, and the total is the reference's count (the rule-level count and proof
+    length are compared by test_arith's agreement tests)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, mats, recorded, hints = _rule_line(root / "certs" / cert)
+    v, k = dims.d_vocab, dims.n_ctx
+    good = cubic.parse_hints(hints, v, k)
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    total = 0
+    for q in range(v):
+        terms = fast.query_terms(q)
+        for m in range(q, v):
+            got = fast.count_q_m(good, q, m, terms)
+            assert got is not None, (q, m)
+            total += got
+    assert total == _reference(dims, mats, hints["good"])
+
+
+def test_accelerator_skipped_when_its_tables_do_not_fit():
+    """Over the memory limit the accelerator is not built (the rule runs without it)
+    and what it charged is released."""
+    from checker.errors import Malformed
+
+    held = []
+
+    class Budget:
+        def __call__(self, work):
+            pass
+
+        def hold(self, count, what):
+            held.append(count)
+            if sum(held) > 100:
+                raise Malformed("memory")
+
+    dims, _, recorded, _ = _rule_line(_models()[0])
+    assert cubic_fmpz.tables(recorded, dims.d_vocab, dims.n_ctx, Budget()) is None
+    assert sum(held) == 0
+
+
+# -- mutants under --arith arb -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["claim+1", "forged-good-token", "forged-all-max-flag",
+                                  "negative-attention-weight"])
+def test_exact_mutants_refused_under_arb(name, capsys):
+    """The exact rule's mutants (tests/test_exact_mutants.py) are refused under
+    --arith arb with the same exit code and message as under mpmath."""
+    import test_exact_mutants as tem
+
+    mutate, expected, needle = tem.MUTANTS[name]
+    lines = tem.dump(mutate(copy.deepcopy(tem._objs())))
+    got = {}
+    for back in ("mpmath", "arb"):
+        code, out, err = tem.run(capsys, lines, "--arith", back)
+        got[back] = (code, err.strip())
+        assert code == expected and needle.lower() in err.lower(), (back, code, err)
+        assert "VERIFIED" not in out
+    assert got["mpmath"] == got["arb"], got
+
+
+def test_exact_base_same_count_under_both():
+    import io
+    import json
+    from contextlib import redirect_stdout
+
+    import test_exact_mutants as tem
+    from checker_fixtures import write_lines
+
+    from checker.cli import main
+
+    path = write_lines(tem.base(), "exact_base_both.jsonl")
+    results = {}
+    for back in ("mpmath", "arb"):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = main([str(path), "--json", "--jobs", "1", "--arith", back])
+        result = json.loads(out.getvalue())
+        results[back] = (code, result.get("correct"), result.get("work"))
+    assert results["mpmath"] == results["arb"] and results["arb"][0] == 0, results
