@@ -68,17 +68,15 @@ def elements(v: int, k: int) -> int:
 class _Fast:
     def __init__(self, it: exact.IntegerTables, v: int, k: int):
         self.v, self.k = v, k
-        z = fmpz(0)
-        self.zero = z
         self.ones = fmpz_poly([1] * v)
         self.unit = [fmpz_poly([0] * o + [1]) for o in range(v)]
         ev_lo, ev_hi, pv_lo, pv_hi = it.evou_lo, it.evou_hi, it.pvou_lo, it.pvou_hi
-        self.eu_lo = [[fmpz(x) for x in r] for r in it.eu_lo]
-        self.evou_lo = [[fmpz(x) for x in r] for r in ev_lo]
+        self.eu_lo = it.eu_lo  # Python integers: scalars
+        self.evou_lo = ev_lo
         self.e_lo = [[fmpz(x) for x in r] for r in it.e_lo]
         self.e_hi = [[fmpz(x) for x in r] for r in it.e_hi]
-        self.b_lo, self.b_hi = it.b_lo, it.b_hi  # Python integers (O(k) per query)
-        self.eu_hi_row = [[fmpz(x) for x in r] for r in it.eu_hi]
+        self.b_lo, self.b_hi = it.b_lo, it.b_hi
+        self.eu_hi_int = it.eu_hi
         self.eu_hi = [fmpz_poly(r) for r in it.eu_hi]
         self.euv_hi = [fmpz_poly([a + b for a, b in zip(it.eu_hi[q], ev_hi[q])])
                        for q in range(v)]
@@ -86,152 +84,180 @@ class _Fast:
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])  (exact: the largest difference)
         dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
                   for m in range(v)]
-        self.dp_max_row = [[fmpz(x) for x in r] for r in dp_max]
+        self.dp_max_int = dp_max
         self.dp_max = [fmpz_poly(r) for r in dp_max]
         # x_m without EU: dp_max + ΔV_m;  the query's: PVOU[k−1] differences
         self.xm_tab = [fmpz_poly([a + ev_hi[m][o] - ev_lo[m][m] for o, a in enumerate(dp_max[m])])
                        for m in range(v)]
         self.dpq = [fmpz_poly([x - pv_lo[k - 1][m] for x in pv_hi[k - 1]]) for m in range(v)]
-        # dv_self[m][t] = EVOU⁺[t, t] − EVOU⁻[t, m];
+        # self_tab[m][t] = dp_max[m][t] + EVOU⁺[t, t] − EVOU⁻[t, m]  (D[t] + ΔV_t[t], without EU)
+        self.self_tab = [fmpz_poly([dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)])
+                         for m in range(v)]
         # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]
-        self.dv_self = [[fmpz(ev_hi[t][t] - ev_lo[t][m]) for t in range(v)] for m in range(v)]
         top3 = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
         self.dv_rest = [[fmpz(ev_hi[t][next(o for o in top3[t] if o != m and o != t)]
                               - ev_lo[t][m]) for t in range(v)] for m in range(v)]
 
-    # -- exact helpers ----------------------------------------------------------------
-    def mul(self, lo, hi, x, sigma):
-        """(x·w⁺, σ') such that x_o·w⁺ + σ' >= W·X_o for W in [lo, hi] (0 <= lo) and
-        X_o <= x_o + σ: the exact w⁺·(x_o + σ), plus (w⁺ − w⁻)·2^h with |x_o + σ| < 2^h
-        when the weight is not a point."""
-        sigma_out = hi * sigma
+    # -- the exact vector helpers (tests/test_cubic_fmpz.py) -----------------------------
+    @staticmethod
+    def times(lo, hi, x, shift):
+        """(x·w⁺, σ) with x_o·w⁺ + σ >= W·X for every W in [lo, hi] (0 <= lo) and real
+        X <= x_o + shift: σ = w⁺·shift, plus (w⁺ − w⁻)·2^h with |x_o + shift| < 2^h when
+        the weight is not a point (then the bound is exact)."""
+        sigma = int(hi) * shift
         if hi != lo:
-            sigma_out += (hi - lo) << (max(x.height_bits(), sigma.bit_length()) + 1)
-        return x * hi, sigma_out
+            sigma += int(hi - lo) << (max(x.height_bits(), int(shift).bit_length()) + 1)
+        return x * hi, sigma
 
-    def full(self, x, sigma):
-        """The polynomial of the entries x_o + σ."""
-        return x + self.ones * sigma if sigma else x
-
-    def excluding(self, zeros, bits):
-        """2^bits at the positions where the 0/1 polynomial `zeros` is 1, minus 1 everywhere:
-        y = this − x is >= 0 at every position exactly when x_o <= −1 (x_o < 0) at every
-        position outside `zeros`, provided |x_o| + 1 < 2^bits."""
-        return zeros * (1 << bits) - self.ones
+    def limit(self, zeros, bits, excess):
+        """2^bits at the positions where the polynomial `zeros` is >= 1, minus (1 + excess)
+        everywhere: holds(limit − y) says y_o + excess < 0 (integers: <= −1) at every o
+        outside `zeros`, provided |y_o + excess| + 1 <= 2^bits there."""
+        return zeros * (1 << bits) - self.ones * (1 + excess)
 
     @staticmethod
-    def mul1(lo, hi, x):
-        """Exact upper bound of W·X for W in [lo, hi] (0 <= lo), X <= x."""
-        return hi * x if x >= 0 else lo * x
+    def holds(y) -> bool:
+        """Exactly: no coefficient of y is negative (fmpz_poly_max_bits' sign)."""
+        return y.height_bits(signed=True) >= 0
+
+    def _coefficients(self, x):
+        """The v entries of x (fmpz), the high zeros included."""
+        c = x.coeffs()
+        return c + [fmpz(0)] * (self.v - len(c)) if len(c) < self.v else c
 
     # -- one (q, m) -------------------------------------------------------------------------
     def count_q_m(self, good, q, m, query):
         """The count of cubic._count_q_m for (q, m), or None (then the reference decides).
-        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q)."""
-        v, k = self.v, self.k
+        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q).
+
+        Vectors are exact upper bounds, entry by entry, in the unit 2^(X + E_q + B_q); a
+        weight interval times a vector is w⁺·x + (w⁺ − w⁻)·2^h (spec/arithmetic.md).
+        Each test is "every entry >= 0" of E − (the bound), E = 2^bits at excluded
+        positions minus (1 + the test's scalar terms) everywhere."""
+        v, k, ones = self.v, self.k, self.ones
         b_lo, b_hi, placements, w_lo, w_hi = query
         e_lo, e_hi = self.e_lo[q], self.e_hi[q]
-        eu_m = int(self.eu_lo[q][m])
+        eu_m = self.eu_lo[q][m]
         unit_m = self.unit[m]
-        # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o];
-        # qv_o >= β_q·e_q·X_q[o] (the query position)
-        p = self.full(*self.mul(e_lo[m], e_hi[m], self.eu_hi[q] + self.xm_tab[m], -eu_m))
-        qv = self.full(*self.mul(w_lo, w_hi, self.euv_hi[q] + self.dpq[m],
-                                 -eu_m - int(self.evou_lo[q][m])))
-        hp, hq = p.height_bits(), qv.height_bits()
-        count = 0
-        if good.get((m, q, 0), (0, 0))[0]:
-            bound = self.full(*self.mul(b_lo, b_hi, p, 0)) + qv
-            if (self.excluding(unit_m, bound.height_bits() + 2) - bound).height_bits(
-                    signed=True) < 0:
-                return None
-            count += 1
+        # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o]
+        x_m, sigma = self.times(e_lo[m], e_hi[m], self.eu_hi[q] + self.xm_tab[m], -eu_m)
+        p = x_m + ones * sigma
+        # qv_o + κ_q >= β_q·e_q·X_q[o] (the query position), κ_q a scalar
+        qv, kappa_q = self.times(w_lo, w_hi, self.euv_hi[q] + self.dpq[m],
+                                 -eu_m - self.evou_lo[q][m])
+        hp = p.height_bits()
+        # R·p <= (B⁺ − S)·p_o + (B⁺ − B⁻)·2^(hp+1) for R in [B⁻ − S, B⁺ − S]; B·p alike (S = 0)
+        kappa = kappa_q + ((b_hi - b_lo) << (hp + 1))
         max_c = k - 1 if q == m else k - 2
         claims = [(c, *good.get((m, q, c), (0, 0))) for c in range(1, max_c + 1)]
         union = 0
         for _, mask, _ in claims:
             union |= mask
-        if not union:
-            return count
-        # d[o] >= EU[q,o] − EU[q,m] + dp_max[m][o], as integers; its top two over o != m
-        d = [a + b - eu_m for a, b in zip(self.eu_hi_row[q], self.dp_max_row[m])]
-        d_m, d[m] = d[m], None
-        rest = d[:m] + d[m + 1:]
-        first = max(rest)
-        index = d.index(first)
-        rest.remove(first)
-        second = max(rest) if rest else first
-        d[m] = d_m
-        tokens = [u for u in range(m) if union >> u & 1]
-        dv_self, dv_rest = self.dv_self[m], self.dv_rest[m]
-        # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}} D[o]
-        # + max_{o∉{m,u}} ΔV_u[o])
-        h_self, h_spread = {}, {}
-        for u in tokens:  # mul1, inline
-            y = d[u] + dv_self[u]
-            h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
-            y = (second if u == index else first) + dv_rest[u]
-            h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
-        # a_s = R·p + qv with R = B − S in [B⁻ − S, B⁺ − S]: R⁺·p + (B⁺ − B⁻)·2^hp + qv
-        qv_rest = self.full(qv, (b_hi - b_lo) << (hp + 1))
-        for c, mask, joint in claims:
-            if not mask:
-                continue
-            claimed = [u for u in tokens if mask >> u & 1]
-            split = [u for u in claimed if not joint >> u & 1]
+        flag = good.get((m, q, 0), (0, 0))[0]
+        count = 0
+        fs = {}
+        if union:
+            tokens = [u for u in range(m) if union >> u & 1]
+            # D[o] + EU[q,m] >= EU[q,o] + dp_max[m][o]; its top two over o != m
+            dd = [a + b for a, b in zip(self.eu_hi_int[q], self.dp_max_int[m])]
+            dd[m] = None
+            rest = dd[:m] + dd[m + 1:]
+            first = max(rest)
+            index = dd.index(first)
+            rest.remove(first)
+            second = max(rest) if rest else first
+            # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
+            # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
+            ys = self._coefficients(self.eu_hi[q] + self.self_tab[m] - ones * eu_m)
+            dv_rest = self.dv_rest[m]
+            first, second = fmpz(first - eu_m), fmpz(second - eu_m)
+            h_self, h_spread = {}, {}
+            for u in tokens:
+                y = ys[u]
+                h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
+                y = (second if u == index else first) + dv_rest[u]
+                h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
             # One test for (I) and (II), split: Ã_S[o] + S·f_o < 0 at every o != m, with
             #   f_o = max(h_self[o], max_{u split, u != o} h_spread[u])   (o claimed),
             #   f_o = max_{u split} h_spread[u]                           (o not claimed);
             # positions with no bound to check are excluded (S·f is nondecreasing in f).
-            zeros = unit_m
-            if split:
-                top = max(split, key=h_spread.__getitem__)
-                h1 = h_spread[top]
-                f = [h1] * v
-                for u in claimed:
-                    h = h_self[u]
-                    if h > h1:
-                        f[u] = h
-                h2 = max((h_spread[u] for u in split if u != top), default=None)
-                f[top] = h_self[top] if h2 is None else max(h_self[top], h2)
-            else:
-                f = [0] * v
-                for u in claimed:
-                    f[u] = h_self[u]
-                zeros = self.ones - fmpz_poly([mask >> u & 1 for u in range(m)]) + unit_m
-            f = fmpz_poly(f)
-            hf = f.height_bits()
-            bits = max(b_hi.bit_length() + max(hp, hf), hq + 1) + 3
-            limit = self.excluding(zeros, bits)
-            joints = [u for u in claimed if joint >> u & 1]
-            if joints:  # X_u[o] = D[o] + ΔV_u[o], for (II′)
-                x_rows = {u: self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u] for u in joints}
-                limits = {u: self.excluding(unit_m + self.unit[u], bits + 1) for u in joints}
-            for s_lo, s_hi in placements[c]:
-                if c < k - 1:  # R = B − S, a weight >= 0 where it is used
-                    if b_lo - s_hi < 0:
-                        return None
-                    a_s = p * (b_hi - s_lo) + qv_rest
+            for c, mask, joint in claims:
+                if not mask:
+                    continue
+                claimed = [u for u in tokens if mask >> u & 1]
+                split = [u for u in claimed if not joint >> u & 1]
+                zeros = None  # beyond m
+                if split:
+                    top = max(split, key=h_spread.__getitem__)
+                    h1 = h_spread[top]
+                    f = [h1] * v
+                    for u in claimed:
+                        h = h_self[u]
+                        if h > h1:
+                            f[u] = h
+                    h2 = max((h_spread[u] for u in split if u != top), default=None)
+                    if h2 is None:
+                        f[top] = h_self[top]
+                    elif h_self[top] < h2:
+                        f[top] = h2
+                    else:
+                        f[top] = h_self[top]
                 else:
-                    a_s = qv
-                weighted = self.full(*self.mul(s_lo, s_hi, f, 0))
-                if (limit - a_s - weighted).height_bits(signed=True) < 0:
+                    f = [0] * v
+                    for u in claimed:
+                        f[u] = h_self[u]
+                    zeros = ones - fmpz_poly([mask >> u & 1 for u in range(m)])
+                fs[c] = (fmpz_poly(f), zeros, claimed, joint)
+        bits = max([b_hi.bit_length() + max([hp] + [f.height_bits() for f, _, _, _ in fs.values()]),
+                    qv.height_bits(), kappa.bit_length()]) + 4
+        big = 1 << bits
+        # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
+        # part of Ã_S = (B⁺ − S)·p + ... that does not depend on S
+        a_full = self.limit(unit_m, bits, kappa) - qv - p * b_hi
+        if flag:  # c = 0: B·p + qv < 0 off m
+            if not self.holds(a_full):
+                return None
+            count += 1
+        for c, (f, zeros, claimed, joint) in fs.items():
+            a_c = a_full if zeros is None else a_full + zeros * big
+            joints = [u for u in claimed if joint >> u & 1]
+            if c < k - 1:
+                w = p - f  # the test at S: a_c + S·(p − f) >= 0  (R = B − S)
+                for s_lo, s_hi in placements[c]:
+                    if b_lo - s_hi < 0:  # R = B − S must be a weight >= 0
+                        return None
+                    if not self.holds(a_c + w * s_lo):
+                        return None
+            else:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
+                (s_lo, s_hi), = placements[c]
+                slack = (s_hi - s_lo) << (f.height_bits() + 1)
+                e_c = self.limit(unit_m if zeros is None else unit_m + zeros, bits,
+                                 kappa_q + slack)
+                if not self.holds(e_c - qv - f * s_hi):
                     return None
-                # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}
-                for u in joints:
-                    shift = -eu_m - int(self.evou_lo[u][m])
-                    row = self.full(*self.mul(s_lo * e_lo[u], s_hi * e_hi[u], x_rows[u], shift))
-                    if (limits[u] - a_s - row).height_bits(signed=True) < 0:
-                        if (self.excluding(unit_m + self.unit[u], (row + a_s).height_bits() + 2)
-                                - a_s - row).height_bits(signed=True) < 0:
-                            return None
+            # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}
+            for u in joints:
+                x_u = self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u]
+                shift = -eu_m - self.evou_lo[u][m]
+                for s_lo, s_hi in placements[c]:
+                    row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, shift)
+                    bound = qv + row  # + κ_q + σ
+                    excess = kappa_q + sigma
+                    if c < k - 1:
+                        bound += p * (b_hi - s_lo)
+                        excess += kappa - kappa_q
+                    limit = self.limit(unit_m + self.unit[u],
+                                       max(bound.height_bits(), excess.bit_length()) + 2, excess)
+                    if not self.holds(limit - bound):
+                        return None
             count += comb(k - 1, c) * len(claimed) ** c
         return count
 
     def query_terms(self, q):
-        """For query q: B = Σ_{i<k−1} β[q][i] as [B⁻, B⁺]; for each c < k−1 the two
-        placements [S⁻, S⁻] (the c smallest lower ends) and [S⁺, S⁺] (the c largest upper
-        ends), for c = k−1 the interval S = B; and β[q][k−1]·e[q][q] as [w⁻, w⁺]."""
+        """For query q (Python integers): B = Σ_{i<k−1} β[q][i] as [B⁻, B⁺]; for each
+        c < k−1 the two placements [S⁻, S⁻] (the c smallest lower ends) and [S⁺, S⁺]
+        (the c largest upper ends), for c = k−1 the interval S = B; and β[q][k−1]·e[q][q]
+        as [w⁻, w⁺]."""
         k = self.k
         lo, hi = self.b_lo[q][:k - 1], self.b_hi[q][:k - 1]
         b_lo, b_hi = sum(lo), sum(hi)
@@ -240,5 +266,4 @@ class _Fast:
         placements[k - 1] = [(b_lo, b_hi)]
         w_lo = self.b_lo[q][k - 1] * int(self.e_lo[q][q])
         w_hi = self.b_hi[q][k - 1] * int(self.e_hi[q][q])
-        return (fmpz(b_lo), fmpz(b_hi), {c: [tuple(map(fmpz, s)) for s in pl]
-                                         for c, pl in placements.items()}, fmpz(w_lo), fmpz(w_hi))
+        return b_lo, b_hi, placements, w_lo, w_hi
