@@ -30,7 +30,7 @@ sequence; the cover costs what rule cubic costs.
 from __future__ import annotations
 
 from itertools import combinations
-from math import comb
+from math import comb, isfinite
 from operator import add
 
 from ..arith import MPMATH
@@ -203,6 +203,7 @@ class IntegerTables:
 
     def __init__(self, mats, v, k):
         self.v, self.k = v, k
+        mats = {name: _raw_matrix(mats[name]) for name in cubic.INPUTS}  # each end once
         x_exp = _common_exponent(mats["EU"] + mats["EVOU"] + mats["PVOU"])
         self.eu_lo, self.eu_hi = _integer_matrix(mats["EU"], [x_exp] * v)
         self.evou_lo, self.evou_hi = _integer_matrix(mats["EVOU"], [x_exp] * v)
@@ -238,6 +239,20 @@ class IntegerTables:
         return table, query_row, ROW_COST * len(outputs) * (len(base) + terms) + 2 * terms
 
 
+def _raw_matrix(matrix):
+    """The matrix with each entry replaced by its two raw endpoints (_raw_endpoints)."""
+    return [[_Raw(_raw_endpoints(x)) for x in row] for row in matrix]
+
+
+class _Raw:
+    """An entry already converted: its raw endpoints, where an mpmath interval has them."""
+
+    __slots__ = ("_mpi_",)
+
+    def __init__(self, ends):
+        self._mpi_ = ends
+
+
 def _raw_endpoints(x):
     """The endpoints of interval x as raw mpmath numbers (sign, man, exp, bc),
     value (−1)^sign·man·2^exp.  x is an mpmath interval or a recorded (lo, hi) pair of
@@ -254,7 +269,9 @@ def _raw_float(x: float):
     """A finite binary64 number as mpmath's raw number (sign, man, exp, bc), exactly and
     normalised as mpmath normalises (odd mantissa; zero is (0, 0, 0, 0)): the tuple
     mpmath.libmp.from_float(x) returns (tests/test_bulk_arith.py compares them)."""
-    n, d = x.as_integer_ratio()  # exact: d is a power of two (ValueError on inf, nan)
+    if not isfinite(x):
+        raise Malformed("exact: a non-finite enclosure")
+    n, d = x.as_integer_ratio()  # exact: d is a power of two
     if not n:
         return (0, 0, 0, 0)
     sign = n < 0
