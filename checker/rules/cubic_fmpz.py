@@ -73,8 +73,7 @@ class _Fast:
         ev_lo, ev_hi, pv_lo, pv_hi = it.evou_lo, it.evou_hi, it.pvou_lo, it.pvou_hi
         self.eu_lo = it.eu_lo  # Python integers: scalars
         self.evou_lo = ev_lo
-        self.e_lo = [[fmpz(x) for x in r] for r in it.e_lo]
-        self.e_hi = [[fmpz(x) for x in r] for r in it.e_hi]
+        self.e_lo, self.e_hi = it.e_lo, it.e_hi  # Python integers (scalar products)
         self.b_lo, self.b_hi = it.b_lo, it.b_hi
         self.eu_hi_int = it.eu_hi
         self.eu_hi = [fmpz_poly(r) for r in it.eu_hi]
@@ -91,12 +90,12 @@ class _Fast:
                        for m in range(v)]
         self.dpq = [fmpz_poly([x - pv_lo[k - 1][m] for x in pv_hi[k - 1]]) for m in range(v)]
         # self_tab[m][t] = dp_max[m][t] + EVOU⁺[t, t] − EVOU⁻[t, m]  (D[t] + ΔV_t[t], without EU)
-        self.self_tab = [fmpz_poly([dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)])
+        self.self_tab = [[dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)]
                          for m in range(v)]
         # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]
         top3 = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
-        self.dv_rest = [[fmpz(ev_hi[t][next(o for o in top3[t] if o != m and o != t)]
-                              - ev_lo[t][m]) for t in range(v)] for m in range(v)]
+        self.dv_rest = [[ev_hi[t][next(o for o in top3[t] if o != m and o != t)] - ev_lo[t][m]
+                         for t in range(v)] for m in range(v)]
 
     # -- the exact vector helpers (tests/test_cubic_fmpz.py) -----------------------------
     @staticmethod
@@ -168,9 +167,9 @@ class _Fast:
             second = max(rest) if rest else first
             # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
             # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
-            ys = self._coefficients(self.eu_hi[q] + self.self_tab[m] - ones * eu_m)
+            ys = [a + b - eu_m for a, b in zip(self.eu_hi_int[q], self.self_tab[m])]
             dv_rest = self.dv_rest[m]
-            first, second = fmpz(first - eu_m), fmpz(second - eu_m)
+            first, second = first - eu_m, second - eu_m
             h_self, h_spread = {}, {}
             for u in tokens:
                 y = ys[u]
@@ -190,7 +189,7 @@ class _Fast:
                 if split:
                     top = max(split, key=h_spread.__getitem__)
                     h1 = h_spread[top]
-                    f = [h1] * v
+                    f = [fmpz(h1)] * v
                     for u in claimed:
                         h = h_self[u]
                         if h > h1:
