@@ -217,6 +217,7 @@ class _Fast:
             if not self.holds(a_full):
                 return None
             count += 1
+        x_rows = {}
         for c, (f, zeros, claimed, joint) in fs.items():
             a_c = a_full if zeros is None else a_full + zeros * big
             joints = [u for u in claimed if joint >> u & 1]
@@ -234,20 +235,22 @@ class _Fast:
                                  kappa_q + slack)
                 if not self.holds(e_c - qv - f * s_hi):
                     return None
-            # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}
+            # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, with
+            # X_u[o] <= D[o] + ΔV_u[o] = x_u[o] (an exact vector, shift included)
             for u in joints:
-                x_u = self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u]
-                shift = -eu_m - self.evou_lo[u][m]
+                if u not in x_rows:
+                    x_rows[u] = (self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u]
+                                 - ones * (eu_m + self.evou_lo[u][m]))
+                x_u, unit_u = x_rows[u], self.unit[u]
                 for s_lo, s_hi in placements[c]:
-                    row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, shift)
-                    bound = qv + row  # + κ_q + σ
-                    excess = kappa_q + sigma
-                    if c < k - 1:
-                        bound += p * (b_hi - s_lo)
-                        excess += kappa - kappa_q
-                    limit = self.limit(unit_m + self.unit[u],
-                                       max(bound.height_bits(), excess.bit_length()) + 2, excess)
-                    if not self.holds(limit - bound):
+                    row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, 0)
+                    bits_u = max(row.height_bits(), sigma.bit_length(), bits) + 2
+                    if c < k - 1:  # Ã_S = (B⁺ − S)·p + qv + κ (a_full: E − B⁺·p − qv)
+                        test = (self.limit(unit_m + unit_u, bits_u, kappa + sigma)
+                                - qv - p * (b_hi - s_lo) - row)
+                    else:  # Ã_S = qv + κ_q
+                        test = self.limit(unit_m + unit_u, bits_u, kappa_q + sigma) - qv - row
+                    if not self.holds(test):
                         return None
             count += comb(k - 1, c) * len(claimed) ** c
         return count
