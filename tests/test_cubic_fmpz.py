@@ -261,3 +261,22 @@ def test_exact_base_same_count_under_both():
         result = json.loads(out.getvalue())
         results[back] = (code, result.get("correct"), result.get("work"))
     assert results["mpmath"] == results["arb"] and results["arb"][0] == 0, results
+
+
+def test_mpmath_path_imports_neither_flint_nor_the_accelerator():
+    """The default back-end on cubic and exact certificates: python-flint and
+    cubic_fmpz are never imported (the accelerator is arb-only)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys; from checker.cli import main; "
+            "rc = [main([c, '--jobs', '1']) for c in sys.argv[1:]]; "
+            "print(rc, sorted(m for m in sys.modules if m in "
+            "('flint', 'checker.rules.cubic_fmpz', 'checker.arith.arb')))")
+    certs = [str(root / "certs" / n) for n in ("max3_v8_seed0.cubic.jsonl",
+                                               "max5_v16_seed0.exact.jsonl")]
+    out = subprocess.run([sys.executable, "-c", code, *certs], capture_output=True, text=True,
+                         cwd=root)
+    assert out.stdout.strip().splitlines()[-1] == "[0, 0] []", out.stdout + out.stderr
