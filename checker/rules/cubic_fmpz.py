@@ -180,11 +180,18 @@ class _Fast:
             #   f_o = max(h_self[o], max_{u split, u != o} h_spread[u])   (o claimed),
             #   f_o = max_{u split} h_spread[u]                           (o not claimed);
             # positions with no bound to check are excluded (S·f is nondecreasing in f).
+            # Classes c < k−1 with the same claimed and split tokens share f (and their tests,
+            # below); c = k−1 has its own.
+            groups = {}
             for c, mask, joint in claims:
-                if not mask:
-                    continue
-                claimed = [u for u in tokens if mask >> u & 1]
-                split = [u for u in claimed if not joint >> u & 1]
+                if mask:
+                    groups.setdefault("last" if c == k - 1 else (mask, mask & ~joint),
+                                      []).append(c)
+            for key, _ in groups.items():
+                g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
+                                    & ~good[(m, q, k - 1)][1]) if key == "last" else key)
+                claimed = [u for u in tokens if g_mask >> u & 1]
+                split = [u for u in tokens if g_split >> u & 1]
                 zeros = None  # beyond m
                 if split:
                     top = max(split, key=h_spread.__getitem__)
@@ -205,9 +212,9 @@ class _Fast:
                     f = [0] * v
                     for u in claimed:
                         f[u] = h_self[u]
-                    zeros = ones - fmpz_poly([mask >> u & 1 for u in range(m)])
-                fs[c] = (fmpz_poly(f), zeros, claimed, joint)
-        bits = max([b_hi.bit_length() + max([hp] + [f.height_bits() for f, _, _, _ in fs.values()]),
+                    zeros = ones - fmpz_poly([g_mask >> u & 1 for u in range(m)])
+                fs[key] = (fmpz_poly(f), zeros)
+        bits = max([b_hi.bit_length() + max([hp] + [f.height_bits() for f, _ in fs.values()]),
                     qv.height_bits(), kappa.bit_length()]) + 4
         big = 1 << bits
         # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
@@ -217,42 +224,63 @@ class _Fast:
             if not self.holds(a_full):
                 return None
             count += 1
-        x_rows = {}
-        for c, (f, zeros, claimed, joint) in fs.items():
+        # Each test below is linear in S (R = B − S): it holds for every S in [s⁻, s⁺] once
+        # it holds at both ends, so one pair of tests covers the placements of all the
+        # classes of a group (the smallest lower and the largest upper placement)
+        for key, cs in (groups.items() if union else ()):
+            if key == "last":
+                continue
+            s_min = min(placements[c][0][0] for c in cs)
+            s_max = max(placements[c][1][0] for c in cs)
+            if b_lo - s_max < 0:  # R = B − S must be a weight >= 0
+                return None
+            f, zeros = fs[key]
             a_c = a_full if zeros is None else a_full + zeros * big
-            joints = [u for u in claimed if joint >> u & 1]
-            if c < k - 1:
-                w = p - f  # the test at S: a_c + S·(p − f) >= 0  (R = B − S)
-                for s_lo, s_hi in placements[c]:
-                    if b_lo - s_hi < 0:  # R = B − S must be a weight >= 0
-                        return None
-                    if not self.holds(a_c + w * s_lo):
-                        return None
-            else:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
-                (s_lo, s_hi), = placements[c]
-                slack = (s_hi - s_lo) << (f.height_bits() + 1)
-                e_c = self.limit(unit_m if zeros is None else unit_m + zeros, bits,
-                                 kappa_q + slack)
-                if not self.holds(e_c - qv - f * s_hi):
+            w = p - f  # the test at S: a_c + S·(p − f) >= 0
+            if not (self.holds(a_c + w * s_min) and self.holds(a_c + w * s_max)):
+                return None
+        if "last" in fs:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
+            f, zeros = fs["last"]
+            (s_lo, s_hi), = placements[k - 1]
+            slack = (s_hi - s_lo) << (f.height_bits() + 1)
+            e_c = self.limit(unit_m if zeros is None else unit_m + zeros, bits, kappa_q + slack)
+            if not self.holds(e_c - qv - f * s_hi):
+                return None
+        # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, with
+        # X_u[o] <= D[o] + ΔV_u[o] = x_u[o] (an exact vector, shift included); for the
+        # classes c < k−1 at the two ends of the S of the classes where u is joint
+        ranges = {}  # (u, "last" or "rest") -> the ends of S where u is joint
+        for c, _, joint in claims:
+            for u in (tokens if joint else ()):
+                if joint >> u & 1:
+                    ends = [placements[c][0], placements[c][-1]]
+                    if c == k - 1:
+                        ranges[(u, "last")] = ends[:1]
+                    else:
+                        old = ranges.get((u, "rest"))
+                        ranges[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
+                                                                      max(old[1], ends[1])]
+        for (u, key), ends in ranges.items():
+            x_u = (self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u]
+                   - ones * (eu_m + self.evou_lo[u][m]))
+            unit_u = self.unit[u]
+            s_top = ends[-1][1]
+            bits_u = None
+            for s_lo, s_hi in ends:
+                row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, 0)
+                if bits_u is None:  # one limit for both ends (the test is then linear in S)
+                    top_row = x_u * (s_top * e_hi[u])
+                    bits_u = max(top_row.height_bits(), sigma.bit_length() + 2, bits) + 3
+                if key == "rest":  # Ã_S = (B⁺ − S)·p + qv + κ (R >= 0: checked above)
+                    test = (self.limit(unit_m + unit_u, bits_u, kappa + sigma)
+                            - qv - p * (b_hi - s_lo) - row)
+                else:  # Ã_S = qv + κ_q
+                    test = self.limit(unit_m + unit_u, bits_u, kappa_q + sigma) - qv - row
+                if not self.holds(test):
                     return None
-            # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, with
-            # X_u[o] <= D[o] + ΔV_u[o] = x_u[o] (an exact vector, shift included)
-            for u in joints:
-                if u not in x_rows:
-                    x_rows[u] = (self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u]
-                                 - ones * (eu_m + self.evou_lo[u][m]))
-                x_u, unit_u = x_rows[u], self.unit[u]
-                for s_lo, s_hi in placements[c]:
-                    row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, 0)
-                    bits_u = max(row.height_bits(), sigma.bit_length(), bits) + 2
-                    if c < k - 1:  # Ã_S = (B⁺ − S)·p + qv + κ (a_full: E − B⁺·p − qv)
-                        test = (self.limit(unit_m + unit_u, bits_u, kappa + sigma)
-                                - qv - p * (b_hi - s_lo) - row)
-                    else:  # Ã_S = qv + κ_q
-                        test = self.limit(unit_m + unit_u, bits_u, kappa_q + sigma) - qv - row
-                    if not self.holds(test):
-                        return None
-            count += comb(k - 1, c) * len(claimed) ** c
+        for c, mask, _ in claims:
+            if mask:  # tokens < m (parse_hints): |claimed| = popcount(mask)
+                count += comb(k - 1, c) * mask.bit_count() ** c
         return count
 
     def query_terms(self, q):
