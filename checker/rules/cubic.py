@@ -58,21 +58,25 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
     expected = table_work(v, k)
     charge(expected)
     hold(charge, table_elements(v, k) + max(jobs, 1) * query_elements(v, k), "tables")
-    tables = _Tables(_Counted(arith), mats, v, k, charge)
-    entries = entry_work(v, k, good, tables)
-    charge(entries)
-    expected += entries
     fast = None
     if getattr(arith, "name", None) == "arb" and recorded is not None:
         from . import cubic_fmpz  # python-flint: only on the arb path
 
         fast = cubic_fmpz.tables(recorded, v, k, charge)
-    if fast is not None:
+    if fast is None:
+        tables = _Tables(_Counted(arith), mats, v, k, charge)
+    else:  # the back-end's tables only where a (q, m) is deferred to its code
+        tables = _LazyTables(_Counted(arith), mats, v, k, charge)
         tables.fast = fast
-        tables.spreadable = _spreadable(tables)
+    tables.spreadable = _spreadable(tables)
+    entries = entry_work(v, k, good, tables)
+    charge(entries)
+    expected += entries
     results = _map(jobs, (tables, good, charge), v)
     proven = sum(count for count, _ in results)
-    performed = tables.ar.count + sum(ops for _, ops in results)
+    # a lazy table counts table_work when (and where) it is built; charged here once
+    built = table_work(v, k) if fast is not None else tables.ar.count
+    performed = built + sum(ops for _, ops in results)
     if performed != expected:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: cubic counted {performed} operations, "
                         f"charged {expected}")
@@ -210,6 +214,8 @@ def entry_work(v: int, k: int, good: dict, tables) -> int:
 
 def _spreadable(tables) -> list:
     """spreadable[m]: the tokens u whose (II) can be split (dv_rest[m][u] exists), a mask."""
+    if isinstance(tables, _LazyTables):  # d_vocab >= 3: dv_rest[m][u] always exists
+        return [(1 << tables.v) - 1] * tables.v
     return [sum(1 << u for u, x in enumerate(row) if x is not None) for row in tables.dv_rest]
 
 
@@ -274,6 +280,27 @@ class _Tables:
         tops = [_top3(ar, row) for row in _ticking(evou, charge)]
         self.dv_rest = [[_rest_of_row(ar, tops[t], m, t, evou[t][m]) for t in range(v)]
                         for m in _ticking(range(v), charge)]
+
+
+class _LazyTables:
+    """_Tables, built in each process on first use (the arb accelerator, cubic_fmpz,
+    decides most (q, m) without them).  Only for d_vocab >= 3 (cubic_fmpz.tables)."""
+
+    _BUILT = ("eu", "evou", "dp_max", "dp_query", "dv_m", "dv_self", "dv_rest")
+
+    def __init__(self, ar: _Counted, mats, v, k, charge):
+        self.v, self.k, self.ar = v, k, ar
+        self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
+        self._pending = (mats, charge)
+
+    def __getattr__(self, name):
+        if name not in self._BUILT:
+            raise AttributeError(name)
+        mats, charge = self._pending
+        built = _Tables(_Counted(self.ar.base), mats, self.v, self.k, charge)
+        for key in self._BUILT:  # its operations: table_work, charged by check()
+            setattr(self, key, getattr(built, key))
+        return getattr(self, name)
 
 
 def _ticking(rows, charge):
