@@ -214,7 +214,28 @@ class _Fast:
                         f[u] = h_self[u]
                     zeros = ones - fmpz_poly([g_mask >> u & 1 for u in range(m)])
                 fs[key] = (fmpz_poly(f), zeros)
+        joints = {}  # (u, "last" or "rest") -> the ends of S where u is joint
+        for c, _, joint in claims:
+            for u in (tokens if joint else ()):
+                if joint >> u & 1:
+                    ends = [placements[c][0], placements[c][-1]]
+                    if c == k - 1:
+                        joints[(u, "last")] = ends[:1]
+                    else:
+                        old = joints.get((u, "rest"))
+                        joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
+                                                                       max(old[1], ends[1])]
+        joint_rows, t_s, s_top = {}, {}, 0
+        d0 = self.eu_hi[q] + self.dp_max[m] if joints else None  # D + EU[q, m]
+        for (u, key), ends in joints.items():
+            if key == "rest":
+                x_u, sigma = self.times(e_lo[u], e_hi[u], d0 + self.evou_hi[u],
+                                        -eu_m - self.evou_lo[u][m])
+                joint_rows[u] = x_u + ones * sigma
+                s_top = max(s_top, ends[-1][1])
         bits = max([b_hi.bit_length() + max([hp] + [f.height_bits() for f, _ in fs.values()]),
+                    s_top.bit_length() + max([0] + [y.height_bits()
+                                                    for y in joint_rows.values()]),
                     qv.height_bits(), kappa.bit_length()]) + 4
         big = 1 << bits
         # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
@@ -246,36 +267,25 @@ class _Fast:
             e_c = self.limit(unit_m if zeros is None else unit_m + zeros, bits, kappa_q + slack)
             if not self.holds(e_c - qv - f * s_hi):
                 return None
-        # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, with
-        # X_u[o] <= D[o] + ΔV_u[o] = x_u[o] (an exact vector, shift included); for the
-        # classes c < k−1 at the two ends of the S of the classes where u is joint
-        ranges = {}  # (u, "last" or "rest") -> the ends of S where u is joint
-        for c, _, joint in claims:
-            for u in (tokens if joint else ()):
-                if joint >> u & 1:
-                    ends = [placements[c][0], placements[c][-1]]
-                    if c == k - 1:
-                        ranges[(u, "last")] = ends[:1]
-                    else:
-                        old = ranges.get((u, "rest"))
-                        ranges[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
-                                                                      max(old[1], ends[1])]
-        for (u, key), ends in ranges.items():
-            x_u = (self.eu_hi[q] + self.dp_max[m] + self.evou_hi[u]
-                   - ones * (eu_m + self.evou_lo[u][m]))
-            unit_u = self.unit[u]
-            s_top = ends[-1][1]
-            bits_u = None
-            for s_lo, s_hi in ends:
-                row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, 0)
-                if bits_u is None:  # one limit for both ends (the test is then linear in S)
-                    top_row = x_u * (s_top * e_hi[u])
-                    bits_u = max(top_row.height_bits(), sigma.bit_length() + 2, bits) + 3
-                if key == "rest":  # Ã_S = (B⁺ − S)·p + qv + κ (R >= 0: checked above)
-                    test = (self.limit(unit_m + unit_u, bits_u, kappa + sigma)
-                            - qv - p * (b_hi - s_lo) - row)
-                else:  # Ã_S = qv + κ_q
-                    test = self.limit(unit_m + unit_u, bits_u, kappa_q + sigma) - qv - row
+        # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, X_u[o] <= D[o] + ΔV_u[o];
+        # for the classes c < k−1 at the two ends of the S of the classes where u is joint
+        # (the test is linear in S): with S a point, S·e_u·X_u[o] <= S·y_u[o], where
+        # y_u = e⁺_u·x_u + (e⁺_u·shift + (e⁺_u − e⁻_u)·2^h)  (times() with the weight S·e_u)
+        for (u, key), ends in joints.items():
+            if key == "rest":
+                y_u = joint_rows[u]
+                for s_lo, _ in ends:
+                    if s_lo not in t_s:  # E − (B⁺ − S)·p − qv, shared by the joint tokens
+                        t_s[s_lo] = a_full + p * s_lo
+                    if not self.holds(t_s[s_lo] - y_u * s_lo + self.unit[u] * big):
+                        return None
+            else:  # c = k − 1: Ã_S = qv + κ_q, S = B an interval
+                (s_lo, s_hi), = ends
+                x_u = d0 + self.evou_hi[u]
+                row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u,
+                                        -eu_m - self.evou_lo[u][m])
+                bits_u = max(row.height_bits(), sigma.bit_length(), bits) + 3
+                test = self.limit(unit_m + self.unit[u], bits_u, kappa_q + sigma) - qv - row
                 if not self.holds(test):
                     return None
         for c, mask, _ in claims:
