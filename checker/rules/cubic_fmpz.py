@@ -109,10 +109,16 @@ class _Fast:
         return x * hi, sigma
 
     def limit(self, zeros, bits, excess):
-        """2^bits at the positions where the polynomial `zeros` is >= 1, minus (1 + excess)
-        everywhere: holds(limit − y) says y_o + excess < 0 (integers: <= −1) at every o
-        outside `zeros`, provided |y_o + excess| + 1 <= 2^bits there."""
-        return zeros * (1 << bits) - self.ones * (1 + excess)
+        """2^bits at the excluded positions (a tuple of them, or where the polynomial
+        `zeros` is >= 1), minus (1 + excess) everywhere: holds(limit − y) says
+        y_o + excess < 0 (integers: <= −1) at every o not excluded, provided
+        |y_o + excess| + 1 <= 2^bits there."""
+        out = self.ones * (-1 - excess)
+        if type(zeros) is tuple:
+            for o in zeros:  # one coefficient each (fmpz_poly_set_coeff_fmpz)
+                out[o] += 1 << bits
+            return out
+        return out + zeros * (1 << bits)
 
     @staticmethod
     def holds(y) -> bool:
@@ -240,7 +246,7 @@ class _Fast:
         big = 1 << bits
         # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
         # part of Ã_S = (B⁺ − S)·p + ... that does not depend on S
-        a_full = self.limit(unit_m, bits, kappa) - qv - p * b_hi
+        a_full = self.limit((m,), bits, kappa) - qv - p * b_hi
         if flag:  # c = 0: B·p + qv < 0 off m
             if not self.holds(a_full):
                 return None
@@ -277,7 +283,9 @@ class _Fast:
                 for s_lo, _ in ends:
                     if s_lo not in t_s:  # E − (B⁺ − S)·p − qv, shared by the joint tokens
                         t_s[s_lo] = a_full + p * s_lo
-                    if not self.holds(t_s[s_lo] - y_u * s_lo + self.unit[u] * big):
+                    test = t_s[s_lo] - y_u * s_lo  # a new polynomial: its u-th entry excluded
+                    test[u] += big
+                    if not self.holds(test):
                         return None
             else:  # c = k − 1: Ã_S = qv + κ_q, S = B an interval
                 (s_lo, s_hi), = ends
