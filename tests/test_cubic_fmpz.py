@@ -150,9 +150,10 @@ def _models():
 @pytest.mark.parametrize("which", range(4))
 def test_confirmed_pairs_are_confirmed_by_the_reference(which):
     """For every single claim [m, q, c, one token] (and every c = 0 flag), and for the
-    claim of *every* token < m at once (forged: mostly false): whenever the accelerator
-    confirms the (q, m), the mpmath reference accepts the same claim with the same count.
-    The accelerator must also confirm most true single claims (it is not vacuous)."""
+    claim of *every* token < m at once (forged: mostly false), each also with its tokens
+    joint (the (II′) test): whenever the accelerator confirms the (q, m), the mpmath
+    reference accepts the same claim with the same count.  The accelerator must also
+    confirm most true single claims (it is not vacuous)."""
     path = _models()[which]
     dims, mats, recorded, _ = _rule_line(path)
     v, k = dims.d_vocab, dims.n_ctx
@@ -165,8 +166,10 @@ def test_confirmed_pairs_are_confirmed_by_the_reference(which):
         terms = fast.query_terms(q)
         for c in range(0, (k - 1 if q == m else k - 2) + 1):
             masks = [1] if c == 0 else [1 << u for u in range(m)] + ([(1 << m) - 1] if m else [])
-            for mask in masks:
-                entry = [m, q, c, mask]
+            # each claim also with every claimed token joint ((II′) instead of (II)), c >= 1
+            entries = [[m, q, c, mask] for mask in masks] + [
+                [m, q, c, mask, mask] for mask in (masks if c else [])]
+            for entry in entries:
                 good = cubic.parse_hints({"good": [entry]}, v, k)
                 got = fast.count_q_m(good, q, m, terms)
                 want = _reference(dims, mats, [entry])
@@ -312,3 +315,44 @@ def test_rule_under_arb_same_count_and_work_as_mpmath(defer, monkeypatch):
         return proven, sum(work)
 
     assert run(arb_mats, arb, recorded) == run(mats, arith.MPMATH, None)
+
+
+def test_several_classes_at_once_with_joint_tokens():
+    """n_ctx 5 (classes c = 1..3, and 4 when q = m): the same token or token set claimed in
+    several classes at once, joint in some, split in others, and the shipped good sets with
+    one class's claim widened: whenever the accelerator confirms the (q, m), the mpmath
+    reference accepts the same claims with the same count."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, mats, recorded, hints = _rule_line(root / "certs" / "max5_v16_seed0.cubic.jsonl")
+    v, k = dims.d_vocab, dims.n_ctx
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    shipped = {tuple(e[:3]): e for e in hints["good"]}
+    rng = random.Random(5)
+    confirmed = 0
+    for m in range(1, v):
+        for q in range(0, m + 1, 3):
+            max_c = k - 1 if q == m else k - 2
+            u = rng.randrange(m)
+            full = (1 << m) - 1
+            variants = [
+                [[m, q, c, 1 << u, (1 << u) * (c % 2)] for c in range(1, max_c + 1)],
+                [[m, q, c, full, full & rng.getrandbits(m)] for c in range(1, max_c + 1)],
+                [list(shipped[(m, q, c)]) for c in range(max_c + 1) if (m, q, c) in shipped],
+            ]
+            widened = [list(e) for e in variants[2]]
+            if widened and widened[-1][2] >= 1:
+                widened[-1][3] |= 1 << u
+                if len(widened[-1]) == 5 and rng.random() < 0.5:
+                    widened[-1][4] |= 1 << u
+            variants.append(widened)
+            for entries in variants:
+                if not entries:
+                    continue
+                good = cubic.parse_hints({"good": entries}, v, k)
+                got = fast.count_q_m(good, q, m, fast.query_terms(q))
+                if got is not None:
+                    assert _reference(dims, mats, entries) == got, entries
+                    confirmed += 1
+    assert confirmed > 20, confirmed
