@@ -125,11 +125,6 @@ class _Fast:
         """Exactly: no coefficient of y is negative (fmpz_poly_max_bits' sign)."""
         return y.height_bits(signed=True) >= 0
 
-    def _coefficients(self, x):
-        """The v entries of x (fmpz), the high zeros included."""
-        c = x.coeffs()
-        return c + [fmpz(0)] * (self.v - len(c)) if len(c) < self.v else c
-
     # -- one (q, m) -------------------------------------------------------------------------
     def count_q_m(self, good, q, m, query):
         """The count of cubic._count_q_m for (q, m), or None (then the reference decides).
