@@ -16,6 +16,11 @@ ratio is arith / baseline.
 
     python benchmarks/bench_speed.py                # the table, Markdown
     python benchmarks/bench_speed.py --grok         # also the d_model 128 / 12,769-input model
+    python benchmarks/bench_speed.py --only cubic exact --cubic-sizes 128 256  # + v 128, 256
+
+--cubic-sizes trains (or reuses, cached in --cache) the Max-of-4 models of
+benchmarks/bench_arith.py and their cubic certificates, and adds one row per size (arb only,
+and mpmath with --cubic-mpmath: ~10 CPU minutes at v 256).
 """
 
 from __future__ import annotations
@@ -161,6 +166,14 @@ def grok_certificate(out: Path) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--grok", action="store_true", help="also the 12,769-input model (arb only)")
+    p.add_argument("--only", nargs="+", metavar="RULE",
+                   help="only the cases whose rule starts with one of these words")
+    p.add_argument("--cubic-sizes", type=int, nargs="*", default=[],
+                   help="also cubic at these d_vocab (bench_arith.py's trained models)")
+    p.add_argument("--cubic-mpmath", action="store_true",
+                   help="the --cubic-sizes rows with mpmath too")
+    p.add_argument("--cache", default="/tmp/maxk-bench-arith",
+                   help="where --cubic-sizes keeps its models and certificates")
     p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -169,8 +182,19 @@ def main(argv=None) -> int:
         return 0
     os.environ.update(SINGLE_THREAD)
     tmp = Path(tempfile.mkdtemp(prefix="bench_speed_"))
+    chosen = [c for c in CASES if not args.only or c[0].split()[0] in args.only]
     cases = [(rule, cert or forward_certificate(model, tmp / "forward.jsonl"), model,
-              BACKENDS, 50_000_000) for rule, cert, model in CASES]
+              BACKENDS, 50_000_000) for rule, cert, model in chosen]
+    if args.cubic_sizes:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import bench_arith
+
+        cache = Path(args.cache)
+        cache.mkdir(parents=True, exist_ok=True)
+        for v in args.cubic_sizes:
+            model, cert = bench_arith.model_and_cert(v, cache, 3000)
+            cases.append((f"cubic (d_vocab {v})", cert, model,
+                          BACKENDS if args.cubic_mpmath else ("arb",), 1 << 40))
     if args.grok:
         cases.append(("forward_brute_force (d 128, 12,769 inputs)",
                       grok_certificate(tmp / "grok.jsonl"), None, ("arb",), 1 << 40))

@@ -27,7 +27,8 @@ __version__ = "0.1.0"
 def version() -> str:
     """The installed package's version (importlib.metadata), else __version__:
     every command's --version, check-cert --json and the audit's JUnit report
-    name the same one."""
+    name the same one.  (The lookup scans the installed distributions, tens of
+    milliseconds: done only when a version is printed.)"""
     from importlib import metadata
 
     try:
@@ -36,9 +37,24 @@ def version() -> str:
         return __version__
 
 
+class _VersionAction(argparse.Action):
+    """argparse's "version" action, with the version looked up only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show program's version number and exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import sys
+
+        parser._print_message(f"{parser.prog} {version()}\n", sys.stdout)
+        parser.exit()
+
+
 def add_version_option(parser) -> None:
     """`--version`, printing '<prog> <version>', on an argparse parser."""
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action=_VersionAction)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

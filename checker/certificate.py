@@ -389,18 +389,21 @@ class CertificateChecker:
         # (ARITHMETICS); any other rule runs in mpmath whatever is selected
         portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
         ar = self.arith if portable else MPMATH
-        matrices = {}
+        matrices, values = {}, {}
         for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
-            matrices[name] = value.rows(ar, self.tick)
+            matrices[name], values[name] = value.rows(ar, self.tick), value
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
         started, stored = time.monotonic(), self.stored
         budget = RuleBudget(self, lineno, obj["rule"])
-        proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs,
-                                  **({"arith": ar} if portable else {}))
+        extra = {"arith": ar} if portable else {}
+        if getattr(rule, "RECORDED", False):  # the recorded binary64 pairs themselves
+            extra["recorded"] = {name: self._recorded_rows(value)
+                                 for name, value in values.items()}
+        proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
         self.stored = stored  # the rule's tables are garbage now
         note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
@@ -412,6 +415,11 @@ class CertificateChecker:
         else:  # the rule defines none (spec/rules.md §proof length): the sum is undefined
             self.report.dimensionality = None
         self.report.rule_notes.append(f"{obj['rule']}: {note}")
+
+    def _recorded_rows(self, value: Value) -> list:
+        """The recorded interval matrix as rows of (lo, hi) binary64 pairs (exact)."""
+        self.tick()
+        return _as_matrix(list(zip(value.lo, value.hi)), value.shape)
 
     def _overwhelm_rule(self, obj: dict, lineno: int, rule) -> None:
         """A rule proving an overwhelm claim (spec/overwhelm.md): its inputs are

@@ -25,7 +25,8 @@ def test_a_file_outside_every_group_is_reported(monkeypatch):
 
 
 def test_exact_is_counted_with_cubic():
-    assert trust_base.rule_dependencies("exact") == ["cubic", "pool"]  # pool: forked workers
+    # pool: forked workers; cubic_fmpz: the arb accelerator (exact's integer tables)
+    assert trust_base.rule_dependencies("exact") == ["cubic", "cubic_fmpz", "pool"]
     assert trust_base.rule_dependencies("brute_force") == []
 
 

@@ -42,9 +42,13 @@ from . import pool
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
+RECORDED = True  # certificate.py passes the recorded binary64 pairs (the arb accelerator)
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
+    """recorded: {name: rows of recorded (lo, hi) binary64 pairs}, or None.  Under the
+    arb back-end each (q, m) is first tried by cubic_fmpz (exact integer vectors in
+    C); the back-end's own code decides every (q, m) it does not confirm."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -54,13 +58,25 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     expected = table_work(v, k)
     charge(expected)
     hold(charge, table_elements(v, k) + max(jobs, 1) * query_elements(v, k), "tables")
-    tables = _Tables(_Counted(arith), mats, v, k, charge)
+    fast = None
+    if getattr(arith, "name", None) == "arb" and recorded is not None:
+        from . import cubic_fmpz  # python-flint: only on the arb path
+
+        fast = cubic_fmpz.tables(recorded, v, k, charge)
+    if fast is None:
+        tables = _Tables(_Counted(arith), mats, v, k, charge)
+    else:  # the back-end's tables only where a (q, m) is deferred to its code
+        tables = _LazyTables(_Counted(arith), mats, v, k, charge)
+        tables.fast = fast
+    tables.spreadable = _spreadable(tables)
     entries = entry_work(v, k, good, tables)
     charge(entries)
     expected += entries
     results = _map(jobs, (tables, good, charge), v)
     proven = sum(count for count, _ in results)
-    performed = tables.ar.count + sum(ops for _, ops in results)
+    # a lazy table counts table_work when (and where) it is built; charged here once
+    built = table_work(v, k) if fast is not None else tables.ar.count
+    performed = built + sum(ops for _, ops in results)
     if performed != expected:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: cubic counted {performed} operations, "
                         f"charged {expected}")
@@ -187,28 +203,45 @@ def entry_work(v: int, k: int, good: dict, tables) -> int:
     claimed c and placement: 2v (Ã_S, unless S = B), 2v (its top two), 2 per
     claimed token ((I)), 2 per split token, 1 + 2v per joint token ((II′))."""
     total = v * query_work(k) + 10 * v * (v * (v + 1) // 2)
-    # spreadable[m]: the tokens u whose (II) can be split (dv_rest[m][u] exists)
-    spreadable = [sum(1 << u for u, x in enumerate(row) if x is not None)
-                  for row in tables.dv_rest]
+    spreadable = _spreadable(tables)
     by_pair = {}
     for (m, q, c), (mask, joint) in good.items():
         by_pair.setdefault((m, q), []).append((c, mask, joint))
     for (m, _q), claims in by_pair.items():
-        union = joint_union = 0
-        for c, mask, joint in claims:
-            if c == 0:
-                total += 2 * v if mask else 0
-                continue
-            union |= mask
-            joint_union |= joint
-            if not mask:
-                continue
-            split = _popcount(mask & ~joint & spreadable[m])
-            per_placement = (2 * v + 2 * _popcount(mask) + 2 * split
-                             + _popcount(joint) * (1 + 2 * v))
-            total += 2 * (2 * v + per_placement) if c < k - 1 else per_placement
-        total += 2 * _popcount(union) + 2 * _popcount(union & spreadable[m])
-        total += 2 * v * _popcount(joint_union)
+        total += _claims_work(v, k, claims, spreadable[m])
+    return total
+
+
+def _spreadable(tables) -> list:
+    """spreadable[m]: the tokens u whose (II) can be split (dv_rest[m][u] exists), a mask."""
+    if isinstance(tables, _LazyTables):  # d_vocab >= 3: dv_rest[m][u] always exists
+        return [(1 << tables.v) - 1] * tables.v
+    return [sum(1 << u for u, x in enumerate(row) if x is not None) for row in tables.dv_rest]
+
+
+def pair_work(v: int, k: int, good: dict, q: int, m: int, spreadable_m: int) -> int:
+    """The operations _count_q_m performs for (q, m): entry_work's share of the pair."""
+    claims = [(c, *good[(m, q, c)]) for c in range(k) if (m, q, c) in good]
+    return 10 * v + _claims_work(v, k, claims, spreadable_m)
+
+
+def _claims_work(v: int, k: int, claims, spreadable_m: int) -> int:
+    """entry_work's operations for the claims [(c, mask, joint)] of one (q, m), beyond its 10v."""
+    total = union = joint_union = 0
+    for c, mask, joint in claims:
+        if c == 0:
+            total += 2 * v if mask else 0
+            continue
+        union |= mask
+        joint_union |= joint
+        if not mask:
+            continue
+        split = _popcount(mask & ~joint & spreadable_m)
+        per_placement = (2 * v + 2 * _popcount(mask) + 2 * split
+                         + _popcount(joint) * (1 + 2 * v))
+        total += 2 * (2 * v + per_placement) if c < k - 1 else per_placement
+    total += 2 * _popcount(union) + 2 * _popcount(union & spreadable_m)
+    total += 2 * v * _popcount(joint_union)
     return total
 
 
@@ -247,6 +280,27 @@ class _Tables:
         tops = [_top3(ar, row) for row in _ticking(evou, charge)]
         self.dv_rest = [[_rest_of_row(ar, tops[t], m, t, evou[t][m]) for t in range(v)]
                         for m in _ticking(range(v), charge)]
+
+
+class _LazyTables:
+    """_Tables, built in each process on first use (the arb accelerator, cubic_fmpz,
+    decides most (q, m) without them).  Only for d_vocab >= 3 (cubic_fmpz.tables)."""
+
+    _BUILT = ("eu", "evou", "dp_max", "dp_query", "dv_m", "dv_self", "dv_rest")
+
+    def __init__(self, ar: _Counted, mats, v, k, charge):
+        self.v, self.k, self.ar = v, k, ar
+        self.e, self.beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
+        self._pending = (mats, charge)
+
+    def __getattr__(self, name):
+        if name not in self._BUILT:
+            raise AttributeError(name)
+        mats, charge = self._pending
+        built = _Tables(_Counted(self.ar.base), mats, self.v, self.k, charge)
+        for key in self._BUILT:  # its operations: table_work, charged by check()
+            setattr(self, key, getattr(built, key))
+        return getattr(self, name)
 
 
 def _ticking(rows, charge):
@@ -289,8 +343,21 @@ def _count_q(t: _Tables, good, charge, q):
                   for c, bounds in _subset_sum_bounds(ar, nonquery).items() if c < k - 1}
     placements[k - 1] = [(None, b_total)]
     w_query = ar.imul(t.beta[q][k - 1], t.e[q][q])
-    count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
-                for m in _ticking(range(q, v), charge))
+    fast = getattr(t, "fast", None)
+    if fast is None:
+        count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
+                    for m in _ticking(range(q, v), charge))
+        return count, ar.count
+    # the arb accelerator (cubic_fmpz): a (q, m) it confirms counts the operations the
+    # reference code would perform there (pair_work); any other is decided by that code
+    terms, count = fast.query_terms(q), 0
+    for m in _ticking(range(q, v), charge):
+        confirmed = fast.count_q_m(good, q, m, terms)
+        if confirmed is None:
+            count += _count_q_m(t, ar, good, q, m, b_total, placements, w_query)
+        else:
+            count += confirmed
+            ar.count += pair_work(v, k, good, q, m, t.spreadable[m])
     return count, ar.count
 
 

@@ -30,13 +30,19 @@ sequence; the cover costs what rule cubic costs.
 from __future__ import annotations
 
 from itertools import combinations
-from math import comb
+from math import comb, isfinite
 from operator import add
 
+from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from . import cubic, pool
 
 INPUTS = cubic.INPUTS
+# The cover (rule cubic's code) runs in the selected back-end; the residue is exact
+# integer arithmetic on the *recorded* binary64 endpoints (RECORDED: certificate.py
+# passes them), so its verdicts are the same in every back-end, bit for bit.
+ARITHMETICS = ("mpmath", "arb")
+RECORDED = True
 # Work units charged per entry of a row term[i][t] (two additions, a product)
 ROW_COST = 3
 
@@ -58,7 +64,10 @@ class _Tally:
         hold(self.charge, count, what)
 
 
-def check(dims, mats, hints, charge, jobs=1):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
+    """recorded: {name: rows of (lo, hi) recorded binary64 pairs} (certificate.py); the
+    integer tables are built from them (from `mats`, which must then be mpmath
+    intervals, when absent)."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -66,14 +75,15 @@ def check(dims, mats, hints, charge, jobs=1):
         raise Malformed("rule exact needs d_vocab >= 2")
     good = cubic.parse_hints(hints, v, k)
     cover_charge = _Tally(charge)
-    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs)  # Rejected unless confirmed
+    # Rejected unless confirmed
+    cover, _ = cubic.check(dims, mats, hints, cover_charge, jobs, arith, recorded)
     plan = Plan(good, v, k, charge)
     if cover != plan.cover or plan.cover + plan.residue != v ** k:
         raise AssertionError("exact: the classes do not partition the sequences")  # exit 2
     charge(plan.work)
     hold(charge, IntegerTables.elements(v, k) + max(jobs, 1) * plan.largest_rows,
          "integer tables and rows")  # the rows: in each process
-    tables = IntegerTables(mats, v, k)
+    tables = IntegerTables(recorded if recorded is not None else mats, v, k)
     order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
     results = _map(jobs, (tables, plan, charge), order)
     seen = sum(size for size, _, _ in results)
@@ -193,6 +203,7 @@ class IntegerTables:
 
     def __init__(self, mats, v, k):
         self.v, self.k = v, k
+        mats = {name: _raw_matrix(mats[name]) for name in cubic.INPUTS}  # each end once
         x_exp = _common_exponent(mats["EU"] + mats["EVOU"] + mats["PVOU"])
         self.eu_lo, self.eu_hi = _integer_matrix(mats["EU"], [x_exp] * v)
         self.evou_lo, self.evou_hi = _integer_matrix(mats["EVOU"], [x_exp] * v)
@@ -228,14 +239,48 @@ class IntegerTables:
         return table, query_row, ROW_COST * len(outputs) * (len(base) + terms) + 2 * terms
 
 
+def _raw_matrix(matrix):
+    """The matrix with each entry replaced by its two raw endpoints (_raw_endpoints)."""
+    return [[_Raw(_raw_endpoints(x)) for x in row] for row in matrix]
+
+
+class _Raw:
+    """An entry already converted: its raw endpoints, where an mpmath interval has them."""
+
+    __slots__ = ("_mpi_",)
+
+    def __init__(self, ends):
+        self._mpi_ = ends
+
+
 def _raw_endpoints(x):
     """The endpoints of interval x as raw mpmath numbers (sign, man, exp, bc),
-    value (−1)^sign·man·2^exp."""
-    ends = x._mpi_
+    value (−1)^sign·man·2^exp.  x is an mpmath interval or a recorded (lo, hi) pair of
+    binary64 numbers (converted exactly by mpmath's own from_float: the same raw
+    numbers as the interval iv.mpf((lo, hi)) holds)."""
+    ends = tuple(map(_raw_float, x)) if type(x) is tuple else x._mpi_
     for _, man, exp, _ in ends:
         if man == 0 and exp != 0:
             raise Malformed("exact: a non-finite enclosure")
     return ends
+
+
+def _raw_float(x: float):
+    """A finite binary64 number as mpmath's raw number (sign, man, exp, bc), exactly and
+    normalised as mpmath normalises (odd mantissa; zero is (0, 0, 0, 0)): the tuple
+    mpmath.libmp.from_float(x) returns (tests/test_bulk_arith.py compares them)."""
+    if not isfinite(x):
+        raise Malformed("exact: a non-finite enclosure")
+    n, d = x.as_integer_ratio()  # exact: d is a power of two
+    if not n:
+        return (0, 0, 0, 0)
+    sign = n < 0
+    n = -n if sign else n
+    if d > 1:  # n/d in lowest terms: n is odd
+        return (int(sign), n, 1 - d.bit_length(), n.bit_length())
+    zeros = (n & -n).bit_length() - 1
+    n >>= zeros
+    return (int(sign), n, zeros, n.bit_length())
 
 
 def _common_exponent(rows):

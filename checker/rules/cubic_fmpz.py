@@ -1,0 +1,312 @@
+"""Rule cubic's per-(query, max) checks as exact integer vector operations in C
+(FLINT's fmpz_poly through python-flint): the `--arith arb` accelerator.
+
+Imported only by the arb back-end's path of rule cubic (never on the mpmath path).
+For one (q, m) it decides a *sufficient* condition for every check of
+cubic._count_q_m (spec/rules.md §cubic; spec/arithmetic.md §exact integer vectors):
+when it holds, the claimed good sets of (q, m) are confirmed and it returns their
+count; otherwise it returns None and the caller runs the reference code for that
+(q, m) in the back-end's own arithmetic, whose verdict (and message) is then final.
+It never rejects anything itself, so its only soundness obligation is: a count is
+returned only if every bound the rule checks is < 0.
+
+Numbers.  Every recorded endpoint is a dyadic rational, so with one exponent for the
+x-quantities (EU, EVOU, PVOU) and one per row q of exp(EQKE) and of exp(EQKP) it is an
+exact integer (exact.IntegerTables: the same integers as the mpmath intervals hold).
+All bounds of a query q are then integers in the unit 2^(X + E_q + B_q), computed
+without any rounding.  A vector over the outputs o is an fmpz_poly whose coefficient
+o is the entry (FLINT's `_fmpz_vec` add, sub and scalar mul: exact).  The only
+relaxation is in the product of a weight interval [w⁻, w⁺] (w⁻ >= 0) with a vector of
+upper bounds x:
+    W·X <= max(w⁻x_o, w⁺x_o) = w⁺x_o − (w⁺ − w⁻)·min(x_o, 0) <= w⁺x_o + (w⁺ − w⁻)·2^h,
+where h = height_bits(x): |x_o| < 2^h for every o (fmpz_poly_max_bits).  A test
+"x_o < 0 for every o outside a set Z" is, on integers, "−x_o − 1 >= 0", decided by
+fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after adding
+2^(h+1) > |−x_o − 1| at the positions in Z.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+import flint
+
+from ..errors import Malformed, Rejected
+from . import exact
+
+fmpz, fmpz_poly = flint.fmpz, flint.fmpz_poly
+
+
+def tables(recorded, v: int, k: int, charge):
+    """The integer tables, or None when the accelerator does not apply (a weight whose
+    recorded enclosure reaches below 0: the reference code then finds it; d_vocab or
+    n_ctx below 3)."""
+    if recorded is None or v < 3 or k < 3:
+        return None
+    # Charged to the memory limit like any table; when they do not fit, the rule runs
+    # without them (the accelerator must not refuse what the back-end alone accepts).
+    limit, count = getattr(charge, "hold", None), elements(v, k)
+    if limit is not None:
+        try:
+            limit(count, "integer vector tables")
+        except Malformed:
+            limit(-count, "integer vector tables")  # released: not built
+            return None
+    charge(0)
+    try:
+        return _Fast(exact.IntegerTables(recorded, v, k), v, k)
+    except Rejected:
+        return None
+
+
+def elements(v: int, k: int) -> int:
+    """The integers held by _Fast, charged to the memory limit: the integer tables
+    (exact.IntegerTables) and twelve v × v tables."""
+    return exact.IntegerTables.elements(v, k) + 12 * v * v
+
+
+class _Fast:
+    def __init__(self, it: exact.IntegerTables, v: int, k: int):
+        self.v, self.k = v, k
+        self.ones = fmpz_poly([1] * v)
+        self.unit = [fmpz_poly([0] * o + [1]) for o in range(v)]
+        ev_lo, ev_hi, pv_lo, pv_hi = it.evou_lo, it.evou_hi, it.pvou_lo, it.pvou_hi
+        self.eu_lo = it.eu_lo  # Python integers: scalars
+        self.evou_lo = ev_lo
+        self.e_lo, self.e_hi = it.e_lo, it.e_hi  # Python integers (scalar products)
+        self.b_lo, self.b_hi = it.b_lo, it.b_hi
+        self.eu_hi_int = it.eu_hi
+        self.eu_hi = [fmpz_poly(r) for r in it.eu_hi]
+        self.euv_hi = [fmpz_poly([a + b for a, b in zip(it.eu_hi[q], ev_hi[q])])
+                       for q in range(v)]
+        self.evou_hi = [fmpz_poly(r) for r in ev_hi]
+        # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])  (exact: the largest difference)
+        dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
+                  for m in range(v)]
+        self.dp_max_int = dp_max
+        self.dp_max = [fmpz_poly(r) for r in dp_max]
+        # x_m without EU: dp_max + ΔV_m;  the query's: PVOU[k−1] differences
+        self.xm_tab = [fmpz_poly([a + ev_hi[m][o] - ev_lo[m][m] for o, a in enumerate(dp_max[m])])
+                       for m in range(v)]
+        self.dpq = [fmpz_poly([x - pv_lo[k - 1][m] for x in pv_hi[k - 1]]) for m in range(v)]
+        # self_tab[m][t] = dp_max[m][t] + EVOU⁺[t, t] − EVOU⁻[t, m]  (D[t] + ΔV_t[t], without EU)
+        self.self_tab = [[dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)]
+                         for m in range(v)]
+        # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]
+        top3 = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
+        self.dv_rest = [[ev_hi[t][next(o for o in top3[t] if o != m and o != t)] - ev_lo[t][m]
+                         for t in range(v)] for m in range(v)]
+
+    # -- the exact vector helpers (tests/test_cubic_fmpz.py) -----------------------------
+    @staticmethod
+    def times(lo, hi, x, shift):
+        """(x·w⁺, σ) with x_o·w⁺ + σ >= W·X for every W in [lo, hi] (0 <= lo) and real
+        X <= x_o + shift: σ = w⁺·shift, plus (w⁺ − w⁻)·2^h with |x_o + shift| < 2^h when
+        the weight is not a point (then the bound is exact)."""
+        sigma = int(hi) * shift
+        if hi != lo:
+            sigma += int(hi - lo) << (max(x.height_bits(), int(shift).bit_length()) + 1)
+        return x * hi, sigma
+
+    def limit(self, zeros, bits, excess):
+        """2^bits at the excluded positions (a tuple of them, or where the polynomial
+        `zeros` is >= 1), minus (1 + excess) everywhere: holds(limit − y) says
+        y_o + excess < 0 (integers: <= −1) at every o not excluded, provided
+        |y_o + excess| + 1 <= 2^bits there."""
+        out = self.ones * (-1 - excess)
+        if type(zeros) is tuple:
+            for o in zeros:  # one coefficient each (fmpz_poly_set_coeff_fmpz)
+                out[o] += 1 << bits
+            return out
+        return out + zeros * (1 << bits)
+
+    @staticmethod
+    def holds(y) -> bool:
+        """Exactly: no coefficient of y is negative (fmpz_poly_max_bits' sign)."""
+        return y.height_bits(signed=True) >= 0
+
+    # -- one (q, m) -------------------------------------------------------------------------
+    def count_q_m(self, good, q, m, query):
+        """The count of cubic._count_q_m for (q, m), or None (then the reference decides).
+        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q).
+
+        Vectors are exact upper bounds, entry by entry, in the unit 2^(X + E_q + B_q); a
+        weight interval times a vector is w⁺·x + (w⁺ − w⁻)·2^h (spec/arithmetic.md).
+        Each test is "every entry >= 0" of E − (the bound), E = 2^bits at excluded
+        positions minus (1 + the test's scalar terms) everywhere."""
+        v, k, ones = self.v, self.k, self.ones
+        b_lo, b_hi, placements, w_lo, w_hi = query
+        e_lo, e_hi = self.e_lo[q], self.e_hi[q]
+        eu_m = self.eu_lo[q][m]
+        unit_m = self.unit[m]
+        # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o]
+        x_m, sigma = self.times(e_lo[m], e_hi[m], self.eu_hi[q] + self.xm_tab[m], -eu_m)
+        p = x_m + ones * sigma
+        # qv_o + κ_q >= β_q·e_q·X_q[o] (the query position), κ_q a scalar
+        qv, kappa_q = self.times(w_lo, w_hi, self.euv_hi[q] + self.dpq[m],
+                                 -eu_m - self.evou_lo[q][m])
+        hp = p.height_bits()
+        # R·p <= (B⁺ − S)·p_o + (B⁺ − B⁻)·2^(hp+1) for R in [B⁻ − S, B⁺ − S]; B·p alike (S = 0)
+        kappa = kappa_q + ((b_hi - b_lo) << (hp + 1))
+        max_c = k - 1 if q == m else k - 2
+        claims = [(c, *good.get((m, q, c), (0, 0))) for c in range(1, max_c + 1)]
+        union = 0
+        for _, mask, _ in claims:
+            union |= mask
+        flag = good.get((m, q, 0), (0, 0))[0]
+        count = 0
+        fs = {}
+        if union:
+            tokens = [u for u in range(m) if union >> u & 1]
+            # D[o] + EU[q,m] >= EU[q,o] + dp_max[m][o]; its top two over o != m
+            dd = [a + b for a, b in zip(self.eu_hi_int[q], self.dp_max_int[m])]
+            dd[m] = None
+            rest = dd[:m] + dd[m + 1:]
+            first = max(rest)
+            index = dd.index(first)
+            rest.remove(first)
+            second = max(rest) if rest else first
+            # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
+            # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
+            ys = [a + b - eu_m for a, b in zip(self.eu_hi_int[q], self.self_tab[m])]
+            dv_rest = self.dv_rest[m]
+            first, second = first - eu_m, second - eu_m
+            h_self, h_spread = {}, {}
+            for u in tokens:
+                y = ys[u]
+                h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
+                y = (second if u == index else first) + dv_rest[u]
+                h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
+            # One test for (I) and (II), split: Ã_S[o] + S·f_o < 0 at every o != m, with
+            #   f_o = max(h_self[o], max_{u split, u != o} h_spread[u])   (o claimed),
+            #   f_o = max_{u split} h_spread[u]                           (o not claimed);
+            # positions with no bound to check are excluded (S·f is nondecreasing in f).
+            # Classes c < k−1 with the same claimed and split tokens share f (and their tests,
+            # below); c = k−1 has its own.
+            groups = {}
+            for c, mask, joint in claims:
+                if mask:
+                    groups.setdefault("last" if c == k - 1 else (mask, mask & ~joint),
+                                      []).append(c)
+            for key, _ in groups.items():
+                g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
+                                    & ~good[(m, q, k - 1)][1]) if key == "last" else key)
+                claimed = [u for u in tokens if g_mask >> u & 1]
+                split = [u for u in tokens if g_split >> u & 1]
+                zeros = None  # beyond m
+                if split:
+                    top = max(split, key=h_spread.__getitem__)
+                    h1 = h_spread[top]
+                    f = [fmpz(h1)] * v
+                    for u in claimed:
+                        h = h_self[u]
+                        if h > h1:
+                            f[u] = h
+                    h2 = max((h_spread[u] for u in split if u != top), default=None)
+                    if h2 is None:
+                        f[top] = h_self[top]
+                    elif h_self[top] < h2:
+                        f[top] = h2
+                    else:
+                        f[top] = h_self[top]
+                else:
+                    f = [0] * v
+                    for u in claimed:
+                        f[u] = h_self[u]
+                    zeros = ones - fmpz_poly([g_mask >> u & 1 for u in range(m)])
+                fs[key] = (fmpz_poly(f), zeros)
+        joints = {}  # (u, "last" or "rest") -> the ends of S where u is joint
+        for c, _, joint in claims:
+            for u in (tokens if joint else ()):
+                if joint >> u & 1:
+                    ends = [placements[c][0], placements[c][-1]]
+                    if c == k - 1:
+                        joints[(u, "last")] = ends[:1]
+                    else:
+                        old = joints.get((u, "rest"))
+                        joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
+                                                                       max(old[1], ends[1])]
+        joint_rows, t_s, s_top = {}, {}, 0
+        d0 = self.eu_hi[q] + self.dp_max[m] if joints else None  # D + EU[q, m]
+        for (u, key), ends in joints.items():
+            if key == "rest":
+                x_u, sigma = self.times(e_lo[u], e_hi[u], d0 + self.evou_hi[u],
+                                        -eu_m - self.evou_lo[u][m])
+                joint_rows[u] = x_u + ones * sigma
+                s_top = max(s_top, ends[-1][1])
+        bits = max([b_hi.bit_length() + max([hp] + [f.height_bits() for f, _ in fs.values()]),
+                    s_top.bit_length() + max([0] + [y.height_bits()
+                                                    for y in joint_rows.values()]),
+                    qv.height_bits(), kappa.bit_length()]) + 4
+        big = 1 << bits
+        # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
+        # part of Ã_S = (B⁺ − S)·p + ... that does not depend on S
+        a_full = self.limit((m,), bits, kappa) - qv - p * b_hi
+        if flag:  # c = 0: B·p + qv < 0 off m
+            if not self.holds(a_full):
+                return None
+            count += 1
+        # Each test below is linear in S (R = B − S): it holds for every S in [s⁻, s⁺] once
+        # it holds at both ends, so one pair of tests covers the placements of all the
+        # classes of a group (the smallest lower and the largest upper placement)
+        for key, cs in (groups.items() if union else ()):
+            if key == "last":
+                continue
+            s_min = min(placements[c][0][0] for c in cs)
+            s_max = max(placements[c][1][0] for c in cs)
+            if b_lo - s_max < 0:  # R = B − S must be a weight >= 0
+                return None
+            f, zeros = fs[key]
+            a_c = a_full if zeros is None else a_full + zeros * big
+            w = p - f  # the test at S: a_c + S·(p − f) >= 0
+            if not (self.holds(a_c + w * s_min) and self.holds(a_c + w * s_max)):
+                return None
+        if "last" in fs:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
+            f, zeros = fs["last"]
+            (s_lo, s_hi), = placements[k - 1]
+            slack = (s_hi - s_lo) << (f.height_bits() + 1)
+            e_c = self.limit(unit_m if zeros is None else unit_m + zeros, bits, kappa_q + slack)
+            if not self.holds(e_c - qv - f * s_hi):
+                return None
+        # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, X_u[o] <= D[o] + ΔV_u[o];
+        # for the classes c < k−1 at the two ends of the S of the classes where u is joint
+        # (the test is linear in S): with S a point, S·e_u·X_u[o] <= S·y_u[o], where
+        # y_u = e⁺_u·x_u + (e⁺_u·shift + (e⁺_u − e⁻_u)·2^h)  (times() with the weight S·e_u)
+        for (u, key), ends in joints.items():
+            if key == "rest":
+                y_u = joint_rows[u]
+                for s_lo, _ in ends:
+                    if s_lo not in t_s:  # E − (B⁺ − S)·p − qv, shared by the joint tokens
+                        t_s[s_lo] = a_full + p * s_lo
+                    test = t_s[s_lo] - y_u * s_lo  # a new polynomial: its u-th entry excluded
+                    test[u] += big
+                    if not self.holds(test):
+                        return None
+            else:  # c = k − 1: Ã_S = qv + κ_q, S = B an interval
+                (s_lo, s_hi), = ends
+                x_u = d0 + self.evou_hi[u]
+                row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u,
+                                        -eu_m - self.evou_lo[u][m])
+                bits_u = max(row.height_bits(), sigma.bit_length(), bits) + 3
+                test = self.limit(unit_m + self.unit[u], bits_u, kappa_q + sigma) - qv - row
+                if not self.holds(test):
+                    return None
+        for c, mask, _ in claims:
+            if mask:  # tokens < m (parse_hints): |claimed| = popcount(mask)
+                count += comb(k - 1, c) * mask.bit_count() ** c
+        return count
+
+    def query_terms(self, q):
+        """For query q (Python integers): B = Σ_{i<k−1} β[q][i] as [B⁻, B⁺]; for each
+        c < k−1 the two placements [S⁻, S⁻] (the c smallest lower ends) and [S⁺, S⁺]
+        (the c largest upper ends), for c = k−1 the interval S = B; and β[q][k−1]·e[q][q]
+        as [w⁻, w⁺]."""
+        k = self.k
+        lo, hi = self.b_lo[q][:k - 1], self.b_hi[q][:k - 1]
+        b_lo, b_hi = sum(lo), sum(hi)
+        los, his = sorted(lo), sorted(hi, reverse=True)
+        placements = {c: [(sum(los[:c]),) * 2, (sum(his[:c]),) * 2] for c in range(1, k - 1)}
+        placements[k - 1] = [(b_lo, b_hi)]
+        w_lo = self.b_lo[q][k - 1] * int(self.e_lo[q][q])
+        w_hi = self.b_hi[q][k - 1] * int(self.e_hi[q][q])
+        return b_lo, b_hi, placements, w_lo, w_hi

@@ -1,0 +1,359 @@
+"""The arb back-end's accelerator of rule cubic (checker/rules/cubic_fmpz.py): exact
+integer vectors in FLINT (fmpz_poly), spec/arithmetic.md §exact integer vectors.
+
+- each bulk operation against the exact rational result, on random and adversarial
+  inputs (cancellation, huge and tiny magnitudes, zero-width and zero weights; the
+  float -> integer conversion on subnormals, ±0 and the extremes);
+- every (q, m) the accelerator confirms is confirmed by the mpmath reference with the
+  same count, claim by claim, including forged claims (every token claimed good);
+- the exact rule's mutants are refused under --arith arb exactly as under mpmath.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+import struct
+
+import pytest
+
+flint = pytest.importorskip("flint")
+
+from checker import arith  # noqa: E402
+from checker.errors import Rejected  # noqa: E402
+from checker.rules import cubic, cubic_fmpz, exact  # noqa: E402
+
+fmpz_poly = flint.fmpz_poly
+
+
+def _fast(v):
+    """A _Fast with only what the vector helpers use."""
+    fast = cubic_fmpz._Fast.__new__(cubic_fmpz._Fast)
+    fast.v, fast.ones = v, fmpz_poly([1] * v)
+    return fast
+
+
+def _entries(p, v):
+    c = [int(x) for x in p.coeffs()]
+    return c + [0] * (v - len(c))
+
+
+def _adversarial_int(rng):
+    kind = rng.randrange(6)
+    if kind == 0:
+        return 0
+    if kind == 1:
+        return rng.choice([-1, 1]) * rng.getrandbits(rng.choice([1, 2, 3]))
+    if kind == 2:  # huge
+        return rng.choice([-1, 1]) * (rng.getrandbits(600) | 1 << 599)
+    if kind == 3:  # a power of two (exact boundaries of height_bits)
+        return rng.choice([-1, 1]) * (1 << rng.randrange(200))
+    if kind == 4:  # one below a power of two
+        return rng.choice([-1, 1]) * ((1 << rng.randrange(1, 200)) - 1)
+    return rng.randrange(-10**30, 10**30)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mul_encloses_the_exact_product(seed):
+    """x_o·w⁺ + σ' >= max over W in [w⁻, w⁺] of W·(x_o + σ), the exact supremum of W·X
+    for X <= x_o + σ (W >= 0): random and adversarial entries, shifts and weights, with
+    cancellation (x_o = −σ) and zero-width, zero and huge weights."""
+    rng = random.Random(seed)
+    v = rng.choice([1, 3, 17, 64])
+    fast = _fast(v)
+    xs = [_adversarial_int(rng) for _ in range(v)]
+    sigma = _adversarial_int(rng)
+    if seed % 4 == 0:
+        xs[rng.randrange(v)] = -sigma  # cancellation to exactly 0
+    lo = abs(_adversarial_int(rng))
+    hi = lo + (0 if seed % 3 == 0 else abs(_adversarial_int(rng)))
+    vec, sigma_out = fast.times(flint.fmpz(lo), flint.fmpz(hi), fmpz_poly(xs), sigma)
+    for x, got in zip(xs, _entries(vec, v)):
+        assert got + sigma_out >= max(lo * (x + sigma), hi * (x + sigma))
+        if lo == hi:
+            assert got + sigma_out == hi * (x + sigma)  # a point weight: exact
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_negative_test_is_exact(seed):
+    """holds(limit(Z, bits, e) − x) exactly when x_o + e < 0 at every o outside Z, once
+    |x_o + e| + 1 <= 2^bits; with too few bits it may say no, never a wrong yes."""
+    rng = random.Random(1000 + seed)
+    v = rng.choice([1, 2, 5, 33])
+    fast = _fast(v)
+    xs = [-abs(_adversarial_int(rng)) - 1 for _ in range(v)]  # all negative
+    flips = rng.sample(range(v), rng.randrange(0, min(v, 3) + 1))
+    for o in flips:
+        xs[o] = rng.choice([0, 1, abs(_adversarial_int(rng))])
+    zero_set = set(rng.sample(range(v), rng.randrange(0, v + 1)))
+    zeros = fmpz_poly([int(o in zero_set) for o in range(v)])
+    excess = rng.choice([0, 0, 1, -1, _adversarial_int(rng)])
+    truth = all(x + excess < 0 for o, x in enumerate(xs) if o not in zero_set)
+    enough = max(abs(x + excess) + 1 for x in xs).bit_length()
+    for bits in (enough, enough + 5, 1, 3):
+        for excluded in (zeros, tuple(sorted(zero_set))):  # a 0/1 polynomial, or positions
+            got = fast.holds(fast.limit(excluded, bits, excess) - fmpz_poly(xs))
+            if bits >= enough:
+                assert got == truth
+            else:
+                assert truth or not got
+
+
+def test_raw_float_is_mpmath_from_float():
+    """exact._raw_float converts a recorded binary64 endpoint exactly as mpmath does
+    (so the integer tables are the same integers under every back-end)."""
+    from mpmath.libmp import from_float
+
+    rng = random.Random(7)
+    special = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 2.225073858507201e-308,
+               1.7976931348623157e308, -1.7976931348623157e308, 1.0, -3.0, 2.0 ** 60, 0.1]
+    bits = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+            for _ in range(20000)]
+    for x in special + [x for x in bits if x == x and abs(x) != float("inf")]:
+        assert exact._raw_float(x) == from_float(x), x
+
+
+# -- the accelerator against the mpmath reference, (q, m) by (q, m) ----------------------------
+
+def _rule_line(path):
+    """Replay a cubic certificate up to its rule line: (dims, mpmath rows, recorded
+    pairs, hints)."""
+    import json
+
+    from checker.certificate import CertificateChecker, Limits
+
+    checker = CertificateChecker(Limits(), None, 1)
+    for text in path.read_text().splitlines():
+        obj = json.loads(text)
+        if obj["kind"] == "rule":
+            values = {name: checker.values[line] for name, line in obj["inputs"].items()}
+            mats = {name: value.rows(arith.MPMATH) for name, value in values.items()}
+            recorded = {name: checker._recorded_rows(value) for name, value in values.items()}
+            return checker.dims, mats, recorded, obj["hints"]
+        checker.feed(text)
+    raise AssertionError("no rule line")
+
+
+def _reference(dims, mats, entries):
+    try:
+        return cubic.check(dims, mats, {"good": entries}, lambda work: None, 1)[0]
+    except Rejected:
+        return None
+
+
+def _models():
+    from checker_fixtures import certificate_file, random_model
+
+    return [certificate_file(random_model(seed), "cubic") for seed in (1, 2, 3, 5)]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_confirmed_pairs_are_confirmed_by_the_reference(which):
+    """For every single claim [m, q, c, one token] (and every c = 0 flag), and for the
+    claim of *every* token < m at once (forged: mostly false), each also with its tokens
+    joint (the (II′) test): whenever the accelerator confirms the (q, m), the mpmath
+    reference accepts the same claim with the same count.  The accelerator must also
+    confirm most true single claims (it is not vacuous)."""
+    path = _models()[which]
+    dims, mats, recorded, _ = _rule_line(path)
+    v, k = dims.d_vocab, dims.n_ctx
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    assert fast is not None
+    confirmed = refused = 0
+    for m, q in itertools.product(range(v), repeat=2):
+        if q > m:
+            continue
+        terms = fast.query_terms(q)
+        for c in range(0, (k - 1 if q == m else k - 2) + 1):
+            masks = [1] if c == 0 else [1 << u for u in range(m)] + ([(1 << m) - 1] if m else [])
+            # each claim also with every claimed token joint ((II′) instead of (II)), c >= 1
+            entries = [[m, q, c, mask] for mask in masks] + [
+                [m, q, c, mask, mask] for mask in (masks if c else [])]
+            for entry in entries:
+                good = cubic.parse_hints({"good": [entry]}, v, k)
+                got = fast.count_q_m(good, q, m, terms)
+                want = _reference(dims, mats, [entry])
+                if got is not None:
+                    assert want == got, (entry, got, want)
+                    confirmed += 1
+                elif want is not None:
+                    refused += 1
+    assert confirmed > 0 and refused <= confirmed // 10 + 2, (confirmed, refused)
+
+
+@pytest.mark.parametrize("cert", ["max3_v32_seed0.cubic.jsonl", "max5_v16_seed0.cubic.jsonl",
+                                  "max3_v8_seed0.cubic.jsonl"])
+def test_whole_certificate_counts_agree_with_the_accelerator(cert):
+    """Shipped cubic certificates (n_ctx 3 and 5): every (q, m) is confirmed by the
+    accelerator, and the total is the reference's count (the rule-level count and proof
+    length are compared by test_arith's agreement tests)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, mats, recorded, hints = _rule_line(root / "certs" / cert)
+    v, k = dims.d_vocab, dims.n_ctx
+    good = cubic.parse_hints(hints, v, k)
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    total = 0
+    for q in range(v):
+        terms = fast.query_terms(q)
+        for m in range(q, v):
+            got = fast.count_q_m(good, q, m, terms)
+            assert got is not None, (q, m)
+            total += got
+    assert total == _reference(dims, mats, hints["good"])
+
+
+def test_accelerator_skipped_when_its_tables_do_not_fit():
+    """Over the memory limit the accelerator is not built (the rule runs without it)
+    and what it charged is released."""
+    from checker.errors import Malformed
+
+    held = []
+
+    class Budget:
+        def __call__(self, work):
+            pass
+
+        def hold(self, count, what):
+            held.append(count)
+            if sum(held) > 100:
+                raise Malformed("memory")
+
+    dims, _, recorded, _ = _rule_line(_models()[0])
+    assert cubic_fmpz.tables(recorded, dims.d_vocab, dims.n_ctx, Budget()) is None
+    assert sum(held) == 0
+
+
+# -- mutants under --arith arb -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["claim+1", "forged-good-token", "forged-all-max-flag",
+                                  "negative-attention-weight"])
+def test_exact_mutants_refused_under_arb(name, capsys):
+    """The exact rule's mutants (tests/test_exact_mutants.py) are refused under
+    --arith arb with the same exit code and message as under mpmath."""
+    import test_exact_mutants as tem
+
+    mutate, expected, needle = tem.MUTANTS[name]
+    lines = tem.dump(mutate(copy.deepcopy(tem._objs())))
+    got = {}
+    for back in ("mpmath", "arb"):
+        code, out, err = tem.run(capsys, lines, "--arith", back)
+        got[back] = (code, err.strip())
+        assert code == expected and needle.lower() in err.lower(), (back, code, err)
+        assert "VERIFIED" not in out
+    assert got["mpmath"] == got["arb"], got
+
+
+def test_exact_base_same_count_under_both():
+    import io
+    import json
+    from contextlib import redirect_stdout
+
+    import test_exact_mutants as tem
+    from checker_fixtures import write_lines
+
+    from checker.cli import main
+
+    path = write_lines(tem.base(), "exact_base_both.jsonl")
+    results = {}
+    for back in ("mpmath", "arb"):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = main([str(path), "--json", "--jobs", "1", "--arith", back])
+        result = json.loads(out.getvalue())
+        results[back] = (code, result.get("correct"), result.get("work"))
+    assert results["mpmath"] == results["arb"] and results["arb"][0] == 0, results
+
+
+def test_mpmath_path_imports_neither_flint_nor_the_accelerator():
+    """The default back-end on cubic and exact certificates: python-flint and
+    cubic_fmpz are never imported (the accelerator is arb-only)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys; from checker.cli import main; "
+            "rc = [main([c, '--jobs', '1']) for c in sys.argv[1:]]; "
+            "print(rc, sorted(m for m in sys.modules if m in "
+            "('flint', 'checker.rules.cubic_fmpz', 'checker.arith.arb')))")
+    certs = [str(root / "certs" / n) for n in ("max3_v8_seed0.cubic.jsonl",
+                                               "max5_v16_seed0.exact.jsonl")]
+    out = subprocess.run([sys.executable, "-c", code, *certs], capture_output=True, text=True,
+                         cwd=root)
+    assert out.stdout.strip().splitlines()[-1] == "[0, 0] []", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_rule_under_arb_same_count_and_work_as_mpmath(defer, monkeypatch):
+    """The whole rule under arb with the recorded pairs (the accelerator on), and with the
+    accelerator deferring every (q, m) (the back-end's tables then built lazily): the same
+    count and the same proof length as the mpmath reference."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, mats, recorded, hints = _rule_line(root / "certs" / "max5_v16_seed0.cubic.jsonl")
+    arb = arith.get("arb")
+    import json
+
+    from checker.certificate import CertificateChecker, Limits
+
+    checker = CertificateChecker(Limits(), None, 1)
+    for text in (root / "certs" / "max5_v16_seed0.cubic.jsonl").read_text().splitlines():
+        obj = json.loads(text)
+        if obj["kind"] == "rule":
+            arb_mats = {n: checker.values[line].rows(arb) for n, line in obj["inputs"].items()}
+            break
+        checker.feed(text)
+    if defer:
+        monkeypatch.setattr(cubic_fmpz._Fast, "count_q_m", lambda *args: None)
+
+    def run(ms, back, rec):
+        work = []
+        proven, _ = cubic.check(dims, ms, hints, work.append, 1, arith=back, recorded=rec)
+        return proven, sum(work)
+
+    assert run(arb_mats, arb, recorded) == run(mats, arith.MPMATH, None)
+
+
+def test_several_classes_at_once_with_joint_tokens():
+    """n_ctx 5 (classes c = 1..3, and 4 when q = m): the same token or token set claimed in
+    several classes at once, joint in some, split in others, and the shipped good sets with
+    one class's claim widened: whenever the accelerator confirms the (q, m), the mpmath
+    reference accepts the same claims with the same count."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, mats, recorded, hints = _rule_line(root / "certs" / "max5_v16_seed0.cubic.jsonl")
+    v, k = dims.d_vocab, dims.n_ctx
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    shipped = {tuple(e[:3]): e for e in hints["good"]}
+    rng = random.Random(5)
+    confirmed = 0
+    for m in range(1, v):
+        for q in range(0, m + 1, 3):
+            max_c = k - 1 if q == m else k - 2
+            u = rng.randrange(m)
+            full = (1 << m) - 1
+            variants = [
+                [[m, q, c, 1 << u, (1 << u) * (c % 2)] for c in range(1, max_c + 1)],
+                [[m, q, c, full, full & rng.getrandbits(m)] for c in range(1, max_c + 1)],
+                [list(shipped[(m, q, c)]) for c in range(max_c + 1) if (m, q, c) in shipped],
+            ]
+            widened = [list(e) for e in variants[2]]
+            if widened and widened[-1][2] >= 1:
+                widened[-1][3] |= 1 << u
+                if len(widened[-1]) == 5 and rng.random() < 0.5:
+                    widened[-1][4] |= 1 << u
+            variants.append(widened)
+            for entries in variants:
+                if not entries:
+                    continue
+                good = cubic.parse_hints({"good": entries}, v, k)
+                got = fast.count_q_m(good, q, m, fast.query_terms(q))
+                if got is not None:
+                    assert _reference(dims, mats, entries) == got, entries
+                    confirmed += 1
+    assert confirmed > 20, confirmed
