@@ -20,6 +20,7 @@ import math
 import os
 from itertools import product
 
+from .config_fields import Fields, shown
 from .errors import Malformed
 from .modelspec import ACTIVATION_ALIASES, ACTIVATIONS, MAX_LAYERS
 
@@ -27,8 +28,14 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
 
-def _refuse(what: str):
-    raise Malformed(f"unsupported Hugging Face model: {what}")
+# strict getters (config_fields.py says why); every integer field here is non-negative
+_FIELDS = Fields("Hugging Face model")
+_refuse, _real, _flag = _FIELDS.refuse, _FIELDS.real, _FIELDS.flag
+
+
+def _int(config: dict, name: str, default=None):
+    return _FIELDS.get(config, name, default, lambda v: type(v) is int and v >= 0,
+                       "a non-negative integer")
 
 
 def _permute(tensor, shape: tuple[int, ...], perm: tuple[int, ...]):
@@ -160,33 +167,11 @@ def _check_fields(config: dict, fields: dict) -> None:
     known = set(fields["interpreted"]) | set(fixed) | _INERT | set(fields["inert"])
     unknown = sorted(k for k in config if k not in known)
     if unknown:
-        _refuse(f"unknown config field {unknown[0]} = {config[unknown[0]]!r:.60} (a field "
+        _refuse(f"unknown config field {unknown[0]} = {shown(config[unknown[0]])} (a field "
                 "the checker does not understand could change the model; spec/configs.md)")
     for name, (allowed, text) in fixed.items():
         if name in config and not allowed(config[name]):
-            _refuse(f"{name} = {config[name]!r:.60} (supported: {text})")
-
-
-def _int(config: dict, name: str, default=None):
-    """A JSON integer (not true, not 2.0, not "8"); a missing field takes `default`."""
-    value = config.get(name, default)
-    if type(value) is not int or value < 0:
-        _refuse(f"{name} = {value!r:.60} is not a non-negative integer")
-    return value
-
-
-def _real(config: dict, name: str, default):
-    value = config.get(name, default)
-    if type(value) not in (int, float) or not math.isfinite(value):
-        _refuse(f"{name} = {value!r:.60} is not a finite number")
-    return value
-
-
-def _flag(config: dict, name: str, default: bool) -> bool:
-    value = config.get(name, default)
-    if type(value) is not bool:
-        _refuse(f"{name} = {value!r:.60} is not true or false")
-    return value
+            _refuse(f"{name} = {shown(config[name])} (supported: {text})")
 
 
 def _architecture(config: dict, name: str) -> None:
@@ -232,7 +217,7 @@ def _neox_rope(config) -> tuple[float, float]:
     if rope is None:
         rope = {}
     if not isinstance(rope, dict):
-        _refuse(f"rope_parameters = {rope!r:.60} is not an object")
+        _refuse(f"rope_parameters = {shown(rope)} is not an object")
     extra = sorted(set(rope) - {"rope_type", "rope_theta", "partial_rotary_factor"})
     if extra or rope.get("rope_type", "default") != "default":
         _refuse(f"rope_parameters = {rope!r:.80} (supported: rope_type 'default', rope_theta, "
@@ -430,7 +415,7 @@ def _llama_rope(config) -> float:
     if rope is None:
         rope = {}
     if not isinstance(rope, dict):
-        _refuse(f"rope_parameters = {rope!r:.60} is not an object")
+        _refuse(f"rope_parameters = {shown(rope)} is not an object")
     if set(rope) - {"rope_type", "rope_theta"} or rope.get("rope_type", "default") != "default":
         _refuse(f"rope_parameters = {rope!r:.80} (supported: rope_type 'default' and "
                 "rope_theta; no rope scaling)")

@@ -14,15 +14,14 @@ one TransformerLens runs.  Hence every field is in exactly one of four classes:
 
 A field in no class is refused, naming it.  A missing field takes TransformerLens's
 default (as `HookedTransformerConfig(**cfg)` would), except the few that must be stated
-(REQUIRED).  Types are strict: an integer is a JSON/Python int (not a bool, not 2.0),
-a real is a finite int or float, a flag is a bool.
+(REQUIRED).  Types are strict (config_fields.py): 2.0 is not an integer, 1 is not a flag.
 """
 
 from __future__ import annotations
 
 import math
 
-from .errors import Malformed
+from .config_fields import Fields, is_real, of, shown
 from .modelspec import (
     ACTIVATION_ALIASES,
     ACTIVATIONS,
@@ -42,27 +41,22 @@ INTERPRETED = ("n_layers", "d_model", "d_head", "n_heads", "n_ctx", "d_vocab", "
 REQUIRED = ("n_layers", "d_model", "d_head", "n_ctx", "d_vocab", "normalization_type")
 
 
-def _of(*types):
-    """A predicate: the value's exact type is one of `types` (bool is not int)."""
-    return lambda v: type(v) in types and (type(v) is not float or math.isfinite(v))
-
-
-_BOOL, _INT_OR_NONE, _STR_OR_NONE = _of(bool), _of(int, type(None)), _of(str, type(None))
+_BOOL, _INT_OR_NONE, _STR_OR_NONE = of(bool), of(int, type(None)), of(str, type(None))
 # name -> (predicate for a well-typed value, its type): inert fields still have their types,
 # since TransformerLens refuses some ill-typed ones (a seed of inf) and a file it cannot
 # run should not be accepted as its model.
 INERT = {
-    "model_name": (_of(str), "a name"), "device": (_STR_OR_NONE, "a name or None"),
+    "model_name": (of(str), "a name"), "device": (_STR_OR_NONE, "a name or None"),
     "dtype": (lambda v: v in ("torch.float32", "torch.float64", "torch.float16",
                               "torch.bfloat16"), "a torch float dtype"),
-    "seed": (_INT_OR_NONE, "an integer or None"), "n_devices": (_of(int), "an integer"),
-    "n_params": (_INT_OR_NONE, "an integer"), "init_mode": (_of(str), "a name"),
-    "init_weights": (_BOOL, "a flag"), "initializer_range": (_of(int, float), "a number"),
+    "seed": (_INT_OR_NONE, "an integer or None"), "n_devices": (of(int), "an integer"),
+    "n_params": (_INT_OR_NONE, "an integer"), "init_mode": (of(str), "a name"),
+    "init_weights": (_BOOL, "a flag"), "initializer_range": (of(int, float), "a number"),
     "use_attn_result": (_BOOL, "a flag"), "use_split_qkv_input": (_BOOL, "a flag"),
     "use_hook_mlp_in": (_BOOL, "a flag"), "use_attn_in": (_BOOL, "a flag"),
     "use_hook_tokens": (_BOOL, "a flag"), "default_prepend_bos": (_BOOL, "a flag"),
     "tokenizer_name": (_STR_OR_NONE, "a name or None"),
-    "tokenizer_prepends_bos": (_of(bool, type(None)), "a flag or None"),
+    "tokenizer_prepends_bos": (of(bool, type(None)), "a flag or None"),
     "from_checkpoint": (_BOOL, "a flag"), "checkpoint_index": (_INT_OR_NONE, "an integer"),
     "checkpoint_label_type": (_STR_OR_NONE, "a name or None"),
     "checkpoint_value": (_INT_OR_NONE, "an integer or None"),
@@ -81,7 +75,7 @@ def _none(value) -> bool:
 
 
 def _no_cap(value) -> bool:  # TransformerLens: a cap is active only when > 0
-    return value is None or (_is_real(value) and value <= 0)
+    return value is None or (is_real(value) and value <= 0)
 
 
 # name -> (TransformerLens default, predicate for an allowed value, what is allowed)
@@ -104,7 +98,7 @@ FIXED = {
     "use_attn_scale": (True, lambda v: v is True, "True"),
     "attn_scores_soft_cap": (-1.0, _no_cap, "<= 0 (no soft cap)"),
     "output_logits_soft_cap": (-1.0, _no_cap, "<= 0 (no soft cap)"),
-    "rotary_scaling_factor": (1.0, lambda v: _is_real(v) and v == 1, "1.0"),
+    "rotary_scaling_factor": (1.0, lambda v: is_real(v) and v == 1, "1.0"),
     "clip_qkv": (None, _none, "None"),
     "num_experts": (None, _none, "None"),
     "quantization_method": (None, _none, "None"),
@@ -114,19 +108,19 @@ FIXED = {
                               "None, 'GPT2LMHeadModel', 'GPTNeoXForCausalLM' or "
                               "'LlamaForCausalLM'"),
     # attn_scale and n_key_value_heads depend on other fields: see _check_fixed and _family.
-    "attn_scale": (-1.0, lambda v: _is_real(v), "-1 or sqrt(d_head)"),
+    "attn_scale": (-1.0, lambda v: is_real(v), "-1 or sqrt(d_head)"),
     "n_key_value_heads": (None, lambda v: v is None or type(v) is int, "None or n_heads"),
 }
 # name -> (the fixed field whose required value makes TransformerLens ignore it, predicate
 # for a well-typed value): inert here, but typed as TransformerLens types them.
-_REAL, _REAL_OR_NONE = _of(int, float), _of(int, float, type(None))
+_REAL, _REAL_OR_NONE = of(int, float), of(int, float, type(None))
 SUBORDINATE = {
     **{f"NTK_{x}": ("use_NTK_by_parts_rope", _REAL) for x in (
         "by_parts_low_freq_factor", "by_parts_high_freq_factor", "by_parts_factor")},
-    "NTK_original_ctx_len": ("use_NTK_by_parts_rope", _of(int)),
+    "NTK_original_ctx_len": ("use_NTK_by_parts_rope", of(int)),
     **{f"yarn_{x}": ("use_yarn_rope", _REAL) for x in (
         "factor", "attention_factor", "beta_fast", "beta_slow")},
-    "yarn_original_max_position_embeddings": ("use_yarn_rope", _of(int)),
+    "yarn_original_max_position_embeddings": ("use_yarn_rope", of(int)),
     "yarn_truncate": ("use_yarn_rope", _BOOL),
     "yarn_global_attn_only": ("use_yarn_rope", _BOOL),
     "window_size": ("use_local_attn", _INT_OR_NONE),
@@ -143,47 +137,17 @@ SUBORDINATE = {
 KNOWN = frozenset(INTERPRETED) | frozenset(INERT) | frozenset(FIXED) | frozenset(SUBORDINATE)
 
 
-# ---- strict types -----------------------------------------------------------------------
+# ---- strict types (config_fields.py says why) ---------------------------------------------
 
-def _is_real(value) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
-
-
-def _refuse(message: str):
-    raise Malformed(f"unsupported model config: {message}")
-
-
-def _shown(value) -> str:
-    return f"{value!r:.60}"
-
-
-def _int(cfg: dict, name: str, default=None, *, optional: bool = False):
-    value = cfg.get(name, default)
-    if value is None and optional:
-        return None
-    if type(value) is not int:
-        _refuse(f"{name} = {_shown(value)} is not an integer")
-    return value
-
-
-def _real(cfg: dict, name: str, default):
-    value = cfg.get(name, default)
-    if not _is_real(value):
-        _refuse(f"{name} = {_shown(value)} is not a finite number")
-    return value
-
-
-def _flag(cfg: dict, name: str, default: bool) -> bool:
-    value = cfg.get(name, default)
-    if type(value) is not bool:
-        _refuse(f"{name} = {_shown(value)} is not true or false")
-    return value
+_FIELDS = Fields("model config")
+_refuse, _int, _real, _flag = _FIELDS.refuse, _FIELDS.integer, _FIELDS.real, _FIELDS.flag
 
 
 def _choice(cfg: dict, name: str, default, allowed: tuple):
+    """One of `allowed` (names, or None), of type str or None."""
     value = cfg.get(name, default)
     if value not in allowed or type(value) not in (str, type(None)):
-        _refuse(f"{name} = {_shown(value)} (supported: {', '.join(map(repr, allowed))})")
+        _refuse(f"{name} = {shown(value)} (supported: {', '.join(map(repr, allowed))})")
     return value
 
 
@@ -205,7 +169,7 @@ def family_from_tl_config(cfg: dict, shapes: dict | None = None,
         _refuse("not a dictionary")
     unknown = sorted(k for k in cfg if k not in KNOWN)
     if unknown:
-        _refuse(f"unknown field {unknown[0]} = {_shown(cfg[unknown[0]])} (a field the "
+        _refuse(f"unknown field {unknown[0]} = {shown(cfg[unknown[0]])} (a field the "
                 "checker does not understand could change the forward pass; "
                 "see spec/configs.md)")
     missing = [k for k in REQUIRED if k not in cfg]
@@ -223,10 +187,10 @@ def _check_inert(cfg: dict) -> None:
     """Inert and subordinate fields change nothing, but must have their types."""
     for name, (well_typed, text) in INERT.items():
         if name in cfg and not well_typed(cfg[name]):
-            _refuse(f"{name} = {_shown(cfg[name])} is not {text}")
+            _refuse(f"{name} = {shown(cfg[name])} is not {text}")
     for name, (_, well_typed) in SUBORDINATE.items():
         if name in cfg and not well_typed(cfg[name]):
-            _refuse(f"{name} = {_shown(cfg[name])} does not have its TransformerLens type")
+            _refuse(f"{name} = {shown(cfg[name])} does not have its TransformerLens type")
 
 
 def _check_fixed(cfg: dict) -> None:
@@ -235,16 +199,15 @@ def _check_fixed(cfg: dict) -> None:
         if name == "final_rms" and cfg.get("normalization_type") in ("RMS", "RMSPre", None):
             # HookedTransformer reads final_rms only with LN/LNPre (its ln_final is RMS or
             # RMSPre or absent otherwise): TransformerLens's Llama configs set it true
-            if type(value) is not bool:
-                _refuse(f"final_rms = {_shown(value)} is not true or false")
+            _flag(cfg, name, default)
             continue
         if not allowed(value):
-            _refuse(f"{name} = {_shown(value)} (our semantics is TransformerLens's only "
+            _refuse(f"{name} = {shown(value)} (our semantics is TransformerLens's only "
                     f"for {text})")
     d_head = cfg.get("d_head")
     scale = cfg.get("attn_scale", -1.0)
     if scale != -1 and (type(d_head) is not int or d_head < 1 or scale != math.sqrt(d_head)):
-        _refuse(f"attn_scale = {_shown(scale)} (supported: -1 or sqrt(d_head) = "
+        _refuse(f"attn_scale = {shown(scale)} (supported: -1 or sqrt(d_head) = "
                 f"{math.sqrt(d_head) if type(d_head) is int and d_head > 0 else '?'})")
 
 
@@ -260,7 +223,7 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
         n_heads = d_model // d_head
     kv = cfg.get("n_key_value_heads")
     if kv is not None and kv != n_heads:
-        _refuse(f"n_key_value_heads = {_shown(kv)} (grouped-query attention: "
+        _refuse(f"n_key_value_heads = {shown(kv)} (grouped-query attention: "
                 f"supported only n_key_value_heads == n_heads = {n_heads})")
     d_vocab = _int(cfg, "d_vocab")
     d_vocab_out = _int(cfg, "d_vocab_out", -1)
@@ -270,9 +233,7 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
     eps = _real(cfg, "eps", 1e-5)
     attn_only = _flag(cfg, "attn_only", False)
     d_mlp = _int(cfg, "d_mlp", None, optional=True)  # read by TransformerLens only with an MLP
-    act = cfg.get("act_fn")
-    if not (act is None or type(act) is str):
-        _refuse(f"act_fn = {_shown(act)} is not a name")
+    act = _FIELDS.get(cfg, "act_fn", None, _STR_OR_NONE, "a name")
     if attn_only:
         d_mlp = 0
     else:
@@ -281,7 +242,7 @@ def _family(cfg: dict, certified_n_ctx: int | None) -> Family:
             _refuse(f"d_mlp = {d_mlp} with attn_only = False (an MLP needs d_mlp >= 1)")
         act = ACTIVATION_ALIASES.get(act, act)
         if act not in ACTIVATIONS:
-            _refuse(f"act_fn = {_shown(cfg.get('act_fn'))} (supported: "
+            _refuse(f"act_fn = {shown(cfg.get('act_fn'))} (supported: "
                     f"{', '.join([*ACTIVATIONS, *ACTIVATION_ALIASES])})")
     gated = _flag(cfg, "gated_mlp", False)  # read by TransformerLens only with an MLP
     pos = _choice(cfg, "positional_embedding_type", "standard", POSITIONALS)

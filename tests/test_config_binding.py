@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hf_fixtures import DELETE, hf_dir
 
 from checker.cli import main as check_cert
 from checker.errors import Malformed
@@ -236,37 +237,6 @@ def test_sidecar_config_goes_through_the_same_table(tmp_path, capsys):
 
 # ---- Hugging Face config.json -------------------------------------------------------------
 
-def hf_dir(tmp_path: Path, kind: str, **config_changes) -> Path:
-    transformers = pytest.importorskip("transformers")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if kind == "neox":
-            cfg = transformers.GPTNeoXConfig(
-                vocab_size=5, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                intermediate_size=16, hidden_act="relu", max_position_embeddings=3)
-            model = transformers.GPTNeoXForCausalLM(cfg)
-        elif kind == "llama":
-            cfg = transformers.LlamaConfig(
-                vocab_size=5, hidden_size=8, intermediate_size=12, num_hidden_layers=2,
-                num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=3)
-            model = transformers.LlamaForCausalLM(cfg)
-        else:
-            cfg = transformers.GPT2Config(vocab_size=5, n_embd=8, n_layer=1, n_head=2,
-                                          n_positions=3, activation_function="relu")
-            model = transformers.GPT2LMHeadModel(cfg)
-    out = tmp_path / kind
-    model.save_pretrained(out)
-    config = json.loads((out / "config.json").read_text())
-    for key, value in config_changes.items():
-        if value is DELETE:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (out / "config.json").write_text(json.dumps(config))
-    return out
-
-
-DELETE = object()
 REFUSED_HF = [
     ("neox", "rope_scaling", {"rope_type": "linear", "factor": 2.0}),
     ("neox", "rope_parameters", {"rope_type": "yarn", "rope_theta": 10000.0}),

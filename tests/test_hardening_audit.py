@@ -12,11 +12,11 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hf_fixtures import randomized, save_dir, tiny_model
 
 from checker import audit, policy
 from checker.cli import main as check_cert
@@ -254,18 +254,8 @@ def test_pin_updates_the_entry_spelled_otherwise(tmp_path):
 
 
 def _tiny_gpt2(path: Path) -> None:
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    cfg = transformers.GPT2Config(vocab_size=5, n_embd=8, n_layer=1, n_head=2, n_positions=3,
-                                  activation_function="relu")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = transformers.GPT2LMHeadModel(cfg)
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-    model.eval().save_pretrained(path)
+    pytest.importorskip("torch")
+    save_dir(randomized(tiny_model("gpt2"), 3), path)
 
 
 def test_hugging_face_directory_pinned_by_gen_cert_audits_green(tmp_path, capsys):

@@ -6,13 +6,14 @@ directory.  Skipped without `transformers`."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+
+from hf_fixtures import randomized as randomized_weights  # noqa: E402
+from hf_fixtures import save_dir, tiny_model  # noqa: E402
 
 from checker.cli import main as check_cert  # noqa: E402
 from checker.errors import Malformed  # noqa: E402
@@ -24,27 +25,19 @@ V, K = 5, 3
 
 
 def neox(parallel: bool, pct: float, bias: bool = True, act: str = "relu", layers: int = 1):
-    cfg = transformers.GPTNeoXConfig(
-        vocab_size=V, hidden_size=8, num_hidden_layers=layers, num_attention_heads=2,
-        intermediate_size=16, hidden_act=act, max_position_embeddings=K, rotary_pct=pct,
-        use_parallel_residual=parallel, attention_bias=bias)
-    return transformers.GPTNeoXForCausalLM(cfg)
+    return tiny_model("neox", vocab=V, positions=K, layers=layers, act=act, rotary_pct=pct,
+                      use_parallel_residual=parallel, attention_bias=bias)
 
 
 def gpt2(tied: bool = True, act: str = "relu", layers: int = 1):
-    cfg = transformers.GPT2Config(vocab_size=V, n_embd=8, n_layer=layers, n_head=2,
-                                  n_positions=K, activation_function=act,
-                                  tie_word_embeddings=tied)
-    return transformers.GPT2LMHeadModel(cfg)
+    return tiny_model("gpt2", vocab=V, positions=K, layers=layers, act=act,
+                      tie_word_embeddings=tied)
 
 
 def llama(layers: int = 2, tied: bool = False, bias: bool = False, head_dim=None):
     """A tiny Llama (RMSNorm, SiLU-gated MLP, RoPE; issue 21)."""
-    cfg = transformers.LlamaConfig(
-        vocab_size=V, hidden_size=8, intermediate_size=12, num_hidden_layers=layers,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=K,
-        tie_word_embeddings=tied, attention_bias=bias, head_dim=head_dim)
-    return transformers.LlamaForCausalLM(cfg)
+    return tiny_model("llama", vocab=V, positions=K, layers=layers, tie_word_embeddings=tied,
+                      attention_bias=bias, head_dim=head_dim)
 
 
 MODELS = {
@@ -66,15 +59,7 @@ MODELS = {
 
 
 def randomized(make):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = make()
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1.0 if p.ndim == 1 and
-                                                               p.shape[0] == 8 else 0.0))
-    return model.eval()
+    return randomized_weights(make(), 3, norm_offset=True)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -126,14 +111,8 @@ def test_certificate_binds_to_hf_directory(tmp_path, name):
 
 
 def test_unsupported_hf_models_are_named(tmp_path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cfg = transformers.GPT2Config(vocab_size=V, n_embd=8, n_layer=65, n_head=2,
-                                      n_positions=K, activation_function="relu")
-        transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "two")
-        cfg = transformers.GPT2Config(vocab_size=V, n_embd=8, n_layer=1, n_head=2,
-                                      n_positions=K, activation_function="quick_gelu")
-        transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "quick")
+    save_dir(tiny_model("gpt2", vocab=V, positions=K, layers=65), tmp_path / "two")
+    save_dir(tiny_model("gpt2", vocab=V, positions=K, act="quick_gelu"), tmp_path / "quick")
     with pytest.raises(Malformed, match="n_layer = 65"):
         load_model(tmp_path / "two")
     with pytest.raises(Malformed, match="activation_function = 'quick_gelu'"):

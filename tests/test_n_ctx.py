@@ -9,10 +9,10 @@ instead of crashing or running for hours."""
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
+from hf_fixtures import randomized, save_dir, tiny_model
 
 from checker.cli import main as check_cert
 from checker.errors import Malformed
@@ -25,28 +25,10 @@ MAX3 = ROOT / "generator" / "models" / "max3_v8_seed0.pt"
 
 
 def hf_model(tmp_path: Path, kind: str) -> Path:
-    transformers = pytest.importorskip("transformers")
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if kind == "neox":
-            cfg = transformers.GPTNeoXConfig(
-                vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                intermediate_size=16, hidden_act="relu", max_position_embeddings=2048,
-                rotary_pct=0.5)
-            model = transformers.GPTNeoXForCausalLM(cfg)
-        else:
-            cfg = transformers.GPT2Config(vocab_size=4, n_embd=8, n_layer=1, n_head=2,
-                                          n_positions=1024, activation_function="relu")
-            model = transformers.GPT2LMHeadModel(cfg)
-    g = torch.Generator().manual_seed(5)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-    out = tmp_path / kind
-    model.save_pretrained(out)
-    return out
+    """A model whose position capacity (2048 or 1024) is far above the certified length."""
+    model = (tiny_model("neox", vocab=4, positions=2048, rotary_pct=0.5) if kind == "neox"
+             else tiny_model("gpt2", vocab=4, positions=1024))
+    return save_dir(randomized(model, 5), tmp_path / kind)
 
 
 @pytest.mark.parametrize("kind", ["neox", "gpt2"])

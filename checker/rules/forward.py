@@ -58,10 +58,11 @@ def _sequence_cost(dims) -> int:
 
 def mlp_cost(f, d: int) -> int:
     """Interval operations of one MLP (0 without): W_in, W_out (and W_gate with the
-    gate's product), the activation."""
+    gate's product), the activation (1 up front; a smooth activation also charges
+    PIECE_COST per piece it examines, as it runs: activate)."""
     if not f.d_mlp:
         return 0
-    return (2 * d + activation_cost(f.act_fn) + (d + 1 if f.gated_mlp else 0)) * f.d_mlp
+    return (2 * d + 1 + (d + 1 if f.gated_mlp else 0)) * f.d_mlp
 
 
 def position_cost(dims) -> int:
@@ -84,12 +85,6 @@ def total_work(dims) -> int:
     if dims.family.n_layers > 1:
         work += sum(v ** n for n in range(1, k + 1)) * position_cost(dims)
     return work
-
-
-def activation_cost(act_fn: str) -> int:
-    """Interval operations charged up front per activation (1); a smooth activation also
-    charges PIECE_COST per piece it examines, as it runs (activate)."""
-    return 1
 
 
 PIECE_COST = 40  # interval operations of one piece of a smooth activation (exp, erf, slope)

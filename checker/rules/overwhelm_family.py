@@ -464,7 +464,7 @@ def _cost(dims, claim: Overwhelm, n_alpha: int) -> int:
     tables = f.n_heads * (3 * v * k * d * h + rows * d * (h + v + f.d_mlp)) + v * k * 20 * d
     functionals = 2 * d + 2 * f.d_mlp + v + 2
     return tables + sum(f.n_heads * functionals * (p + 1) * n_alpha * 6 + rows * d
-                        + (4 * d + forward.activation_cost(f.act_fn)) * f.d_mlp
+                        + (4 * d + 1) * f.d_mlp
                         + v * (2 * d + f.d_mlp) for p in positions(claim))
 
 
