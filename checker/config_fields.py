@@ -8,6 +8,7 @@ another model than the one that is run.
 """
 
 import math
+import sys
 
 from .errors import Malformed
 
@@ -18,8 +19,9 @@ def of(*types):
 
 
 def is_real(value) -> bool:
-    """A finite int or float (an int too large for a float raises OverflowError)."""
-    return type(value) in (int, float) and math.isfinite(value)
+    """An int or float within binary64's finite range (NaN and ±inf fail the comparison;
+    an int beyond it, e.g. 10**400, is refused here rather than overflowing later)."""
+    return type(value) in (int, float) and -sys.float_info.max <= value <= sys.float_info.max
 
 
 def shown(value) -> str:

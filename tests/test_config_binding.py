@@ -337,3 +337,15 @@ def test_hf_weights_file_alone_says_pass_the_directory(tmp_path):
     path = hf_dir(tmp_path, "gpt2")
     with pytest.raises(ModelFileError, match="pass the directory"):
         read_model_tensors(path / "model.safetensors")
+
+
+def test_an_integer_beyond_binary64_is_refused_by_name():
+    """eps = 10**400 (JSON allows it) is not a real the checker can read: Malformed, not
+    an OverflowError from float conversion."""
+    from checker.config_fields import Fields, is_real
+    from checker.errors import Malformed
+
+    assert not is_real(10 ** 400) and not is_real(-10 ** 400)
+    assert is_real(10 ** 300) and is_real(1.0)
+    with pytest.raises(Malformed, match="eps = 1000"):
+        Fields("model config").real({"eps": 10 ** 400}, "eps", 1e-5)
