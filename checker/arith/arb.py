@@ -33,6 +33,13 @@ EXP_ARGUMENT_LIMIT = 1 << 13  # as numbers.EXP_ARGUMENT_LIMIT (spec/format.md, o
 
 def load() -> Arithmetic:
     """The Arb back-end; Unavailable if python-flint (>= 0.9) is missing."""
+    return ArbArithmetic(flint_module())
+
+
+def flint_module():
+    """python-flint (>= 0.9) at ARB_PRECISION; Unavailable if missing.  This module is the
+    checker's only importer of flint: the arb-path accelerators (rules/cubic_fmpz.py) take
+    their types from here."""
     from . import Unavailable
 
     try:
@@ -44,7 +51,7 @@ def load() -> Arithmetic:
     if version < MIN_VERSION:
         raise Unavailable(f"--arith arb needs python-flint >= 0.9, found {flint.__version__}")
     flint.ctx.prec = ARB_PRECISION
-    return ArbArithmetic(flint)
+    return flint
 
 
 class ArbArithmetic(Arithmetic):

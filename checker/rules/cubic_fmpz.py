@@ -29,12 +29,9 @@ from __future__ import annotations
 
 from math import comb
 
-import flint
-
+from ..arith.arb import flint_module
 from ..errors import Malformed, Rejected
 from . import exact
-
-fmpz, fmpz_poly = flint.fmpz, flint.fmpz_poly
 
 
 def tables(recorded, v: int, k: int, charge):
@@ -67,6 +64,9 @@ def elements(v: int, k: int) -> int:
 
 class _Fast:
     def __init__(self, it: exact.IntegerTables, v: int, k: int):
+        flint = flint_module()  # python-flint, through the Arb back-end (its only importer)
+        self.fmpz, self.fmpz_poly = flint.fmpz, flint.fmpz_poly
+        fmpz_poly = flint.fmpz_poly
         self.v, self.k = v, k
         self.ones = fmpz_poly([1] * v)
         self.unit = [fmpz_poly([0] * o + [1]) for o in range(v)]
@@ -134,6 +134,7 @@ class _Fast:
         weight interval times a vector is w⁺·x + (w⁺ − w⁻)·2^h (spec/arithmetic.md).
         Each test is "every entry >= 0" of E − (the bound), E = 2^bits at excluded
         positions minus (1 + the test's scalar terms) everywhere."""
+        fmpz, fmpz_poly = self.fmpz, self.fmpz_poly
         v, k, ones = self.v, self.k, self.ones
         b_lo, b_hi, placements, w_lo, w_hi = query
         e_lo, e_hi = self.e_lo[q], self.e_hi[q]
