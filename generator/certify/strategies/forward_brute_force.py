@@ -39,7 +39,9 @@ def predicted_margins(weights) -> tuple[np.ndarray, np.ndarray]:
     return seqs, best - logits.max(axis=1)
 
 
-def certify(trace, progress=False):
+def certify(trace, progress=False, task=None):
+    if task is not None and task.name != "max_of_k":
+        return certify_task(trace, task)
     d = trace.dims
     work = d.d_vocab ** d.n_ctx * forward._sequence_cost(d)
     if work > MAX_CHECKER_WORK:
@@ -52,3 +54,33 @@ def certify(trace, progress=False):
     near_ties = int((np.abs(margin) <= NEAR_TIE).sum())
     line = trace.rule("forward_brute_force", list(forward.inputs(d)), certified)
     return line, certified, {"near_ties": near_ties, "sequences": len(seqs)}
+
+
+def certify_task(trace, task):
+    """Any task (checker/tasks.py): the float64 margin of every scored pair, the
+    generator's own enumeration (generator/tasks/builtin.py); near-ties unclaimed.  A
+    dataset's text goes in a dataset line before the rule line."""
+    from ...tasks.builtin import domain, margins
+
+    d = trace.dims
+    work = task.evaluations() * forward._sequence_cost(d)
+    if work > MAX_CHECKER_WORK:
+        raise NotApplicable(
+            f"task {task.name}: {task.evaluations()} forward passes would need "
+            f"~{magnitude(work)} interval operations in the checker (raise check-cert's "
+            "--max-work, or certify shorter sequences with --n-ctx K)")
+    params = {f: v for f, v in task.params if f != "dataset"}
+    inputs, labels = domain(task.name, d.d_vocab, d.n_ctx, params, task.rows)
+    margin = margins(trace.weights, inputs, labels)
+    certified = int((margin > NEAR_TIE).sum())
+    near_ties = int((np.abs(margin) <= NEAR_TIE).sum())
+    if task.rows is not None:
+        trace._append({"kind": "dataset", "text": task_dataset_text(task)})
+    line = trace.rule("forward_brute_force", list(forward.inputs(d)), certified)
+    return line, certified, {"near_ties": near_ties, "pairs": len(margin),
+                             "evaluations": task.evaluations()}
+
+
+def task_dataset_text(task) -> str:
+    return "".join(" ".join(str(t) for t in (*tokens, position, label)) + "\n"
+                   for tokens, position, label in task.rows)
