@@ -67,7 +67,8 @@ def make_task(spec: str | None, dataset: str | None, dims):
 
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
              progress: bool = False, n_ctx: int | None = None, task: str | None = None,
-             dataset: str | None = None) -> tuple[list[str], dict]:
+             dataset: str | None = None, checker_max_work: int | None = None
+             ) -> tuple[list[str], dict]:
     """Certificate lines for the model at `model_path` on sequences of length `n_ctx`
     (default: the model's position capacity), and a summary; `task`/`dataset` as
     make_task (default max_of_k)."""
@@ -85,6 +86,8 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
             raise NotApplicable(f"strategy {strategy} proves max_of_k only; task "
                                 f"{scored.name} needs --strategy forward-brute-force")
         options = {"task": scored}
+        if checker_max_work is not None:
+            options["max_work"] = checker_max_work
     try:
         by, claim, notes = module.certify(trace, progress=progress, **options)
     except NotApplicable as err:  # name the strategy actually chosen (the default depends)
@@ -145,6 +148,10 @@ def parser() -> argparse.ArgumentParser:
                    help="score exactly the rows of this labelled dataset (spec/format.md "
                         "§dataset: one row per line, 'tokens... position label'); the theorem "
                         "names its SHA-256")
+    p.add_argument("--checker-max-work", type=int, metavar="N",
+                   help="with --task/--dataset: allow a certificate whose check needs up to N "
+                        "interval operations (default 40000000, below check-cert's --max-work "
+                        "default; check it with check-cert --max-work N)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
@@ -184,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
                                   progress=not args.quiet, n_ctx=args.n_ctx, task=args.task,
-                                  dataset=args.dataset)
+                                  dataset=args.dataset, checker_max_work=args.checker_max_work)
     except Malformed as err:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2
@@ -263,7 +270,11 @@ def pin(args, lines: list[str], summary: dict) -> int:
     header = json.loads(lines[0])
     weights = next(a for a in statement.parse(header["theorem"]) if a.field == "weights")
     try:
-        require = (f"accuracy >= {args.floor} and {weights} and "
+        atoms = statement.parse(header["theorem"])
+        task = "".join(f"{a} and " for a in atoms
+                       if a.field in ("task", "p", "n", "dataset")
+                       and not (a.field == "task" and a.value == "max_of_k"))
+        require = (f"{task}accuracy >= {args.floor} and {weights} and "
                    f"model_file == sha256:{header['model']['file_sha256']} and "
                    f"certificate == sha256:{policy.file_sha256(args.output)}")
         action = policy.pin(args.pin, args.output, args.model, require)

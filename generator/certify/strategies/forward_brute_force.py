@@ -39,9 +39,9 @@ def predicted_margins(weights) -> tuple[np.ndarray, np.ndarray]:
     return seqs, best - logits.max(axis=1)
 
 
-def certify(trace, progress=False, task=None):
+def certify(trace, progress=False, task=None, max_work=MAX_CHECKER_WORK):
     if task is not None and task.name != "max_of_k":
-        return certify_task(trace, task)
+        return certify_task(trace, task, max_work)
     d = trace.dims
     work = d.d_vocab ** d.n_ctx * forward._sequence_cost(d)
     if work > MAX_CHECKER_WORK:
@@ -56,7 +56,7 @@ def certify(trace, progress=False, task=None):
     return line, certified, {"near_ties": near_ties, "sequences": len(seqs)}
 
 
-def certify_task(trace, task):
+def certify_task(trace, task, max_work=MAX_CHECKER_WORK):
     """Any task (checker/tasks.py): the float64 margin of every scored pair, the
     generator's own enumeration (generator/tasks/builtin.py); near-ties unclaimed.  A
     dataset's text goes in a dataset line before the rule line."""
@@ -64,11 +64,12 @@ def certify_task(trace, task):
 
     d = trace.dims
     work = task.evaluations() * forward._sequence_cost(d)
-    if work > MAX_CHECKER_WORK:
+    if work > max_work:
         raise NotApplicable(
             f"task {task.name}: {task.evaluations()} forward passes would need "
-            f"~{magnitude(work)} interval operations in the checker (raise check-cert's "
-            "--max-work, or certify shorter sequences with --n-ctx K)")
+            f"~{magnitude(work)} interval operations in the checker, over {max_work}; "
+            "allow it with gen-cert --checker-max-work N (and check with check-cert "
+            "--max-work N), or certify shorter sequences with --n-ctx K")
     params = {f: v for f, v in task.params if f != "dataset"}
     inputs, labels = domain(task.name, d.d_vocab, d.n_ctx, params, task.rows)
     margin = margins(trace.weights, inputs, labels)
