@@ -350,7 +350,8 @@ def _task_main(args, loaded) -> int:
                           "dims": _dims_json(loaded.weights.dims), **result}))
     else:
         print(f"model:    {loaded.path} (sha256 {loaded.file_sha256})")
-        print(f"task:     {task.describe()} (n_ctx {task.n_ctx}): {task.inputs()} inputs, "
+        print(f"task:     {task.describe()} (n_ctx {task.n_ctx}): {task.inputs()} "
+              f"{'rows' if task.rows is not None else 'inputs'}, "
               f"{task.pairs()} scored pairs")
         print(f"correct:  {result['correct']} / {result['total']}  (accuracy "
               f"{result['correct'] / max(result['total'], 1):.8f})")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checker import HelpFormatter
+from checker import HelpFormatter, add_version_option
 from checker.modelspec import Dims, Family
 
 from ..model import FamilyTransformer
@@ -119,14 +119,16 @@ def main(argv=None) -> int:
     from ..modelfile import save_model
 
     ap = argparse.ArgumentParser(prog="train-task", formatter_class=HelpFormatter,
-                                 description=__doc__.splitlines()[0],
+                                 description="train a one-layer TransformerLens-layout model "
+                                             "on a built-in task (spec/theorem.md §3)",
                                  epilog="\n".join(__doc__.splitlines()[6:]))
+    add_version_option(ap)
     ap.add_argument("--task", required=True, help="NAME[:param=value,...], e.g. cyclic:n=3")
     ap.add_argument("--out", required=True)
     ap.add_argument("--n-ctx", type=int, required=True)
     ap.add_argument("--d-vocab", type=int)
     ap.add_argument("--d-model", type=int, default=32)
-    ap.add_argument("--d-head", type=int, default=None, help="default d_model / heads")
+    ap.add_argument("--d-head", type=int, default=None, help="(default: d_model / heads)")
     ap.add_argument("--heads", type=int, default=1)
     ap.add_argument("--d-mlp", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3000)
