@@ -431,3 +431,38 @@ def test_max_of_k_theorem_text_unchanged():
                             weights_sha256="0" * 64, correct=7)
     assert statement.theorem_text(facts).startswith("task == max_of_k and d_vocab == 4")
     assert facts.total == 64
+
+
+def test_each_distinct_prefix_is_evaluated_once():
+    """The rule's note counts distinct prefixes: 2 + 4 + 8 for parity at n_ctx 3 (not the
+    8 · 3 = 24 pairs); both back-ends."""
+    task = make_task("parity", {}, 2, 3)
+    fw = weights_for(2, 3, seed=4)
+    lines = certificate(fw, task)
+    _, report = replay(lines)
+    assert "14 distinct prefixes evaluated" in report.rule_notes[-1]
+    try:
+        arb = get("arb")
+    except Exception:
+        return
+    _, report = replay(lines, arb)
+    assert "14 distinct prefixes evaluated" in report.rule_notes[-1]
+
+
+def test_audit_policy_requires_the_task(tmp_path, capsys):
+    """check-cert audit: a policy entry naming the certificate's task passes; one naming
+    another task (or another parameter) fails."""
+    from pathlib import Path
+
+    from checker.cli import main as check_cert
+
+    pytest.importorskip("flint")
+    root = Path(__file__).resolve().parent.parent
+    cert, model = "parity_n10_seed0.forward.jsonl", "parity_n10_seed0.pt"
+    policy = tmp_path / "POLICY"
+    for require, code in [("task == parity and accuracy >= 0.999", 0),
+                          ("task == cyclic and n == 2", 1), ("task == max_of_k", 1)]:
+        policy.write_text(f"{root / 'certs' / cert} {root / 'generator' / 'models' / model} "
+                          f"{require}\n")
+        assert check_cert(["audit", str(policy), "--arith", "arb"]) == code, require
+    capsys.readouterr()
