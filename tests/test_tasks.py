@@ -466,3 +466,34 @@ def test_audit_policy_requires_the_task(tmp_path, capsys):
                           f"{require}\n")
         assert check_cert(["audit", str(policy), "--arith", "arb"]) == code, require
     capsys.readouterr()
+
+
+def test_gen_cert_and_check_cert_with_a_task(tmp_path, capsys):
+    """The commands end to end: gen-cert --task (and --dataset), check-cert --json carries
+    the task and its domain; a decomposition strategy with another task is refused (exit 2)."""
+    from checker.cli import main as check_cert
+    from generator.cli import main as gen_cert
+    from generator.modelfile import save_model
+
+    model = tmp_path / "m.pt"
+    save_model(model, weights_for(6, 3, seed=4), None)
+    cert = tmp_path / "c.jsonl"
+    assert gen_cert([str(model), "--task", "modular_addition:p=5", "-o", str(cert), "-q"]) == 0
+    capsys.readouterr()
+    assert check_cert([str(cert), "--model", str(model), "--json",
+                       "--require", "task == modular_addition and p == 5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["task"], out["task_params"], out["domain_inputs"], out["total"]) == \
+        ("modular_addition", {"p": 5}, 25, 25)
+    assert check_cert([str(cert), "--require", "p == 7"]) == 1
+    assert gen_cert([str(model), "--task", "modular_addition:p=6", "-o", str(cert), "-q"]) == 2
+    assert gen_cert([str(model), "--task", "modular_addition:p=5", "--strategy", "cubic",
+                     "-o", str(cert), "-q"]) == 2
+    data = tmp_path / "d.txt"
+    data.write_text("0 1 2 1 1\n3 3 5 2 4\n")
+    assert gen_cert([str(model), "--dataset", str(data), "-o", str(cert), "-q"]) == 0
+    capsys.readouterr()
+    assert check_cert([str(cert), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task"] == "dataset" and out["total"] == 2
+    assert out["task_params"]["dataset"] == hashlib.sha256(data.read_bytes()).hexdigest()
