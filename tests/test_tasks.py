@@ -497,3 +497,21 @@ def test_gen_cert_and_check_cert_with_a_task(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["task"] == "dataset" and out["total"] == 2
     assert out["task_params"]["dataset"] == hashlib.sha256(data.read_bytes()).hexdigest()
+
+
+def test_dataset_line_fields_are_strict(dataset_cert):
+    """An unknown field, a non-string text, or a dataset line after the rule line: exit 2."""
+    _, _, lines, _ = dataset_cert
+    i = next(j for j, x in enumerate(lines) if '"kind":"dataset"' in x)
+    for change in ({"extra": 1}, {"text": 5}):
+        obj = {**json.loads(lines[i]), **change}
+        _refused([*lines[:i], json.dumps(obj), *lines[i + 1:]], Malformed)
+    rule_at = next(j for j, x in enumerate(lines) if '"kind":"rule"' in x)
+    assert rule_at == i + 1
+    moved = json.loads(lines[i])
+    rule = json.loads(lines[rule_at])
+    rule["id"], moved["id"] = i, rule_at
+    qed = json.loads(lines[-1])
+    qed["by"] = i
+    out = [*lines[:i], json.dumps(rule), json.dumps(moved), *lines[rule_at + 1:-1], json.dumps(qed)]
+    assert "no dataset line precedes" in _refused(out, Malformed)
