@@ -48,13 +48,20 @@ def dims_for(p: int, d_model=128, d_head=32, n_heads=4, d_mlp=512) -> Dims:
 
 
 def train(p=113, frac=0.3, seed=0, steps=40000, lr=1e-3, wd=1.0, stop_margin=1.0,
-          log=None, checkpoint=None, threads=1):
+          log=None, checkpoint=None, threads=1, resume=None, every=1000):
     """Full-batch AdamW; returns (model, stats)."""
     torch.set_num_threads(threads)
     started = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
     dims = dims_for(p)
     model = FamilyTransformer(dims, generator=gen)
+    first = 1
+    if resume is not None:  # the weights of a checkpoint; AdamW's moments start afresh
+        import torch as _torch
+
+        saved = _torch.load(resume, weights_only=True)
+        model.load_state_dict(saved["model"])
+        first = saved["train_metrics"]["train_stats"]["step"] + 1
     data = all_pairs(p)
     labels = (data[:, 0] + data[:, 1]) % p
     perm = torch.randperm(p * p, generator=gen)
@@ -64,7 +71,7 @@ def train(p=113, frac=0.3, seed=0, steps=40000, lr=1e-3, wd=1.0, stop_margin=1.0
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=wd, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(s / 10, 1.0))
     stats = {}
-    for step in range(1, steps + 1):
+    for step in range(first, steps + 1):
         logits = model(data[tr])  # all p + 1 logits: the theorem compares the `=` logit too
         loss = F.cross_entropy(logits.float(), labels[tr])
         opt.zero_grad(set_to_none=True)
@@ -85,7 +92,7 @@ def train(p=113, frac=0.3, seed=0, steps=40000, lr=1e-3, wd=1.0, stop_margin=1.0
                      "seconds": round(time.perf_counter() - started, 1)}
             if log:
                 print(json.dumps(stats), file=log, flush=True)
-            if checkpoint and step % 1000 == 0:
+            if checkpoint and step % every == 0:
                 _save(checkpoint, model, p, frac, seed, lr, wd, stats)
             if min_margin > stop_margin:
                 break
@@ -113,10 +120,14 @@ def main(argv=None) -> int:
     ap.add_argument("--stop-margin", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--log", default=None, help="JSON-lines progress log (default: stderr)")
+    ap.add_argument("--resume", default=None, help="continue from this checkpoint's weights "
+                    "(a fresh AdamW; the data split is the seed's)")
+    ap.add_argument("--every", type=int, default=1000, help="checkpoint every N steps")
     args = ap.parse_args(argv)
     log = open(args.log, "a") if args.log else sys.stderr
     model, stats = train(args.p, args.frac, args.seed, args.steps, stop_margin=args.stop_margin,
-                         log=log, checkpoint=args.out + ".ckpt.pt", threads=args.threads)
+                         log=log, checkpoint=args.out + ".ckpt.pt", threads=args.threads,
+                         resume=args.resume, every=args.every)
     sha = _save(args.out, model, args.p, args.frac, args.seed, 1e-3, 1.0, stats)
     print(f"saved {args.out} (sha256 {sha}); {stats}", file=log, flush=True)
     return 0
