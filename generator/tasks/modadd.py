@@ -15,8 +15,10 @@ machine (load 4-7 from other jobs) training ran at 0.6-1.4 s per full-batch step
 with the machine idle), and the time budget of issue 20 stopped it at step 2000, in the
 memorisation phase (train loss ~1e-6 earlier, test accuracy ~3%; Nanda et al. see the
 test-loss cliff at ~10k steps with 30% of the pairs).  Its certificate still covers all
-12,769 inputs (certified = the float64 count).  To grok, run this command with
-`--steps 25000` on an idle machine (~0.1 s/step).
+12,769 inputs (certified = the float64 count).  A continuation from that checkpoint
+(`--resume`, a fresh AdamW) reached step 7,700 in 25 more minutes with test accuracy 5.1%
+(3.2% at 2,500, 4.4% at 7,000): still before the cliff, and not shipped.  To grok, run this
+command with `--steps 25000` on an idle machine (~0.08 s/step measured at load ~1).
 
     python -m generator.tasks.modadd --out generator/models/modadd_p113_seed0.pt
 """
