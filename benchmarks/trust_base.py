@@ -27,7 +27,7 @@ GROUPS = {
         "__init__.py", "__main__.py", "errors.py", "cli.py", "progress.py", "certificate.py",
         "ops.py", "numbers.py", "definitions.py", "statement.py", "statement.lark", "modelspec.py",
         "modelfile.py", "tl_config.py", "config_fields.py", "elementary.py", "limits.py",
-        "arith/__init__.py", "arith/base.py", "arith/mp.py",
+        "tasks.py", "arith/__init__.py", "arith/base.py", "arith/mp.py",
         "rules/__init__.py"]),
     "arb": ("only with --arith arb", ["arith/arb.py"]),
     "hf": ("only for a Hugging Face save_pretrained directory", ["hf.py"]),

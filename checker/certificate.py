@@ -9,6 +9,7 @@ lines before it.  Kinds, in order:
            interval enclosure of its result                       (any number)
   rule     a proof rule from spec/rules.md applied to earlier
            lines, with the count it claims                        (any number)
+  dataset  a labelled dataset's text (a dataset theorem only)     (before the rules)
   qed      names the rule line whose count proves the theorem     (last line)
 
 A line is accepted only if the checker's own enclosure lies inside the
@@ -25,7 +26,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from . import definitions, ops, rules, statement
+from . import definitions, ops, rules, statement, tasks
 from .arith import MPMATH, Arithmetic
 from .errors import Malformed, Rejected
 from .limits import Limits
@@ -171,6 +172,9 @@ class CertificateChecker:
         self.work = 0
         self.stored = 0  # elements of self.values, charged before they are decoded
         self.next_id = 0
+        self.task_claim: tuple | None = None  # (task name, {param: value}) of the theorem
+        self.task: tasks.Task | None = None  # built once the dimensions are known
+        self.dataset_text: str | None = None
         self.read = 0  # lines fed, blank ones included (--max-lines)
         self.done = False
         self.started = time.monotonic()
@@ -198,7 +202,7 @@ class CertificateChecker:
         elif lineno <= n_weights:
             expected = ("weight",)
         else:
-            expected = ("op", "rule", "qed")
+            expected = ("op", "rule", "qed", "dataset")
         if kind not in expected:
             raise Malformed(f"line {lineno}: kind {kind!r} where {' or '.join(expected)} "
                             "is expected")
@@ -257,6 +261,10 @@ class CertificateChecker:
             needed = _needed_fields(claimed, fields)
         if not needed <= fields:
             raise Malformed(f"header theorem must state {sorted(needed - fields)}")
+        if "task" in fields:
+            self.task_claim = (next(a.value for a in claimed if a.field == "task"),
+                               {a.field: a.value for a in claimed
+                                if a.field in tasks.PARAM_FIELDS})
         if "family" in obj:  # absent: the attention-only family of format version 1
             self.family = Family.from_json(obj["family"])
         self.header = obj
@@ -292,6 +300,8 @@ class CertificateChecker:
         self.dims = infer_dims({n: s for n, (s, _) in self.weights.items()}, self.family)
         self.canonical = definitions.model_terms(self.dims)
         self.weights_sha256 = weights_digest(self.dims, self.weights)
+        if self.task_claim is not None and self.task_claim[0] != "dataset":
+            self.task = tasks.make_task(*self.task_claim, self.dims.d_vocab, self.dims.n_ctx)
         if self.model_file is not None:
             note = check_against_model_file(self.weights, self.model_file, self.dims)
             if note:
@@ -365,6 +375,22 @@ class CertificateChecker:
             out.append(self.values[r])
         return out
 
+    def _dataset(self, obj: dict, lineno: int) -> None:
+        """The labelled dataset a `task == dataset` theorem names by its SHA-256
+        (spec/format.md §dataset): once, before any rule line."""
+        _keys(obj, lineno, {"id", "kind", "text"})
+        if self.task_claim is None or self.task_claim[0] != "dataset":
+            raise Malformed(f"line {lineno}: a dataset line, but the theorem's task is not "
+                            "dataset")
+        if self.dataset_text is not None or self.proven:
+            raise Malformed(f"line {lineno}: one dataset line, before every rule line")
+        if not isinstance(obj["text"], str):
+            raise Malformed(f"line {lineno}: the dataset text must be a string")
+        self.store(len(obj["text"]) // 8, f"line {lineno}: the dataset")
+        self.dataset_text = obj["text"]
+        self.task = tasks.make_task(*self.task_claim, self.dims.d_vocab, self.dims.n_ctx,
+                                    obj["text"])
+
     def _rule(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "rule", "inputs", "claim"}, {"hints"})
         if not isinstance(obj["rule"], str) or obj["rule"] not in rules.RULES:
@@ -376,6 +402,12 @@ class CertificateChecker:
                 raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
                                "attention-only model family (spec/theorem.md §1b)")
             return self._overwhelm_rule(obj, lineno, rule)
+        task = self.scored_task(lineno)
+        any_task = getattr(rule, "ANY_TASK", False)
+        if task.name != "max_of_k" and not any_task:
+            raise Rejected(f"line {lineno}: rule {obj['rule']} proves max_of_k accuracy only; "
+                           f"this theorem's task is {task.name} (rule forward_brute_force "
+                           "certifies any task: spec/rules.md)")
         hints = obj.get("hints")
         names = rule.inputs(self.dims, hints) if hasattr(rule, "inputs") else rule.INPUTS
         inputs = obj["inputs"]
@@ -396,13 +428,15 @@ class CertificateChecker:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
             matrices[name], values[name] = value.rows(ar, self.tick), value
-        claim = _int(obj["claim"], f"line {lineno}: claim", 0, self.dims.d_vocab ** self.dims.n_ctx)
+        claim = _int(obj["claim"], f"line {lineno}: claim", 0, task.pairs())
         started, stored = time.monotonic(), self.stored
         budget = RuleBudget(self, lineno, obj["rule"])
         extra = {"arith": ar} if portable else {}
         if getattr(rule, "RECORDED", False):  # the recorded binary64 pairs themselves
             extra["recorded"] = {name: self._recorded_rows(value)
                                  for name, value in values.items()}
+        if any_task:
+            extra["task"] = task
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
         self.stored = stored  # the rule's tables are garbage now
         note += f" ({time.monotonic() - started:.1f} s)"
@@ -420,6 +454,15 @@ class CertificateChecker:
         """The recorded interval matrix as rows of (lo, hi) binary64 pairs (exact)."""
         self.tick()
         return _as_matrix(list(zip(value.lo, value.hi)), value.shape)
+
+    def scored_task(self, lineno: int) -> tasks.Task:
+        """The task the accuracy theorem scores (max_of_k when the header names none)."""
+        if self.task is not None:
+            return self.task
+        if self.task_claim is not None:  # a dataset theorem before its dataset line
+            raise Malformed(f"line {lineno}: the theorem's task is dataset, but no dataset "
+                            "line precedes this rule line")
+        return tasks.max_of_k(self.dims.d_vocab, self.dims.n_ctx)
 
     def _overwhelm_rule(self, obj: dict, lineno: int, rule) -> None:
         """A rule proving an overwhelm claim (spec/overwhelm.md): its inputs are
@@ -458,7 +501,7 @@ class CertificateChecker:
                   "d_head": d.d_head},
             weights_sha256=self.weights_sha256, correct=None if overwhelm else proven,
             model_file_sha256=self.model_file.sha256 if self.model_file else None,
-            overwhelm=overwhelm)
+            overwhelm=overwhelm, task=None if overwhelm else self.scored_task(lineno))
         for atom in statement.parse(self.header["theorem"], "header theorem"):
             if not statement.holds(atom, facts):
                 raise Rejected(f"the certificate claims '{atom}', which was not verified "

@@ -135,9 +135,13 @@ def _result(report: Report, model_path: str | None) -> dict:
                 "unexplained_dimensionality": None,  # not defined for overwhelm rules
                 "rules": report.rule_notes, "float_gap": {}}
     acc = Fraction(facts.correct, facts.total)
+    task = facts.scored
     return {
         "verdict": "verified",
         "theorem": report.theorem,
+        "task": task.name,
+        "task_params": {f: v for f, v in task.params},
+        "domain_inputs": task.inputs(),
         "correct": facts.correct,
         "total": facts.total,
         "accuracy": f"{acc.numerator}/{acc.denominator}",
@@ -164,8 +168,15 @@ def _print_human(s: dict, requires: list[str]) -> None:
     if s.get("property") == "overwhelm":
         print(f"  overwhelm: {s['overwhelm']} (every admissible free string; spec/overwhelm.md)")
     else:
-        print(f"  correct >= {s['correct']} of {s['total']} sequences: accuracy >= "
+        what = ("sequences" if s["task"] == "max_of_k" else
+                "scored (input, position) pairs" if s["task"] != "dataset" else "dataset rows")
+        print(f"  correct >= {s['correct']} of {s['total']} {what}: accuracy >= "
               f"{s['accuracy']} >= {s['accuracy_floor']}")
+        params = "".join(f" and {f} == {v}" for f, v in s["task_params"].items()
+                         if f != "dataset")
+        print(f"  task {s['task']}{params}: domain of {s['domain_inputs']} "
+              f"{'rows' if s['task'] == 'dataset' else 'inputs'}, {s['total']} scored pairs "
+              "(spec/theorem.md §3)")
     print(f"  weights sha256:{s['weights_sha256']}")
     print(f"  certificate file sha256:{s['certificate_sha256']} (a policy may pin it: "
           "certificate == sha256:...)")

@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from .errors import Malformed
+from .tasks import PARAM_FIELDS, TASK_NAMES, Task, max_of_k
 
 # The LALR parser of statement.lark and its transformer, built on first use (importing
 # lark and building the parser cost ~0.1 s, which `check-cert --help` need not pay).
@@ -47,10 +48,15 @@ FIELD_TYPES = {
     "output": ("==", ("integer",)),
     "free": (("<=", "=="), ("integer",)),
     "free_perm": ("==", ("tokens",)),
+    # task parameters (spec/theorem.md §3)
+    "p": ("==", ("integer",)),
+    "n": ("==", ("integer",)),
+    "dataset": ("==", ("hash",)),
 }
-TASKS = ("max_of_k",)
+TASKS = TASK_NAMES
 PROPERTIES = ("accuracy", "overwhelm")
-ACCURACY_FIELDS = ("task", "correct", "accuracy")  # meaningful for the accuracy property only
+# meaningful for the accuracy property only
+ACCURACY_FIELDS = ("task", "correct", "accuracy", *PARAM_FIELDS)
 OVERWHELM_FIELDS = ("prefix", "query", "output", "free", "free_perm")
 MAX_TOKENS = 4096  # longest token list a statement may hold
 
@@ -159,7 +165,7 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
 
 FIELDS = ("task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "model_file",
           "certificate", "correct", "accuracy", "property", "prefix", "query", "output",
-          "free_perm", "free")
+          "free_perm", "free", "dataset", "p", "n")
 
 
 def _unknown_field(text: str) -> str | None:
@@ -216,10 +222,17 @@ class Facts:
     # SHA-256 of the certificate's bytes as the checker read them (cli.check_file); None
     # while they are still being read, so a theorem can never claim its own file's digest
     certificate_sha256: str | None = None
+    # what the accuracy theorem scores (checker/tasks.py); None: max_of_k, as before tasks
+    task: Task | None = None
+
+    @property
+    def scored(self) -> Task:
+        return self.task or max_of_k(self.dims["d_vocab"], self.dims["n_ctx"])
 
     @property
     def total(self) -> int:
-        return self.dims["d_vocab"] ** self.dims["n_ctx"]
+        """The scored (input, position) pairs: accuracy = correct / total."""
+        return self.scored.pairs()
 
 
 def holds(atom: Atom, facts: Facts) -> bool:
@@ -231,7 +244,9 @@ def holds(atom: Atom, facts: Facts) -> bool:
     if atom.field in OVERWHELM_FIELDS:
         return facts.overwhelm is not None and _overwhelm_holds(atom, facts)
     if atom.field == "task":
-        return atom.value == "max_of_k"
+        return atom.value == facts.scored.name
+    if atom.field in PARAM_FIELDS:
+        return dict(facts.scored.params).get(atom.field) == atom.value
     if atom.field in INT_FIELDS:
         return facts.dims[atom.field] == atom.value
     if atom.field == "weights":
@@ -287,6 +302,6 @@ def theorem_text(facts: Facts) -> str:
                 f"and d_model == {d['d_model']} and d_head == {d['d_head']} "
                 f"and weights == sha256:{facts.weights_sha256} and "
                 + overwhelm_text(facts.overwhelm))
-    return (f"task == max_of_k and d_vocab == {d['d_vocab']} and n_ctx == {d['n_ctx']} "
+    return (f"{facts.scored.describe()} and d_vocab == {d['d_vocab']} and n_ctx == {d['n_ctx']} "
             f"and d_model == {d['d_model']} and d_head == {d['d_head']} "
             f"and weights == sha256:{facts.weights_sha256} and correct >= {facts.correct}")

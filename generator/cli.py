@@ -8,6 +8,8 @@ examples:
   gen-cert model.pt -o certs/m.jsonl --pin certs/POLICY --floor 0.998
   gen-cert --strategy subcubic --list               # the option grid of a strategy
   gen-cert generator/models/max4_v64_seed0.pt -o cert.jsonl      # the shipped model
+  gen-cert modadd.pt --task modular_addition:p=113 -o cert.jsonl # another task
+  gen-cert model.pt --dataset test.txt -o cert.jsonl             # a labelled dataset
 """
 
 from __future__ import annotations
@@ -36,27 +38,72 @@ except ImportError as missing:  # installed without the generator extra
 SHIPPED = Path(__file__).with_name("models")
 
 
+def make_task(spec: str | None, dataset: str | None, dims):
+    """The checker's Task for `--task NAME[:param=value,...]` / `--dataset FILE` (None:
+    max_of_k, today's theorem).  Malformed if it does not fit the model."""
+    from checker import tasks
+
+    if spec is None and dataset is None:
+        return None
+    if dataset is not None:
+        if spec not in (None, "dataset"):
+            raise Malformed("--dataset scores the file's rows: give no other --task")
+        try:
+            text = Path(dataset).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as err:
+            raise Malformed(f"cannot read --dataset {dataset}: {err}") from None
+        digest = hashlib.sha256(text.encode("ascii")).hexdigest()
+        return tasks.make_task("dataset", {"dataset": digest}, dims.d_vocab, dims.n_ctx, text)
+    name, _, rest = spec.partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not value.isdigit():
+            raise Malformed(f"--task {spec}: write NAME:param=INTEGER,... (e.g. "
+                            "modular_addition:p=113)")
+        params[key] = int(value)
+    return tasks.make_task(name, params, dims.d_vocab, dims.n_ctx)
+
+
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
-             progress: bool = False, n_ctx: int | None = None) -> tuple[list[str], dict]:
+             progress: bool = False, n_ctx: int | None = None, task: str | None = None,
+             dataset: str | None = None, checker_max_work: int | None = None
+             ) -> tuple[list[str], dict]:
     """Certificate lines for the model at `model_path` on sequences of length `n_ctx`
-    (default: the model's position capacity), and a summary."""
+    (default: the model's position capacity), and a summary; `task`/`dataset` as
+    make_task (default max_of_k)."""
     started = time.monotonic()
     loaded = load_model(model_path, n_ctx)
+    scored = make_task(task, dataset, loaded.weights.dims)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
+    other_task = scored is not None and scored.name != "max_of_k"
     if strategy is None:  # the decomposition rules apply only to the attention-only family
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
-                    else "forward-brute-force")
+                    and not other_task else "forward-brute-force")
     module, options = resolve(strategy)
+    if other_task:
+        if module.NAME != "forward-brute-force":
+            raise NotApplicable(f"strategy {strategy} proves max_of_k only; task "
+                                f"{scored.name} needs --strategy forward-brute-force")
+        options = {"task": scored}
+        if checker_max_work is not None:
+            options["max_work"] = checker_max_work
     try:
         by, claim, notes = module.certify(trace, progress=progress, **options)
     except NotApplicable as err:  # name the strategy actually chosen (the default depends)
         raise NotApplicable(f"strategy {strategy} does not apply: {err}") from None
-    strategy = options["options"].name() if options else strategy
+    strategy = options["options"].name() if "options" in options else strategy
     binding = {"file_sha256": loaded.file_sha256, "file_name": Path(model_path).name}
     info = {"program": "gen-cert", "strategy_notes": notes}
-    lines = trace.lines(strategy, by, claim, binding, info)
     d = loaded.weights.dims
-    summary = {"strategy": strategy, "claim": claim, "total": d.d_vocab ** d.n_ctx,
+    theorem = None
+    if other_task:
+        theorem = (f"{scored.describe()} and d_vocab == {d.d_vocab} and n_ctx == {d.n_ctx} "
+                   f"and d_model == {d.d_model} and d_head == {d.d_head} "
+                   f"and weights == sha256:{trace.weights_sha256} and correct >= {claim}")
+    lines = trace.lines(strategy, by, claim, binding, info, theorem)
+    total = scored.pairs() if other_task else d.d_vocab ** d.n_ctx
+    summary = {"strategy": strategy, "claim": claim, "total": total,
                "lines": len(lines), "bytes": sum(len(s) + 1 for s in lines),
                "seconds": time.monotonic() - started, **notes}
     return lines, summary
@@ -92,6 +139,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--n-ctx", type=int, metavar="K", help="certify sequences of length K "
                    "(default: the model's n_ctx, e.g. all 1024 positions of a GPT-2 table); "
                    "K may be below the model's position capacity (spec/theorem.md §1)")
+    p.add_argument("--task", metavar="NAME[:PARAM=VALUE,...]",
+                   help="the accuracy theorem's task (spec/theorem.md §3): max_of_k (default), "
+                        "min_of_k, sort, modular_addition:p=P, modular_multiplication:p=P, "
+                        "parity, cyclic:n=N, flipflop; any task but max_of_k needs "
+                        "--strategy forward-brute-force (the default then)")
+    p.add_argument("--dataset", metavar="FILE",
+                   help="score exactly the rows of this labelled dataset (spec/format.md "
+                        "§dataset: one row per line, 'tokens... position label'); the theorem "
+                        "names its SHA-256")
+    p.add_argument("--checker-max-work", type=int, metavar="N",
+                   help="with --task/--dataset: allow a certificate whose check needs up to N "
+                        "interval operations (default 40000000, below check-cert's --max-work "
+                        "default; check it with check-cert --max-work N)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
@@ -130,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
-                                  progress=not args.quiet, n_ctx=args.n_ctx)
+                                  progress=not args.quiet, n_ctx=args.n_ctx, task=args.task,
+                                  dataset=args.dataset, checker_max_work=args.checker_max_work)
     except Malformed as err:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2
@@ -209,7 +270,11 @@ def pin(args, lines: list[str], summary: dict) -> int:
     header = json.loads(lines[0])
     weights = next(a for a in statement.parse(header["theorem"]) if a.field == "weights")
     try:
-        require = (f"accuracy >= {args.floor} and {weights} and "
+        atoms = statement.parse(header["theorem"])
+        task = "".join(f"{a} and " for a in atoms
+                       if a.field in ("task", "p", "n", "dataset")
+                       and not (a.field == "task" and a.value == "max_of_k"))
+        require = (f"{task}accuracy >= {args.floor} and {weights} and "
                    f"model_file == sha256:{header['model']['file_sha256']} and "
                    f"certificate == sha256:{policy.file_sha256(args.output)}")
         action = policy.pin(args.pin, args.output, args.model, require)

@@ -279,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=1 << 13, help=argparse.SUPPRESS)
     parser.add_argument("--n-ctx", type=int, metavar="K",
                         help="count sequences of length K (default: the model's n_ctx)")
+    parser.add_argument("--task", metavar="NAME[:PARAM=VALUE,...]",
+                        help="count the scored (input, position) pairs of this task "
+                             "(spec/theorem.md §3), e.g. modular_addition:p=113")
+    parser.add_argument("--dataset", metavar="FILE", help="count the rows of this labelled "
+                        "dataset (spec/format.md §dataset)")
     args = parser.parse_args(argv)
     try:
         loaded = load_model(args.model, args.n_ctx)
@@ -286,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exact-accuracy: error: {exc}", file=sys.stderr)
         return 2
     dims = loaded.weights.dims
+    if args.task is not None or args.dataset is not None:
+        return _task_main(args, loaded)
     if dims.d_vocab ** dims.n_ctx > MAX_ENUMERATED:
         print(f"exact-accuracy: error: {dims.d_vocab}^{dims.n_ctx} sequences are too many to "
               f"enumerate (at most {MAX_ENUMERATED:.0e}); count shorter sequences with "
@@ -305,6 +312,51 @@ def main(argv: list[str] | None = None) -> int:
         print(f"correct:  {gt.correct} / {gt.total}  (accuracy {gt.accuracy:.8f})")
         print(f"ties:     {gt.ties} (counted wrong); near-ties: {gt.near_ties}")
         print(f"time:     {gt.seconds:.2f} s")
+    return 0
+
+
+def task_count(weights, task) -> dict:
+    """Exact float64 count of a task's scored pairs (generator/tasks/builtin.py): correct
+    (the label's logit strictly above every other), ties and near-ties (|margin| <= NEAR_TOL
+    * (1 + |label logit|) is not tracked here: |margin| <= 1e-9)."""
+    from .tasks.builtin import domain, margins
+
+    started = time.perf_counter()
+    params = {f: v for f, v in task.params if f != "dataset"}
+    m = margins(weights, *domain(task.name, task.d_vocab, task.n_ctx, params, task.rows))
+    return {"task": task.name, "task_params": dict(task.params), "correct": int((m > 0).sum()),
+            "total": len(m), "ties": int((m == 0).sum()),
+            "near_ties": int((np.abs(m) <= 1e-9).sum()),
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _task_main(args, loaded) -> int:
+    from checker.errors import Malformed
+
+    from .cli import make_task
+
+    try:
+        task = make_task(args.task, args.dataset, loaded.weights.dims)
+    except Malformed as err:
+        print(f"exact-accuracy: error: {err}", file=sys.stderr)
+        return 2
+    if task.evaluations() > MAX_ENUMERATED:
+        print(f"exact-accuracy: error: {task.evaluations()} prefixes are too many",
+              file=sys.stderr)
+        return 2
+    result = task_count(loaded.weights, task)
+    if args.json:
+        print(json.dumps({"model": loaded.path, "sha256": loaded.file_sha256,
+                          "dims": _dims_json(loaded.weights.dims), **result}))
+    else:
+        print(f"model:    {loaded.path} (sha256 {loaded.file_sha256})")
+        print(f"task:     {task.describe()} (n_ctx {task.n_ctx}): {task.inputs()} "
+              f"{'rows' if task.rows is not None else 'inputs'}, "
+              f"{task.pairs()} scored pairs")
+        print(f"correct:  {result['correct']} / {result['total']}  (accuracy "
+              f"{result['correct'] / max(result['total'], 1):.8f})")
+        print(f"ties:     {result['ties']} (counted wrong); near-ties: {result['near_ties']}")
+        print(f"time:     {result['seconds']:.2f} s")
     return 0
 
 

@@ -23,6 +23,7 @@ SLOW_FILES = (
     "test_zoo.py",  # a Dask cluster
     "test_training.py",
     "test_certs_audit.py",  # every shipped certificate
+    "test_tasks_demos.py",  # the modular-addition certificate (~1 min in Arb)
     "test_install.py",  # a fresh venv
     "test_proof_length.py",  # proof length counts, not soundness
 )

@@ -23,6 +23,12 @@ def exact_counts() -> dict[str, int]:
     return {m["file"]: m["correct"] for m in models}
 
 
+def exact_task_counts() -> dict[str, int]:
+    """Certificate name -> the exact float64 count of its task (models.json accuracy_tasks)."""
+    data = json.loads((ROOT / "generator" / "models" / "models.json").read_text())
+    return {e["certificate"]: e["correct"] for e in data["accuracy_tasks"]["certificates"]}
+
+
 def test_certs_policy_audit_passes(capsys):
     code = check_cert(["audit", str(CERTS / "POLICY"), "--json", "--jobs", "2"])
     report = json.loads(capsys.readouterr().out)
@@ -34,7 +40,9 @@ def test_certs_policy_audit_passes(capsys):
     for r in results:
         assert r["verdict"] == "verified", r
         assert r["model_file_sha256"] is not None  # checked against the model file
-        if "correct" in r:  # accuracy; overwhelm certificates state no count
+        if "correct" in r and r["task"] != "max_of_k":  # spec/theorem.md §3
+            assert r["correct"] == exact_task_counts()[r["certificate"]], r
+        elif "correct" in r:  # accuracy; overwhelm certificates state no count
             assert r["correct"] <= exact[Path(r["model"]).name], r
         else:
             assert r["overwhelm"], r

@@ -253,6 +253,7 @@ def test_zoo_bars_leave_no_residue_before_the_summary(monkeypatch):
 
 
 GEN_COMMANDS = {"gen-cert": "generator.cli", "train-max-of-k": "generator.train",
+                "train-task": "generator.tasks.train_task",
                 "exact-accuracy": "generator.ground_truth", "certify-zoo": "generator.zoo.cli"}
 
 

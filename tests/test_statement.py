@@ -106,7 +106,7 @@ MALFORMED = [
     ("task == 5", "not allowed"),
     ("task >= max_of_k", "not allowed"),
     ("task == max_of_3", "unknown task"),
-    ("task == min_of_k", "unknown task"),
+    ("task == median_of_k", "unknown task"),
     ("weights == sha256:" + DIGEST.upper(), "cannot parse"),
     ("weights == sha256:" + DIGEST[:-1], "cannot parse"),
     ("weights == sha256:" + DIGEST + "0", "cannot parse"),

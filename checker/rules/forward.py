@@ -11,7 +11,15 @@ certified when the lower end of ℓ_m − ℓ_o is > 0 for every o ≠ m; the ru
 proves the number of certified sequences.  Every enclosure contains the true
 real value, so a certified sequence is correct (a tie is never certified).
 
-Cost: d_vocab^n_ctx · (per-sequence work, `_sequence_cost`) interval operations.
+Any task (checker/tasks.py, spec/theorem.md §3): a scored pair (input t, position p) with
+label y is certified when ℓ_y − ℓ_o > 0 for every o ≠ y at the last position of the prefix
+t[:p+1] (the model is causal: those are the logits at position p of t).  The task walks
+its prefixes in lexicographic order and each distinct prefix is evaluated once, however
+many pairs it stands for (every completion of it in the domain, and every row of a
+dataset with that prefix); the per-(position, token) tables are shared by all.
+
+Cost: (distinct scored prefixes, Task.evaluations: d_vocab^n_ctx for max_of_k) ·
+(per-sequence work, `_sequence_cost`) interval operations.
 Memory: the per-(position, token) tables of `table_elements`, charged to the memory
 limit before they are built; the clock is checked at every table row and every
 element of a product (as in op matmul) and every sequence.
@@ -36,6 +44,7 @@ ROPE_INPUTS = ("ROPE_COS", "ROPE_SIN")
 ARITHMETICS = ("mpmath", "arb")
 _ZERO = iv.mpf(0)
 _EXP_COST = 50  # as ops.COST["exp"]
+ANY_TASK = True  # certifies every task of checker/tasks.py (the decomposition rules: max_of_k)
 
 
 def inputs(dims, hints=None) -> tuple[str, ...]:
@@ -123,18 +132,29 @@ def bulk_supported(dims) -> bool:
     return dims.family.is_one_layer_dense
 
 
-def check(dims, m, hints, charge, jobs=1, arith=None):
+def check(dims, m, hints, charge, jobs=1, arith=None, task=None):
     if hints is not None:
         raise Malformed("rule forward_brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
-    charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
+    if task is None or task.name == "max_of_k":  # every sequence, at its last position
+        charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
+        if arith is not None and arith.name == "arb" and bulk_supported(dims):
+            from . import forward_arb
+
+            certified = forward_arb.certified_count(dims, m, charge, arith)
+        else:
+            certified = sum(1 for _ in certified_sequences(dims, m, charge))
+        return certified, f"{certified} of {v ** k} sequences certified correct (full forward pass)"
+    charge(task.evaluations() * _sequence_cost(dims))  # every prefix the walk may evaluate
     if arith is not None and arith.name == "arb" and bulk_supported(dims):
         from . import forward_arb
 
-        certified = forward_arb.certified_count(dims, m, charge, arith)
+        certified, evaluated = forward_arb.certified_task_count(dims, m, charge, arith, task)
     else:
-        certified = sum(1 for _ in certified_sequences(dims, m, charge))
-    return certified, f"{certified} of {v ** k} sequences certified correct (full forward pass)"
+        certified, evaluated = certified_task_count(dims, m, charge, task)
+    return certified, (f"{certified} of {task.pairs()} (input, position) pairs of task "
+                       f"{task.name} certified correct (full forward pass; {evaluated} "
+                       "distinct prefixes evaluated)")
 
 
 def certified_sequences(dims, m, charge):
@@ -144,6 +164,47 @@ def certified_sequences(dims, m, charge):
         charge(0)  # the time limit: one sequence may cost ~max-elements operations
         if _certified(model.logits(tokens), max(tokens)):
             yield tokens
+
+
+def certified_pairs(dims, m, charge, task):
+    """Yield (prefix, label, pairs) for every scored prefix of `task` whose label the
+    enclosures prove correct (Task.queries's order); each distinct prefix is evaluated
+    once (the queries of one prefix are consecutive)."""
+    model, budget = _Model(dims, m, charge), _Evaluations(task, dims, charge)
+    last, logits = None, None
+    for prefix, label, pairs in task.queries(lambda: charge(0)):
+        if prefix != last:
+            budget.spend()
+            last, logits = prefix, model.logits(prefix)
+        if _certified(logits, label):
+            yield prefix, label, pairs
+
+
+def certified_task_count(dims, m, charge, task) -> tuple[int, int]:
+    """(certified pairs, distinct prefixes evaluated) of `task` (mpmath, prefix by prefix,
+    as certified_pairs)."""
+    model, budget = _Model(dims, m, charge), _Evaluations(task, dims, charge)
+    last, logits, evaluated, total = None, None, 0, 0
+    for prefix, label, pairs in task.queries(lambda: charge(0)):
+        if prefix != last:
+            budget.spend()
+            evaluated += 1
+            last, logits = prefix, model.logits(prefix)
+        if _certified(logits, label):
+            total += pairs
+    return total, evaluated
+
+
+class _Evaluations:
+    """check charged task.evaluations() forward passes before the walk; a pass beyond
+    them (none for a correct Task.evaluations) is charged when it happens."""
+
+    def __init__(self, task, dims, charge):
+        self.left, self.cost, self.charge = task.evaluations(), _sequence_cost(dims), charge
+
+    def spend(self) -> None:
+        self.left -= 1
+        self.charge(self.cost if self.left < 0 else 0)
 
 
 def _certified(logits: list, top: int) -> bool:

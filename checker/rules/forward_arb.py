@@ -35,6 +35,12 @@ is an enclosure).  The steps:
   interval, enclosed by elementary.activation_interval (the reference's own piecewise
   enclosure) and converted back exactly.
 
+Any task (forward.py; checker/tasks.py): the scored prefixes come in chunks of equal
+length L with their labels; the query position is L − 1 and its score tables
+(Q_{L−1} · K_iᵀ)·(1/√d_head), i < L, are built on first use (held before they are built);
+the count adds, for every label of every prefix whose enclosures prove it, the pairs
+that prefix stands for.
+
 Cost and limits: the same work is charged as forward.py (check, the tables, and
 PIECE_COST per smooth activation piece, a composition counting as one piece); the tables
 and one chunk's working set are charged to the memory limit before they are built (hold);
@@ -77,6 +83,37 @@ def working_elements(dims) -> int:
     return f.n_heads * k * v * v + weights + rows * per_row
 
 
+def certified_task_count(dims, m, charge, ar, task) -> tuple[int, int]:
+    """(certified pairs, distinct prefixes evaluated) of `task`, as forward.certified_task_count:
+    the prefixes of each length are gathered into chunks (with the labels and pair counts
+    of each) and evaluated in bulk."""
+    from ..certificate import hold
+    from .forward import _Evaluations, table_cost, table_elements
+
+    charge(table_cost(dims))
+    hold(charge, table_elements(dims) + working_elements(dims), "forward tables (bulk)")
+    model, budget = _BulkModel(dims, m, ar, charge), _Evaluations(task, dims, charge)
+    rows = chunk_rows(dims)
+    buffers: dict[int, list] = {}  # prefix length -> [(prefix, [(label, pairs), ...]), ...]
+    last, evaluated, total = None, 0, 0
+    for prefix, label, pairs in task.queries(lambda: charge(0)):
+        if prefix == last:  # the queries of one prefix are consecutive: evaluated once
+            buffers[len(prefix)][-1][1].append((label, pairs))
+            continue
+        budget.spend()
+        evaluated += 1
+        last = prefix
+        buffer = buffers.setdefault(len(prefix), [])
+        if len(buffer) == rows:  # every entry is complete: the new prefix differs from them
+            total += model.certified_pairs_in(buffer)
+            buffer.clear()
+        buffer.append((prefix, [(label, pairs)]))
+    for buffer in buffers.values():
+        if buffer:
+            total += model.certified_pairs_in(buffer)
+    return total, evaluated
+
+
 def certified_count(dims, m, charge, ar) -> int:
     """The number of sequences whose enclosures prove them correct (as forward.check)."""
     from ..certificate import hold
@@ -115,6 +152,7 @@ class _BulkModel:
         normed = [self.mat(v, d, self.norm_rows("ln1", flat, d)) for flat in self.resid0]
         self.keys_last = []  # per head: the score tables, [i] -> v × v (t_last, t_i) flat
         self.values = []  # per head: [i] -> v rows of h values
+        self.q, self.key = [], []  # per head: [i] -> v × h (for the other query positions)
         for j in range(f.n_heads):
             q, key, val = ([self.project(x, name, j) for x in normed] for name in "QKV")
             if f.positional == "rotary":
@@ -124,6 +162,9 @@ class _BulkModel:
             self.keys_last.append([(q[k - 1] * key[i].transpose() * self.scale).entries()
                                    for i in range(k)])
             self.values.append([_rows(x.entries(), h) for x in val])
+            self.q.append(q)
+            self.key.append(key)
+        self.tables = {k - 1: self.keys_last}  # query position -> per head score tables
         self.w_o, self.w_u = self.mat(m["W_O"]), self.mat(m["W_U"])
         if f.d_mlp:
             self.w_in, self.w_out = self.mat(m["W_in"]), self.mat(m["W_out"])
@@ -153,11 +194,42 @@ class _BulkModel:
         self.tick()
         return self.mat(rows)
 
+    def scores_at(self, position: int) -> list:
+        """Per head, the score tables of the query at `position`: [i] -> v × v (t_position,
+        t_i) flat, i <= position; built on first use, held before they are built."""
+        if position not in self.tables:
+            from ..certificate import hold
+
+            v = self.dims.d_vocab
+            hold(self.charge, self.f.n_heads * (position + 1) * v * v,
+                 f"score tables at position {position}")
+            self.tables[position] = [
+                [(q[position] * key[i].transpose() * self.scale).entries()
+                 for i in range(position + 1)] for q, key in zip(self.q, self.key)]
+        return self.tables[position]
+
     # -- per chunk ----------------------------------------------------------------------
     def certified_in(self, chunk: list) -> int:
         """How many sequences of the chunk the enclosures prove correct."""
+        return self.count(self.logit_rows(chunk), chunk)
+
+    def certified_pairs_in(self, entries: list) -> int:
+        """entries: [(prefix, [(label, pairs), ...])], prefixes of one length.  The pairs of
+        every label whose ℓ_label − ℓ_o > 0 is proven for every o ≠ label."""
+        zero, total = self.zero, 0
+        for row, (_, labels) in zip(self.logit_rows([p for p, _ in entries]), entries):
+            for label, pairs in labels:
+                best = row[label]
+                if all((best - x) > zero for o, x in enumerate(row) if o != label):
+                    total += pairs
+        return total
+
+    def logit_rows(self, chunk: list) -> list:
+        """The logit enclosures (rows of d_vocab balls) at the last position of each token
+        tuple of the chunk (all of one length)."""
         f, d, n, m = self.f, self.dims.d_model, len(chunk), self.m
-        x = [e for tokens in chunk for e in self.resid0[-1][tokens[-1] * d:(tokens[-1] + 1) * d]]
+        last = len(chunk[0]) - 1
+        x = [e for tokens in chunk for e in self.resid0[last][tokens[-1] * d:(tokens[-1] + 1) * d]]
         z = self.attention_z(chunk)
         self.tick()
         attn = (self.mat(n, len(z) // n, z) * self.w_o).entries()
@@ -167,15 +239,17 @@ class _BulkModel:
             resid = [a + b for a, b in zip(resid, mlp)]
         self.tick()
         logits = (self.mat(n, d, self.norm_rows("ln_final", resid, d)) * self.w_u).entries()
-        return self.count(_rows(_add_row(logits, m["b_U"][0]), self.dims.d_vocab), chunk)
+        return _rows(_add_row(logits, m["b_U"][0]), self.dims.d_vocab)
 
     def attention_z(self, chunk: list) -> list:
-        """Per sequence, per head: z = Σ_i softmax(scores)_i · V_i[t_i] (flat, n × (H·h))."""
-        ar, v, k = self.ar, self.dims.d_vocab, self.dims.n_ctx
+        """Per token tuple (all of one length L), per head: z = Σ_i softmax(scores)_i ·
+        V_i[t_i] with the query at position L − 1 (flat, n × (H·h))."""
+        ar, v, k = self.ar, self.dims.d_vocab, len(chunk[0])
+        tables = self.scores_at(k - 1)
         out = []
         for tokens in chunk:
             last = tokens[-1] * v
-            for table, values in zip(self.keys_last, self.values):
+            for table, values in zip(tables, self.values):
                 scores = [table[i][last + t] for i, t in enumerate(tokens)]
                 shift = max(s.lower() for s in scores)  # an exact point
                 weights = [ar.exp(s - shift) for s in scores]

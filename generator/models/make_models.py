@@ -134,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if "task_models" in old:  # overwhelm demo models (generator/tasks), made separately
             manifest["task_models"] = old["task_models"]
+        if "accuracy_tasks" in old:  # models certified on other tasks (issue 20)
+            manifest["accuracy_tasks"] = old["accuracy_tasks"]
         MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
         print(f"wrote {MANIFEST}")
     return 1 if failures else 0

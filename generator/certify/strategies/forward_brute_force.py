@@ -39,9 +39,10 @@ def predicted_margins(weights) -> tuple[np.ndarray, np.ndarray]:
     return seqs, best - logits.max(axis=1)
 
 
-def _checker_count(trace) -> int:
-    """The number of sequences the rule forward_brute_force certifies, run on the trace's
-    recorded inputs (as the checker reads them); NotApplicable if it cannot run."""
+def _checker_count(trace, task=None) -> int:
+    """The number of sequences (or, with a task, scored pairs) the rule forward_brute_force
+    certifies, run on the trace's recorded inputs (as the checker reads them);
+    NotApplicable if it cannot run."""
     from mpmath import iv
 
     from checker.errors import Malformed
@@ -53,13 +54,17 @@ def _checker_count(trace) -> int:
         mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
                       for lo, hi in zip(value.lo, value.hi)]
     try:
+        if task is not None:
+            return forward.certified_task_count(d, mats, lambda work: None, task)[0]
         return sum(1 for _ in forward.certified_sequences(d, mats, lambda work: None))
     except (Malformed, ArithmeticError) as exc:
         raise NotApplicable(f"the checker's forward pass cannot run on this model: {exc}") \
             from None
 
 
-def certify(trace, progress=False):
+def certify(trace, progress=False, task=None, max_work=MAX_CHECKER_WORK):
+    if task is not None and task.name != "max_of_k":
+        return certify_task(trace, task, max_work)
     d = trace.dims
     work = d.d_vocab ** d.n_ctx * forward._sequence_cost(d)
     if d.family.n_layers > 1:  # every position of the path too (charged as computed)
@@ -79,3 +84,36 @@ def certify(trace, progress=False):
         certified = min(certified, _checker_count(trace))
     line = trace.rule("forward_brute_force", list(forward.inputs(d)), certified)
     return line, certified, {"near_ties": near_ties, "sequences": len(seqs)}
+
+
+def certify_task(trace, task, max_work=MAX_CHECKER_WORK):
+    """Any task (checker/tasks.py): the float64 margin of every scored pair, the
+    generator's own enumeration (generator/tasks/builtin.py); near-ties unclaimed.  A
+    dataset's text goes in a dataset line before the rule line."""
+    from ...tasks.builtin import domain, margins
+
+    d = trace.dims
+    work = task.evaluations() * forward._sequence_cost(d)
+    if work > max_work:
+        raise NotApplicable(
+            f"task {task.name}: {task.evaluations()} forward passes would need "
+            f"~{magnitude(work)} interval operations in the checker, over {max_work}; "
+            "allow it with gen-cert --checker-max-work N (and check with check-cert "
+            "--max-work N), or certify shorter sequences with --n-ctx K")
+    params = {f: v for f, v in task.params if f != "dataset"}
+    inputs, labels = domain(task.name, d.d_vocab, d.n_ctx, params, task.rows)
+    margin = margins(trace.weights, inputs, labels)
+    certified = int((margin > NEAR_TIE).sum())
+    near_ties = int((np.abs(margin) <= NEAR_TIE).sum())
+    if not d.family.is_one_layer_dense:  # as in certify: claim what the checker proves
+        certified = min(certified, _checker_count(trace, task))
+    if task.rows is not None:
+        trace._append({"kind": "dataset", "text": task_dataset_text(task)})
+    line = trace.rule("forward_brute_force", list(forward.inputs(d)), certified)
+    return line, certified, {"near_ties": near_ties, "pairs": len(margin),
+                             "evaluations": task.evaluations()}
+
+
+def task_dataset_text(task) -> str:
+    return "".join(" ".join(str(t) for t in (*tokens, position, label)) + "\n"
+                   for tokens, position, label in task.rows)
