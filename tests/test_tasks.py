@@ -515,3 +515,36 @@ def test_dataset_line_fields_are_strict(dataset_cert):
     qed["by"] = i
     out = [*lines[:i], json.dumps(rule), json.dumps(moved), *lines[rule_at + 1:-1], json.dumps(qed)]
     assert "no dataset line precedes" in _refused(out, Malformed)
+
+
+@pytest.mark.parametrize("family", [
+    Family(n_layers=2),
+    Family(normalization="RMS", n_heads=2, d_mlp=6, act_fn="silu", positional="rotary", n_ctx=4,
+           rotary_dim=2, rotary_base=10000, ln_eps=1e-6, gated_mlp=True, n_layers=2)],
+    ids=["two_layers_attn_only", "two_layers_gated_silu_rms_rope"])
+def test_deep_and_gated_families_on_a_scored_every_position_task(family):
+    """The task walk over the several-layer path (issues 20 and 21 together): every certified
+    (prefix, label) is correct by test_depth's independent 200-bit multi-layer reference at the
+    prefix's last position, the claim is the rule's count, and the Arb route (the mpmath path
+    for these families) gives the same count."""
+    from test_depth import reference_logits_all
+
+    task = make_task("cyclic", {"n": 3}, 3, 4)
+    fw = weights_for(3, 4, seed=5, family=family)
+    lines = certificate(fw, task)
+    checker, report = replay(lines)
+    rule = _rule(lines)
+    mats = {n: checker.values[i].matrix for n, i in rule["inputs"].items()}
+    certified = list(forward.certified_pairs(checker.dims, mats, lambda w: None, task))
+    with mpmath.workprec(200):
+        for prefix, label, _ in certified:
+            logits = reference_logits_all(fw, list(prefix))[-1]
+            assert all(logits[label] > x for o, x in enumerate(logits) if o != label), prefix
+    count = sum(p for *_, p in certified)
+    assert report.facts.correct == rule["claim"] == count
+    assert 0 < count < task.pairs()  # a non-trivial test
+    try:
+        arb = get("arb")
+    except Exception:  # python-flint absent: the mpmath reference alone
+        return
+    assert replay(lines, arb)[1].facts.correct == count
