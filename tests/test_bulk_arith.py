@@ -281,7 +281,7 @@ def _resid(bulk, seqs):
     d, m, n = bulk.dims.d_model, bulk.m, len(seqs)
     x = [e for t in seqs for e in bulk.resid0[-1][t[-1] * d:(t[-1] + 1) * d]]
     z = bulk.attention_z(seqs)
-    attn = (bulk.mat(n, len(z) // n, z) * bulk.w_o).entries()
+    attn = (bulk.mat(n, len(z) // n, z) * bulk.w_o[0]).entries()
     resid = forward_arb._add_row([a + b for a, b in zip(x, attn)], m["b_O"][0])
     mlp = bulk.mlp(x if bulk.f.parallel else resid, n)
     return [a + b for a, b in zip(resid, mlp)]
@@ -389,3 +389,90 @@ def test_smooth_activation_of_a_narrow_ball_contains_the_value(name):
     for (a, b), got in zip(wide_in, model.activate([ARB.interval(a, b) for a, b in wide_in])):
         for t in (a, b, (a + b) / 2):
             assert contains(got, _mpf_fraction(_reference_activation(name, Fraction(t))))
+
+
+# --- several layers and gated MLPs in bulk (issues 21/22) ---------------------------------------
+
+def _charged(run):
+    """The work a run charges (sum of every charge) and its result."""
+    work = []
+    result = run(work.append)
+    return sum(work), result
+
+
+@pytest.mark.parametrize("name", sorted(__import__("test_depth").FAMILIES))
+@pytest.mark.parametrize("rows", [1, 5, None])  # sequences per chunk (None: the default)
+def test_bulk_deep_and_gated_families_same_count_same_work_and_sound(name, rows):
+    """Several-layer and gated families run in bulk: the count and the charged work equal
+    the mpmath path's (also with chunks of 1 and 5 sequences: prefixes shared across chunk
+    boundaries), and every sequence the bulk pass certifies is correct by test_depth's
+    independent 200-bit multi-layer reference."""
+    import itertools
+
+    import mpmath
+    from test_depth import certificate, random_weights, reference_logits_all
+
+    fw = random_weights(name)
+    lines = certificate(fw)
+    dims, mats_mp, rule = _rule_inputs(lines, MPMATH)
+    _, mats_arb, _ = _rule_inputs(lines, ARB)
+    assert forward.bulk_supported(dims)
+    mp_work, mp_count = _charged(lambda c: forward.check(dims, mats_mp, None, c)[0])
+    original = forward_arb.CHUNK_ELEMENTS
+    try:
+        if rows is not None:
+            f = dims.family
+            width = max(dims.d_model, f.d_mlp, dims.d_vocab, f.n_heads * dims.d_head)
+            forward_arb.CHUNK_ELEMENTS = rows * width * (dims.n_ctx if f.n_layers > 1 else 1)
+            assert forward_arb.chunk_rows(dims) == rows
+        arb_work, arb_count = _charged(
+            lambda c: forward.check(dims, mats_arb, None, c, arith=ARB)[0])
+    finally:
+        forward_arb.CHUNK_ELEMENTS = original
+    assert arb_count == mp_count == rule["claim"]
+    assert arb_work == mp_work
+    if rows is not None:
+        return
+    seqs = list(itertools.product(range(dims.d_vocab), repeat=dims.n_ctx))
+    model = forward_arb._BulkModel(dims, mats_arb, ARB, lambda work: None)
+    certified = [t for t, row in zip(seqs, model.logit_rows(seqs))
+                 if all(row[max(t)] - x > ARB.zero for o, x in enumerate(row) if o != max(t))]
+    assert len(certified) == mp_count
+    with mpmath.workprec(200):
+        for t in certified:
+            logits = reference_logits_all(fw, t)[-1]
+            assert all(logits[max(t)] > x for o, x in enumerate(logits) if o != max(t)), t
+            # the enclosures contain the reference logits
+            for ball, ref in zip(model.logit_rows([t])[0], logits):
+                lo, hi = ends(ball)
+                sign, man, exp, _ = ref._mpf_
+                value = Fraction(-int(man) if sign else int(man)) * Fraction(2) ** int(exp)
+                assert lo <= value <= hi, (name, t)
+
+
+@pytest.mark.parametrize("family_name", ["two_layers_ln_gelu_rotary_2heads",
+                                         "two_layers_gated_gelu_new_parallel_lnpre",
+                                         "gated_silu_rms_rotary"])
+def test_bulk_task_on_deep_and_gated_families_same_count_same_work(family_name):
+    """A scored-every-position task (prefixes of every length, in the walk's order) in bulk:
+    the same (certified pairs, prefixes evaluated) and the same charged work as the mpmath
+    path, with small chunks (prefixes of one length split over several chunks)."""
+    from test_depth import certificate, random_weights
+
+    from checker.tasks import make_task
+
+    fw = random_weights(family_name)
+    lines = certificate(fw)
+    dims, mats_mp, _ = _rule_inputs(lines, MPMATH)
+    _, mats_arb, _ = _rule_inputs(lines, ARB)
+    task = make_task("cyclic", {"n": dims.d_vocab}, dims.d_vocab, dims.n_ctx)
+    mp = _charged(lambda c: forward.check(dims, mats_mp, None, c, task=task))
+    original = forward_arb.CHUNK_ELEMENTS
+    try:
+        forward_arb.CHUNK_ELEMENTS = 3 * dims.n_ctx * max(
+            dims.d_model, dims.family.d_mlp, dims.d_vocab, dims.family.n_heads * dims.d_head)
+        arb = _charged(lambda c: forward.check(dims, mats_arb, None, c, arith=ARB, task=task))
+    finally:
+        forward_arb.CHUNK_ELEMENTS = original
+    assert arb == mp
+    assert 0 < mp[1][0] < task.pairs()

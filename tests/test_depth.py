@@ -418,23 +418,25 @@ def test_generator_decomposition_strategies_refuse_two_layers(tmp_path):
             STRATEGIES[name].certify(Trace(fw))
 
 
-def test_arb_routes_deep_and_gated_families_to_mpmath():
-    """Under --arith arb a family the bulk pass does not support is checked by the
-    mpmath path (same count)."""
+def test_arb_checks_deep_and_gated_families_in_bulk():
+    """Under --arith arb the bulk pass (forward_arb) checks several-layer and gated families:
+    the same count and the same proof length (work) as the mpmath path."""
     pytest.importorskip("flint")
     from checker.arith import get
 
     for name in ("two_layers_attn_only", "gated_silu_rms_rotary"):
         fw = random_weights(name)
         lines = certificate(fw)
-        assert not forward.bulk_supported(fw.dims)
-        counts = []
+        assert forward.bulk_supported(fw.dims)
+        reports = []
         for arith in ("mpmath", "arb"):
             checker = CertificateChecker(arith=get(arith))
             for line in lines:
                 checker.feed(line)
-            counts.append(checker.finish().facts.correct)
-        assert counts[0] == counts[1] == json.loads(lines[-2])["claim"]
+            reports.append(checker.finish())
+        assert reports[0].facts.correct == reports[1].facts.correct == json.loads(
+            lines[-2])["claim"]
+        assert reports[0].work == reports[1].work
 
 
 def test_gen_cert_overwhelm_refuses_two_layers_by_name(tmp_path, capsys):

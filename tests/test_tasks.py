@@ -525,8 +525,8 @@ def test_dataset_line_fields_are_strict(dataset_cert):
 def test_deep_and_gated_families_on_a_scored_every_position_task(family):
     """The task walk over the several-layer path (issues 20 and 21 together): every certified
     (prefix, label) is correct by test_depth's independent 200-bit multi-layer reference at the
-    prefix's last position, the claim is the rule's count, and the Arb route (the mpmath path
-    for these families) gives the same count."""
+    prefix's last position, the claim is the rule's count, and the Arb route (the bulk pass,
+    forward_arb) gives the same count and the same proof length."""
     from test_depth import reference_logits_all
 
     task = make_task("cyclic", {"n": 3}, 3, 4)
@@ -547,4 +547,6 @@ def test_deep_and_gated_families_on_a_scored_every_position_task(family):
         arb = get("arb")
     except Exception:  # python-flint absent: the mpmath reference alone
         return
-    assert replay(lines, arb)[1].facts.correct == count
+    arb_report = replay(lines, arb)[1]
+    assert arb_report.facts.correct == count
+    assert arb_report.work == report.work

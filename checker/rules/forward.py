@@ -127,9 +127,9 @@ def path_elements(dims) -> int:
 
 
 def bulk_supported(dims) -> bool:
-    """Whether forward_arb's bulk pass implements this family (one layer, no gated MLP);
-    any other family runs in the mpmath path under --arith arb too."""
-    return dims.family.is_one_layer_dense
+    """Whether forward_arb's bulk pass implements this family: every family of
+    spec/theorem.md §1 (one or several layers, gated MLP or not)."""
+    return True
 
 
 def check(dims, m, hints, charge, jobs=1, arith=None, task=None):
