@@ -416,7 +416,6 @@ def test_bulk_deep_and_gated_families_same_count_same_work_and_sound(name, rows)
     lines = certificate(fw)
     dims, mats_mp, rule = _rule_inputs(lines, MPMATH)
     _, mats_arb, _ = _rule_inputs(lines, ARB)
-    assert forward.bulk_supported(dims)
     mp_work, mp_count = _charged(lambda c: forward.check(dims, mats_mp, None, c)[0])
     original = forward_arb.CHUNK_ELEMENTS
     try:

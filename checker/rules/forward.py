@@ -30,13 +30,12 @@ from __future__ import annotations
 import itertools
 
 from mpmath import iv
-from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 
 from .. import elementary, ops
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Malformed
 from ..modelspec import layer_short, parameter_table
-from ..numbers import WORKING_PRECISION, exp_interval, inv_sqrt_interval
+from ..numbers import exp_interval, inv_sqrt_interval
 
 ROPE_INPUTS = ("ROPE_COS", "ROPE_SIN")
 # Back-ends (spec/arithmetic.md): mpmath evaluates sequence by sequence (the reference);
@@ -126,19 +125,13 @@ def path_elements(dims) -> int:
     return k * per_position
 
 
-def bulk_supported(dims) -> bool:
-    """Whether forward_arb's bulk pass implements this family: every family of
-    spec/theorem.md §1 (one or several layers, gated MLP or not)."""
-    return True
-
-
 def check(dims, m, hints, charge, jobs=1, arith=None, task=None):
     if hints is not None:
         raise Malformed("rule forward_brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
     if task is None or task.name == "max_of_k":  # every sequence, at its last position
         charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
-        if arith is not None and arith.name == "arb" and bulk_supported(dims):
+        if arith is not None and arith.name == "arb":
             from . import forward_arb
 
             certified = forward_arb.certified_count(dims, m, charge, arith)
@@ -146,7 +139,7 @@ def check(dims, m, hints, charge, jobs=1, arith=None, task=None):
             certified = sum(1 for _ in certified_sequences(dims, m, charge))
         return certified, f"{certified} of {v ** k} sequences certified correct (full forward pass)"
     charge(task.evaluations() * _sequence_cost(dims))  # every prefix the walk may evaluate
-    if arith is not None and arith.name == "arb" and bulk_supported(dims):
+    if arith is not None and arith.name == "arb":
         from . import forward_arb
 
         certified, evaluated = forward_arb.certified_task_count(dims, m, charge, arith, task)
@@ -293,7 +286,6 @@ class _Model:
         from ..certificate import hold
 
         f = dims.family
-        m = _as_intervals(m)  # arb balls (an unsupported family under --arith arb) -> iv
         self.dims, self.f, self.m = dims, f, m
         v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
         charge(table_cost(dims))
@@ -451,23 +443,3 @@ class _Position:
 
     def __init__(self):
         self.kv, self.resid = {}, None
-
-
-def _as_intervals(m: dict) -> dict:
-    """The input matrices as mpmath intervals: arb balls (under --arith arb, for a family
-    bulk_supported refuses) become intervals containing them (exact ends, rounded
-    outward); mpmath intervals are returned as they are."""
-    first = next((row[0] for rows in m.values() for row in rows if row), None)
-    if first is None or isinstance(first, type(_ZERO)):
-        return m
-    return {name: [[_ball_to_iv(x) for x in row] for row in rows] for name, rows in m.items()}
-
-
-def _ball_to_iv(x):
-    ends = []
-    for point, rounding in ((x.lower(), round_floor), (x.upper(), round_ceiling)):
-        if not point.is_finite():
-            raise Malformed("a non-finite input reached forward_brute_force")
-        man, exp = point.man_exp()
-        ends.append(from_man_exp(int(man), int(exp), WORKING_PRECISION, rounding))
-    return iv.make_mpf(tuple(ends))
