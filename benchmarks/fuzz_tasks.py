@@ -21,9 +21,10 @@ accepted with the same count; min_of_k <-> max_of_k, modular addition <-> multip
 any other task that fits the dims), a task parameter changed (p, n), and for datasets: a row's
 tokens or label changed (with and without re-hashing the theorem's digest), a scored position
 added (same claim, and claim +1), a row dropped or duplicated, the certificate's dataset line
-dropped or duplicated.  An accepted claim above the confirmed count of the task it states, an
-accepted certificate whose dataset digest does not match, or an accepted task that does not fit
-the model, is a FALSE THEOREM.
+dropped or duplicated; and each mutant stating a task again with its claim one above that
+task's truth (must be refused whatever the model's accuracy).  An accepted claim above the
+confirmed count of the task it states, an accepted certificate whose dataset digest does not
+match, or an accepted task that does not fit the model, is a FALSE THEOREM.
 
     python benchmarks/fuzz_tasks.py --models 40 --seed 2026
     python benchmarks/fuzz_audit.py --tasks 40 --seed 2026     # the same, from the red team
@@ -407,6 +408,19 @@ def mutants(spec: Spec, lines, claim: int, v: int, k: int, rng, others_max: int 
             set_task(lines, here, more.atoms()), claim + 1), more, None
 
 
+def sharpened(edits, truth: Truth, light: bool = False):
+    """Each mutant, then (for those stating a task) the same with the claim set one above the
+    truth of the task it states: the sharpest false claim, whatever the model's accuracy
+    (light: only for a task changed and a row's label changed)."""
+    for kind, mutated, states, expect in edits:
+        yield kind, mutated, states, expect
+        if light and not ("->" in kind or kind in ("task changed", "row label changed")):
+            continue
+        if states is not None and not kind.startswith("claim+"):
+            yield (kind + " claim=truth+1", set_claim(mutated, truth.count(states)[0] + 1),
+                   states, None)
+
+
 def audit(fw, spec: Spec, tag: str, work: Path, find: Findings, rng, light: bool = False
           ) -> None:
     tally = find.tally
@@ -446,8 +460,9 @@ def audit(fw, spec: Spec, tag: str, work: Path, find: Findings, rng, light: bool
     claim = report.facts.correct
     tally.claimed += claim
     verify(find, tag, spec, claim, report, truth)
-    for kind, mutated, states, expect in mutants(spec, lines, claim, v, k, rng,
-                                                        1 if light else 2):
+    for kind, mutated, states, expect in sharpened(mutants(spec, lines, claim, v, k, rng,
+                                                                  1 if light else 2),
+                                                        truth, light):
         tally.mutants[kind] += 1
         what = f"{tag} mutant {kind}"
         stated = next(json.loads(x)["claim"] for x in mutated if '"kind":"rule"' in x)
@@ -499,6 +514,8 @@ def run(models: int, seed: int, progress: bool = False, in_turn: bool = False,
         for n in range(models):
             rng = np.random.default_rng([seed, n, 20])
             spec, v, k = pick_task(rng, TASKS[n % len(TASKS)] if in_turn else None)
+            if light and spec.name in ("flipflop", "cyclic"):  # the largest trees: 2 positions
+                k = 2
             fw, variant = make_model(rng, v, k, light)
             if spec.name == "dataset":
                 spec = Spec("dataset", (), random_dataset(rng, v, k))
