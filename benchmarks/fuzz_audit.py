@@ -20,6 +20,7 @@ A margin within the forward pass's rounding is "undecided" and counts against th
     python benchmarks/fuzz_audit.py --configs 300 --seed 0  # config fuzz (issue 18)
     python benchmarks/fuzz_audit.py --streams                # hostile streams (issue 18)
     python benchmarks/fuzz_audit.py --deep 40 --seed 2026    # deep and gated families (issue 21)
+    python benchmarks/fuzz_audit.py --tasks 40 --seed 2026   # tasks and datasets (issue 20)
 
 The CI slice is tests/test_fuzz_audit.py.  Not a timed test: it prints counts.
 """
@@ -404,7 +405,13 @@ def main(argv=None) -> int:
                    help="instead: the hostile-stream cases (fuzz_streams.py)")
     p.add_argument("--deep", type=int, metavar="N", help="instead: N random deep and gated "
                    "family models (issue 21; fuzz_deep.py)")
+    p.add_argument("--tasks", type=int, metavar="N", help="instead: N random models x random "
+                   "built-in tasks and datasets (issue 20; fuzz_tasks.py)")
     args = p.parse_args(argv)
+    if args.tasks is not None:
+        import fuzz_tasks
+
+        return fuzz_tasks.main(["--models", str(args.tasks), "--seed", str(args.seed)])
     if args.deep is not None:
         import fuzz_deep
 

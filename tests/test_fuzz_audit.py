@@ -73,3 +73,43 @@ def test_deep_and_gated_slice_has_no_false_theorem():
     assert s["certificates"].get("forward-brute-force:accepted", 0) == 6
     assert s["certificates"].get("cubic:not applicable", 0) == 6
 
+
+
+def test_tasks_slice_has_no_false_theorem():
+    """Issue 20: random one-layer, deep and gated models x every built-in task and random
+    datasets (benchmarks/fuzz_tasks.py), each certified count against an independent 256-bit
+    forward pass per scored pair, and the task mutants (claim raised, task or parameter
+    changed, dataset rows edited with and without re-hashing, positions added, lines dropped
+    or duplicated): every false one refused, parity and cyclic n=2 agree."""
+    import fuzz_tasks
+
+    find = fuzz_tasks.run(models=len(fuzz_tasks.TASKS), seed=7, in_turn=True, light=True)
+    s = find.summary()
+    assert s["false_theorems"] == 0, find.tally.false_theorems
+    assert s["generator_errors"] == 0, find.tally.generator_errors
+    assert s["backend_disagreements"] == 0, find.tally.backend_disagreements
+    assert s["inconsistencies"] == 0, find.inconsistencies
+    if fuzz_audit.SECOND_BACKEND is not None:
+        assert s["checked_by_both_backends"] > 0, s
+    assert set(s["tasks"]) == set(fuzz_tasks.TASKS), s  # not vacuous: every task ran
+    assert s["certificates"].get("forward-brute-force:accepted", 0) == s["models"], s
+    assert s["mutants_false"] >= 25 and s["false_mutants_refused"] == s["mutants_false"], s
+    for kind in ("row label changed not rehashed", "position added claim+1",
+                 "dataset line dropped", "parity->cyclic n=2", "task parameter changed"):
+        assert s["mutants"].get(kind, 0) > 0, (kind, s["mutants"])
+
+
+def test_tasks_audit_catches_a_false_claim(monkeypatch):
+    """The task audit can fail: a checker that reported every pair correct."""
+    import fuzz_tasks
+
+    real = fuzz_audit.check_file
+
+    def inflated(*args, **kwargs):
+        report = real(*args, **kwargs)
+        report.facts = dataclasses.replace(report.facts, correct=report.facts.total)
+        return report
+
+    monkeypatch.setattr(fuzz_audit, "check_file", inflated)
+    find = fuzz_tasks.run(models=3, seed=7, in_turn=True, light=True)
+    assert find.tally.false_theorems
