@@ -35,7 +35,7 @@ SLOW_TESTS = (
     "test_subcubic_direct.py::test_both_back_ends_agree",
     "test_bulk_arith.py::test_shipped_forward_certificates_agree",
     "test_bulk_arith.py::test_shipped_overwhelm_family_certificates_agree",
-    "test_depth.py::test_arb_routes_deep_and_gated_families_to_mpmath",
+    "test_depth.py::test_arb_checks_deep_and_gated_families_in_bulk",
     # a third deliberate break of the deep families (two stay in the fast tier)
     "test_depth.py::test_later_layer_with_layer_0_parameters_is_caught",
     # tightness and size of the proofs (not soundness)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 
 import mpmath
 import numpy as np
 import pytest
+from test_families import certificate, random_weights_for
 
 from checker.certificate import CertificateChecker, weights_digest
 from checker.errors import Malformed, Rejected
@@ -150,17 +150,7 @@ FAMILIES = {
 def random_weights(name: str, seed: int = 0, scale: float = 3.0) -> FamilyWeights:
     family, base = FAMILIES[name]
     dims = Dims(base.d_vocab, base.n_ctx, base.d_model, base.d_head, family)
-    g = np.random.default_rng(seed)
-    params = {p.key: (g.normal(size=dims.shape_of(p.key)) * (scale / math.sqrt(dims.d_model))
-                      + (1.0 if p.short.endswith(".w") else 0.0)).astype(np.float32)
-              for p in parameter_table(family)}
-    return FamilyWeights(dims=dims, params=params)
-
-
-def certificate(fw) -> list[str]:
-    trace = Trace(fw)
-    by, claim, _ = STRATEGIES["forward-brute-force"].certify(trace)
-    return trace.lines("forward-brute-force", by, claim, {}, {})
+    return random_weights_for(dims, seed, scale)
 
 
 def rule_inputs(lines):

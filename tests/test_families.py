@@ -232,14 +232,20 @@ FAMILIES = {
 }
 
 
-def random_family_weights(name: str, seed: int = 0, scale: float = 3.0) -> FamilyWeights:
-    family, base = FAMILIES[name]
-    dims = Dims(base.d_vocab, base.n_ctx, base.d_model, base.d_head, family)
+def random_weights_for(dims: Dims, seed: int = 0, scale: float = 3.0) -> FamilyWeights:
+    """Gaussian weights of scale/sqrt(d_model) for every parameter of dims' family (norm
+    gains centred on 1), float32; shared by the family, depth and task tests."""
     g = np.random.default_rng(seed)
     params = {p.key: (g.normal(size=dims.shape_of(p.key)) * (scale / math.sqrt(dims.d_model))
                       + (1.0 if p.short.endswith(".w") else 0.0)).astype(np.float32)
-              for p in parameter_table(family)}
+              for p in parameter_table(dims.family)}
     return FamilyWeights(dims=dims, params=params)
+
+
+def random_family_weights(name: str, seed: int = 0, scale: float = 3.0) -> FamilyWeights:
+    family, base = FAMILIES[name]
+    dims = Dims(base.d_vocab, base.n_ctx, base.d_model, base.d_head, family)
+    return random_weights_for(dims, seed, scale)
 
 
 def certificate(fw) -> list[str]:

@@ -10,7 +10,6 @@ import json
 from collections import Counter
 
 import mpmath
-import numpy as np
 import pytest
 
 from checker import statement
@@ -22,7 +21,6 @@ from checker.rules import forward
 from checker.tasks import make_task, parse_dataset
 from generator.certify.strategies import STRATEGIES
 from generator.certify.trace import Trace
-from generator.model import FamilyWeights
 from generator.tasks.builtin import domain, margins, truncated
 
 # (task, params, d_vocab, n_ctx) small enough to enumerate with the 200-bit reference
@@ -106,12 +104,9 @@ def test_dataset_rows_parse():
 def weights_for(v, k, seed, family=None, scale=3.0):
     family = family or Family(d_mlp=6)
     d_model, d_head = 5, 4
-    dims = Dims(v, k, d_model, d_head, family)
-    g = np.random.default_rng(seed)
-    params = {p.key: (g.normal(size=dims.shape_of(p.key)) * (scale / np.sqrt(d_model))
-                      + (1.0 if p.short.endswith(".w") else 0.0)).astype(np.float32)
-              for p in parameter_table(family)}
-    return FamilyWeights(dims=dims, params=params)
+    from test_families import random_weights_for
+
+    return random_weights_for(Dims(v, k, d_model, d_head, family), seed, scale)
 
 
 def certificate(fw, task) -> list[str]:
