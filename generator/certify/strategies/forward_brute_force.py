@@ -41,19 +41,30 @@ def predicted_margins(weights) -> tuple[np.ndarray, np.ndarray]:
 
 def _checker_count(trace, task=None) -> int:
     """The number of sequences (or, with a task, scored pairs) the rule forward_brute_force
-    certifies, run on the trace's recorded inputs (as the checker reads them);
-    NotApplicable if it cannot run."""
-    from mpmath import iv
-
+    certifies, run on the trace's recorded inputs (as the checker reads them) with the
+    checker's Arb path if python-flint is installed (the back-ends agree; the mpmath path
+    is ~20× slower), else with mpmath; NotApplicable if it cannot run."""
+    from checker.arith import Unavailable, get
     from checker.errors import Malformed
 
+    try:
+        arith = get("arb")
+    except Unavailable:
+        arith = get("mpmath")
     d = trace.dims
     mats = {}
     for name in forward.inputs(d):
         value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+        mats[name] = [[arith.interval(float(a), float(b)) for a, b in zip(lo, hi)]
                       for lo, hi in zip(value.lo, value.hi)]
     try:
+        if arith.name == "arb":
+            from checker.rules import forward_arb
+
+            if task is not None:
+                return forward_arb.certified_task_count(d, mats, lambda work: None, arith,
+                                                        task)[0]
+            return forward_arb.certified_count(d, mats, lambda work: None, arith)
         if task is not None:
             return forward.certified_task_count(d, mats, lambda work: None, task)[0]
         return sum(1 for _ in forward.certified_sequences(d, mats, lambda work: None))
@@ -94,6 +105,8 @@ def certify_task(trace, task, max_work=MAX_CHECKER_WORK):
 
     d = trace.dims
     work = task.evaluations() * forward._sequence_cost(d)
+    if d.family.n_layers > 1:  # each evaluation may compute every position of its path
+        work += task.evaluations() * d.n_ctx * forward.position_cost(d)
     if work > max_work:
         raise NotApplicable(
             f"task {task.name}: {task.evaluations()} forward passes would need "
