@@ -195,9 +195,11 @@ class MaxOfKTransformer(nn.Module):
     so that the state dict keys come out exactly as TransformerLens's.
     """
 
-    def __init__(self, dims: Dims, generator: torch.Generator | None = None):
-        """Pre: dims valid.  Post: weights ~ N(0, (0.8/sqrt(d_model))^2) (TL's
-        'gpt2' init), biases zero and frozen; uses `generator` if given."""
+    def __init__(self, dims: Dims, generator: torch.Generator | None = None,
+                 init_std: float | None = None, train_biases: bool = False):
+        """Pre: dims valid.  Post: weights ~ N(0, init_std²), by default (0.8/sqrt(d_model))²
+        (TL's 'gpt2' init); biases zero, and frozen unless train_biases (generator/recipes.py);
+        uses `generator` if given."""
         super().__init__()
         v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
         self.dims = dims
@@ -205,11 +207,15 @@ class MaxOfKTransformer(nn.Module):
         self.pos_embed = _PosEmbed(k, d)
         self.blocks = nn.ModuleList([_Block(k, d, h)])
         self.unembed = _Unembed(d, v)
-        std = 0.8 / math.sqrt(d)
+        std = 0.8 / math.sqrt(d) if init_std is None else init_std
         with torch.no_grad():
             for p in self.parameters():
                 if p.requires_grad:  # the frozen biases stay zero
                     p.copy_(torch.randn(p.shape, generator=generator) * std)
+        if train_biases:  # after the draw: the weights are those of the frozen-bias model
+            for name, p in self.named_parameters():
+                if name.rsplit(".", 1)[-1].startswith("b_"):
+                    p.requires_grad_(True)
 
     @property
     def attn(self) -> _Attention:

@@ -56,6 +56,9 @@ class TrainConfig:
     parallel: bool = False
     n_layers: int = 1
     gated_mlp: bool = False  # TransformerLens gated_mlp (SwiGLU with act_fn silu)
+    # Recipe fields (generator/recipes.py; attention-only one-layer models only).
+    init: str = "paper"  # "paper", "randn" (std 1/sqrt(d_model)) or "tl" (TransformerLens)
+    train_biases: bool = False  # the paper freezes every bias at zero
 
     @property
     def family(self) -> Family:
@@ -88,17 +91,26 @@ class TrainConfig:
             raise ValueError(f"seed must be in [0, 2^63), got {self.seed}")
         if self.gated_mlp and not self.d_mlp:
             raise ValueError("a gated MLP needs an MLP (--mlp D_MLP)")
+        from .recipes import INITS
+
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(INITS)}, got {self.init!r}")
+        if (self.init != "paper" or self.train_biases) and not self.family.is_attn_only:
+            raise ValueError("--init and --train-biases apply to attention-only one-layer "
+                             "models")
         try:
             self.family.validate()
         except Malformed as exc:
             raise ValueError(str(exc)) from None
 
     def to_json(self) -> dict:
-        """The config as plain JSON; n_layers and gated_mlp only when not 1 / false (so a
-        model file of a one-layer config is byte for byte as before they existed)."""
+        """The config as plain JSON; n_layers, gated_mlp, init and train_biases only when
+        not their defaults (so a model file of an older config is byte for byte as before
+        they existed)."""
         d = asdict(self)
         d["betas"] = list(self.betas)
-        for name, default in (("n_layers", 1), ("gated_mlp", False)):
+        for name, default in (("n_layers", 1), ("gated_mlp", False), ("init", "paper"),
+                              ("train_biases", False)):
             if d[name] == default:
                 del d[name]
         return d
@@ -132,8 +144,13 @@ def train_with_stats(cfg: TrainConfig, progress: bool = True) -> TrainResult:
     t0 = time.perf_counter()
     with _deterministic_torch():
         gen = torch.Generator().manual_seed(cfg.seed)
-        make = MaxOfKTransformer if cfg.family.is_attn_only else FamilyTransformer
-        model = make(cfg.dims, generator=gen)
+        if cfg.family.is_attn_only:
+            model = MaxOfKTransformer(cfg.dims, generator=gen, init_std=_init_std(cfg),
+                                      train_biases=cfg.train_biases)
+            if cfg.init == "tl":
+                _load_tl_init(model, cfg)
+        else:
+            model = FamilyTransformer(cfg.dims, generator=gen)
         params = [p for p in model.parameters() if p.requires_grad]  # biases stay zero
         opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas,
                                 weight_decay=cfg.weight_decay)
@@ -154,6 +171,29 @@ def train_with_stats(cfg: TrainConfig, progress: bool = True) -> TrainResult:
     return TrainResult(model=model, final_loss=sum(losses) / tail,
                        final_batch_accuracy=hits / (tail * cfg.batch),
                        seconds=time.perf_counter() - t0)
+
+
+def _init_std(cfg: TrainConfig) -> float | None:
+    """The recipe's weight scale: randn/sqrt(d_model) for "randn", else the paper's."""
+    return 1 / cfg.d_model ** 0.5 if cfg.init == "randn" else None
+
+
+def _load_tl_init(model: MaxOfKTransformer, cfg: TrainConfig) -> None:
+    """Replace the model's weights by those TransformerLens's HookedTransformer draws for
+    the same architecture with seed cfg.seed (its own init; biases zero, as ours)."""
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+    except ImportError:
+        raise ValueError("the tl recipe needs TransformerLens 3.x (pip install "
+                         "'maxk-certify[interop]')") from None
+    tl_cfg = HookedTransformerConfig(
+        n_layers=1, d_model=cfg.d_model, d_head=cfg.d_head, n_heads=1, d_vocab=cfg.d_vocab,
+        n_ctx=cfg.n_ctx, attn_only=True, normalization_type=None, seed=cfg.seed,
+        positional_embedding_type="standard", device="cpu")
+    state = HookedTransformer(tl_cfg).state_dict()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(state[name].reshape(p.shape))
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> MaxOfKTransformer:
@@ -224,6 +264,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gated-mlp", action="store_true",
                    help="with --mlp: TransformerLens's gated MLP φ(x W_gate) ⊙ (x W_in) + b_in "
                         "(SwiGLU with --act-fn silu)")
+    p.add_argument("--init", choices=["paper", "randn", "tl"], default=d.init,
+                   help="initial weights (generator/recipes.py): the paper's N(0, 0.64/d_model), "
+                        "randn/sqrt(d_model), or TransformerLens's own (seeded by --seed)")
+    p.add_argument("--train-biases", action="store_true",
+                   help="train the biases too (the paper keeps them at zero)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--no-exact", action="store_true",
                    help="skip counting the exact accuracy over all sequences")
@@ -244,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                       n_heads=args.n_heads, d_mlp=args.mlp, act_fn=args.act_fn, rope=args.rope,
                       rotary_dim=args.rotary_dim, rotary_base=args.rotary_base,
                       ln_eps=args.ln_eps, parallel=args.parallel, n_layers=args.n_layers,
-                      gated_mlp=args.gated_mlp)
+                      gated_mlp=args.gated_mlp, init=args.init,
+                      train_biases=args.train_biases)
     try:
         cfg.validate()
     except ValueError as exc:

@@ -1,6 +1,7 @@
 """certify-zoo: Table 1 and Figures 3-5 of the paper for a zoo of models.
 
     certify-zoo --seeds 8 --out zoo-report          # train 8 models (paper recipe), all strategies
+    certify-zoo --seeds 5 --recipes all --strategies cubic   # 5 seeds × every training recipe
     certify-zoo --models DIR --out zoo-report       # every .pt/.safetensors model in DIR
     certify-zoo --seeds 20 --scheduler tcp://127.0.0.1:8786   # an existing Dask cluster
 
@@ -35,6 +36,12 @@ def _seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
 
 
+def _recipe_names() -> list[str]:
+    from generator.recipes import RECIPES
+
+    return list(RECIPES)
+
+
 def parser() -> argparse.ArgumentParser:
     from generator.train import TrainConfig
 
@@ -55,6 +62,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--d-model", type=int, default=d.d_model,
                    help="trained models: residual and head width")
     p.add_argument("--steps", type=int, default=d.steps, help="trained models: training steps")
+    p.add_argument("--recipes", default="paper",
+                   help="train every seed under each of these recipes (comma-separated, or "
+                        "all): " + ", ".join(_recipe_names()) + " (generator/recipes.py); "
+                        "Table 1 is then reported per recipe and pooled")
     p.add_argument("--scheduler", help="tcp://HOST:PORT of an existing Dask scheduler")
     p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: cores)")
     p.add_argument("--check-jobs", type=int, default=1,
@@ -89,6 +100,14 @@ def options(args, p):
         TrainConfig(**train).validate()
     except ValueError as err:
         p.error(str(err))
+    from generator.recipes import parse_recipes
+
+    try:
+        recipes = parse_recipes(args.recipes)
+        for recipe in recipes:
+            TrainConfig(**{**train, **recipe.overrides()}).validate()
+    except ValueError as err:
+        p.error(f"--recipes: {err}")
     strategies = None
     if args.strategies:
         known = set(strategy_names()) | set(STRATEGIES)
@@ -98,6 +117,7 @@ def options(args, p):
             p.error(f"unknown strategies {unknown}; gen-cert has {sorted(known)}")
     return ZooOptions(out=Path(args.out), seeds=list(dict.fromkeys(seeds)),
                       models_dir=args.models, train=train, strategies=strategies,
+                      recipes=[r.name for r in recipes],
                       scheduler=args.scheduler, workers=args.workers,
                       check_jobs=max(1, args.check_jobs), check_timeout=args.check_timeout,
                       check_arith=args.check_arith, check_max_work=args.check_max_work,

@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 # Columns of results.csv, one row per model × strategy.
-MODEL_FIELDS = ("model", "model_sha256", "seed", "d_vocab", "n_ctx", "d_model", "d_head",
-                "exact", "total", "ties", "eqke_sigma1", "eqke_sigma2", "eqke_sigma_ratio")
+MODEL_FIELDS = ("model", "model_sha256", "seed", "recipe", "split", "d_vocab", "n_ctx",
+                "d_model", "d_head", "exact", "total", "ties", "eqke_sigma1", "eqke_sigma2",
+                "eqke_sigma_ratio")
 STRATEGY_FIELDS = ("strategy", "paper_row", "status", "reason", "bound", "accuracy_bound",
                    "normalized_bound", "checker_work", "unexplained_dims", "gen_seconds",
                    "check_seconds", "check_arithmetic", "cert_bytes", "cert_lines",
@@ -78,8 +79,14 @@ def model_facts(path: str) -> dict:
     sigma = np.linalg.svd(eqke_float64(w), compute_uv=False)
     s1 = float(sigma[0])
     s2 = float(sigma[1]) if len(sigma) > 1 else 0.0
+    from generator.recipes import held_back, recipe_of
+
+    config = _train_config(path)
+    seed = config.get("seed") if config else None
     return {"model": Path(path).name, "model_sha256": loaded.file_sha256,
-            "seed": _seed_of(path), "d_vocab": d.d_vocab, "n_ctx": d.n_ctx,
+            "seed": seed, "recipe": recipe_of(config) if config else None,
+            "split": "held-back" if held_back(seed) else "tune", "d_vocab": d.d_vocab,
+            "n_ctx": d.n_ctx,
             "d_model": d.d_model, "d_head": d.d_head, "exact": truth.correct,
             "total": truth.total, "ties": truth.ties, "eqke_sigma1": s1, "eqke_sigma2": s2,
             "eqke_sigma_ratio": s1 / s2 if s2 > 0 else None}
@@ -98,14 +105,16 @@ def eqke_float64(w):
     return query @ key.T / np.sqrt(w.dims.d_head)
 
 
-def _seed_of(path: str) -> int | None:
-    """The training seed recorded in a model file by train-max-of-k, if any."""
+def _train_config(path: str) -> dict | None:
+    """The training config recorded in a model file by train-max-of-k, if any."""
     try:
         import torch
 
         obj = torch.load(path, map_location="cpu", weights_only=True)
-        return int(obj["train_metrics"]["train_config"]["seed"])
-    except Exception:  # a foreign model file: no recorded seed
+        config = dict(obj["train_metrics"]["train_config"])
+        config["seed"] = int(config["seed"])
+        return config
+    except Exception:  # a foreign model file: no recorded config
         return None
 
 

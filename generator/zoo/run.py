@@ -31,6 +31,7 @@ class ZooOptions:
     models_dir: Path | None = None  # and/or load every model file here
     train: dict = field(default_factory=dict)  # TrainConfig overrides (d_vocab, steps, ...)
     strategies: list[str] | None = None  # default: every registered strategy
+    recipes: list[str] = field(default_factory=lambda: ["paper"])  # generator/recipes.py
     scheduler: str | None = None  # tcp://HOST:PORT, or None for a LocalCluster
     workers: int | None = None  # LocalCluster size (default: all cores)
     check_jobs: int = 1  # check-cert --jobs inside one job
@@ -55,10 +56,12 @@ class RunSummary:
     started_cluster: bool = False
 
 
-def model_tag(cfg: dict) -> str:
-    """File stem of a trained model: its whole config in the name."""
+def model_tag(cfg: dict, recipe: str = "paper") -> str:
+    """File stem of a trained model: its whole config in the name (the recipe's when not
+    the paper's: its other fields are the recipe's)."""
+    tag = "" if recipe == "paper" else f"_{recipe}"
     return (f"max{cfg['n_ctx']}_v{cfg['d_vocab']}_d{cfg['d_model']}_h{cfg['d_head']}"
-            f"_steps{cfg['steps']}_seed{cfg['seed']}")
+            f"_steps{cfg['steps']}{tag}_seed{cfg['seed']}")
 
 
 def file_sha256(path: Path) -> str:
@@ -77,13 +80,15 @@ class Zoo:
         self.lost: dict[tuple[str, str], str] = {}  # (model, job) -> why it has no result
 
     def initial_jobs(self) -> list[Job]:
+        from generator.recipes import RECIPES
         from generator.train import TrainConfig
 
         planned: list[Job] = []
-        base = TrainConfig(**self.opts.train).to_json()
-        for seed in self.opts.seeds:
-            cfg = {**base, "seed": seed}
-            path = self.opts.out / "models" / f"{model_tag(cfg)}.pt"
+        runs = [(r, s) for r in self.opts.recipes for s in self.opts.seeds]
+        for recipe, seed in runs:
+            overrides = RECIPES[recipe].overrides()
+            cfg = TrainConfig(**{**self.opts.train, **overrides, "seed": seed}).to_json()
+            path = self.opts.out / "models" / f"{model_tag(cfg, recipe)}.pt"
             self.summary.models.append(str(path))
             if path.exists():
                 planned += self.model_jobs(path)
