@@ -31,6 +31,19 @@ def _columns_mag(rows: list) -> list:
     return [list(col) for col in zip(*(fp.mags(r) for r in rows))]
 
 
+class _Terms:
+    """An unrounded vector b + Σ products (the real enclosure, the magnitude sums per
+    entry, the number of terms n): x + it is one float sum of n + 1 terms in any order."""
+
+    def __init__(self, real: list, sums: list, n: int):
+        self.real, self.sums, self.n = real, sums, n
+
+    def add_to(self, x: list) -> list:
+        """Enclosures of the float32 x + b + Σ products: γ_{n+1}(|x| + Σ|terms|) + (n+1)η."""
+        return [fp.widen(a + r, fp.dot_error(self.n + 1, fp._up(fp.mag(a) + s)))
+                for a, r, s in zip(x, self.real, self.sums)]
+
+
 class Float32Model(forward._Model):
     """forward._Model with every step replaced by its float32 enclosure."""
 
@@ -130,15 +143,16 @@ class Float32Model(forward._Model):
         cols = self.cols(f"W_O@{id(w_o)}", w_o)  # w_o: a slice kept by the model
         return _vecmat(z, w_o, self.tick), [fp._abs_dot(zm, col) for col in cols]
 
-    def combine_heads(self, bias: list, parts: list) -> list:
-        """b_O + Σ_j z_j W_O[j] as one dot product of n·h + 1 terms (any tree of sums
-        over all heads' products and the bias covers per-head sums as well)."""
-        n = len(parts) * self.dims.d_head + 1
+    def combine_heads(self, bias: list, parts: list) -> _Terms:
+        """b_O + Σ_j z_j W_O[j], not yet rounded: block_out adds it to the residual
+        stream as one sum of n·h + 2 terms (x, b_O and every head's products, in any
+        tree: per-head sums, one contraction over (head, d_head), b_O added before or
+        after the residual, all covered)."""
         real, sums = list(bias), fp.mags(bias)
         for part, abs_sums in parts:
             real = _add(real, part)
             sums = [fp._up(a + b) for a, b in zip(sums, abs_sums)]
-        return [fp.widen(r, fp.dot_error(n, s)) for r, s in zip(real, sums)]
+        return _Terms(real, sums, len(parts) * self.dims.d_head + 1)
 
     def mlp(self, x: list, layer: int = 0) -> list:
         m, s = self.m, lambda name: layer_short(layer, name)
@@ -151,16 +165,21 @@ class Float32Model(forward._Model):
         else:
             hidden = self.act(self.affine(y, s("W_in"), m[s("W_in")], s("b_in"),
                                           m[s("b_in")][0]))
-        return self.affine(hidden, s("W_out"), m[s("W_out")], s("b_out"), m[s("b_out")][0])
+        rows, b = m[s("W_out")], m[s("b_out")][0]
+        hm, cols = fp.mags(hidden), self.cols(s("W_out"), rows)
+        sums = [fp._up(fp._abs_dot(hm, col) + bm)
+                for col, bm in zip(cols, self.vec(s("b_out"), b))]
+        return _Terms(_add(_vecmat(hidden, rows, self.tick), b), sums, len(hidden) + 1)
 
     def act(self, x: list) -> list:
         real = forward.activate(self.f.act_fn, x, self.charge)
         return real if self.f.act_fn == "relu" else fp.activation(real, x)  # max is exact
 
-    def block_out(self, x: list, attn: list, layer: int) -> list:
-        resid = fp.add(x, attn)
+    def block_out(self, x: list, attn: _Terms, layer: int) -> list:
+        """r = x + attn and r' = r + mlp, each one float sum (_Terms.add_to)."""
+        resid = attn.add_to(x)
         if self.f.d_mlp:
-            resid = fp.add(resid, self.mlp(x if self.f.parallel else resid, layer))
+            resid = self.mlp(x if self.f.parallel else resid, layer).add_to(resid)
         return resid
 
     def unembed(self, resid: list) -> list:
