@@ -33,8 +33,19 @@ import math
 from fractions import Fraction
 
 from mpmath import iv
+from mpmath.libmp import (
+    from_float,
+    mpf_add,
+    mpf_lt,
+    mpf_sub,
+    round_ceiling,
+    round_floor,
+    round_nearest,
+    to_float,
+)
 
 from .errors import Rejected
+from .numbers import WORKING_PRECISION
 
 NAME = "float32"
 SEMANTICS = ("real", NAME)
@@ -45,6 +56,7 @@ EXP_ULPS = 4  # exp within 4 ulps (2u each), and 4 subnormal spacings below 2^-1
 ACT_ULPS = 16  # GELU/SiLU/tanh-GELU: ACT_ULPS·u·(|φ(x)| + |x|) + ACT_ULPS·η
 NORM_FACTORS = 8  # c/sqrt(v + ε): sqrt and division, or rsqrt within 2 ulps and a product
 _INF = math.inf
+_RANGE, _NEG_RANGE = from_float(RANGE), from_float(-RANGE)
 
 
 class Overflow(Rejected):
@@ -53,9 +65,17 @@ class Overflow(Rejected):
 
 def gamma(n: int) -> float:
     """An upper bound (binary64) of γ_n = n·u/(1 − n·u), for n·u < 1/2."""
-    if n * U >= Fraction(1, 2):
-        raise Overflow(f"float32: a sum of {n} terms is too long for the error model")
-    return _up_fraction(n * U / (1 - n * U))
+    if _GAMMA.get("u") is not U:  # the cache holds γ_n for this u only
+        _GAMMA.clear()
+        _GAMMA["u"] = U
+    if n not in _GAMMA:
+        if n * U >= Fraction(1, 2):
+            raise Overflow(f"float32: a sum of {n} terms is too long for the error model")
+        _GAMMA[n] = _up_fraction(n * U / (1 - n * U))
+    return _GAMMA[n]
+
+
+_GAMMA: dict = {}  # n -> γ_n rounded up, for the u stored under "u"
 
 
 def _up_fraction(x: Fraction) -> float:
@@ -70,8 +90,11 @@ def _up(x: float) -> float:
 
 
 def mag(x) -> float:
-    """An upper bound of |y| for every y in the interval x (binary64)."""
-    return _up(float(max(abs(x.a), abs(x.b))))
+    """An upper bound of |y| for every y in the interval x (binary64): each end converted
+    to the nearest binary64 (to_float, round_nearest; ±inf beyond range), its absolute
+    value, the larger one moved up by one ulp."""
+    lo, hi = x._mpi_
+    return _up(max(abs(to_float(lo, rnd=round_nearest)), abs(to_float(hi, rnd=round_nearest))))
 
 
 def mags(xs) -> list:
@@ -108,10 +131,16 @@ def dot_error(n: int, abs_sum: float) -> float:
 
 
 def widen(x, err: float):
-    """The interval x widened by err ≥ 0 on both sides (outward rounded)."""
-    out = x + iv.mpf((-err, err))
-    _check_range(mag(out), "a value")
-    return out
+    """The interval x widened by err ≥ 0 on both sides: [lo − err, hi + err], each end
+    rounded outward at the working precision; refused (Overflow) unless both ends lie
+    strictly inside (−2^126, 2^126)."""
+    lo, hi = x._mpi_
+    e = from_float(err)  # exact (a binary64, or inf which fails the range check)
+    lo = mpf_sub(lo, e, WORKING_PRECISION, round_floor)
+    hi = mpf_add(hi, e, WORKING_PRECISION, round_ceiling)
+    if not (mpf_lt(_NEG_RANGE, lo) and mpf_lt(hi, _RANGE)):
+        _check_range(_INF, "a value")
+    return iv.make_mpf((lo, hi))
 
 
 def affine(x: list, real: list, cols_mag: list, bias_mag: list | None = None) -> list:
