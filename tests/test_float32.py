@@ -298,3 +298,13 @@ def test_shipped_family_float32_certified_agree_with_torch(name):
     logits = model(tokens).detach()
     assert logits.dtype == torch.float32
     assert logits.argmax(-1).tolist() == tokens.max(-1).values.tolist()
+
+
+def test_real_forward_note_reports_margin_and_float32_loss(planted):
+    """A real forward_brute_force check names its smallest certified margin and what a
+    float32 evaluation may lose there: on the planted model the near-tie's 1/2, lost."""
+    _, certs = planted
+    (note,) = [n for n in replay(certs["forward"]).rule_notes if n.startswith("forward")]
+    assert "smallest certified margin 0.5 at [0, 0]" in note
+    lost = float(note.split("may lose ")[1].split(" ")[0])
+    assert lost > 0.5  # more than the margin: the float32 theorem cannot count it
