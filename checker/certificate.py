@@ -426,7 +426,8 @@ class CertificateChecker:
         # a rule written against checker/arith lists the back-ends it supports
         # (ARITHMETICS); any other rule runs in mpmath whatever is selected
         portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
-        ar = self.arith if portable else MPMATH
+        # the float32 semantics is evaluated in mpmath only (spec/theorem.md §2c)
+        ar = self.arith if portable and self.semantics == "real" else MPMATH
         matrices, values = {}, {}
         for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
@@ -437,7 +438,7 @@ class CertificateChecker:
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, task.pairs())
         started, stored = time.monotonic(), self.stored
         budget = RuleBudget(self, lineno, obj["rule"])
-        extra = {"arith": ar} if portable else {}
+        extra = {"arith": self.arith} if portable else {}
         if getattr(rule, "RECORDED", False):  # the recorded binary64 pairs themselves
             extra["recorded"] = {name: self._recorded_rows(value)
                                  for name, value in values.items()}

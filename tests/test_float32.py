@@ -308,3 +308,24 @@ def test_real_forward_note_reports_margin_and_float32_loss(planted):
     assert "smallest certified margin 0.5 at [0, 0]" in note
     lost = float(note.split("may lose ")[1].split(" ")[0])
     assert lost > 0.5  # more than the margin: the float32 theorem cannot count it
+
+
+def test_float32_under_arb_runs_the_mpmath_float32_pass(planted, tmp_path, capsys):
+    pytest.importorskip("flint")
+    _, certs = planted
+    path = tmp_path / "f.jsonl"
+    path.write_text("\n".join(certs["float32"]) + "\n")
+    assert check_cert([str(path), "--arith", "arb", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correct"] == 2 and out["semantics"] == "float32"
+    assert "float32 semantics, evaluated with mpmath" in out["rules"][-1]
+
+
+def test_float32_other_task(planted):
+    """Any task: the float32 pass walks the task's prefixes (parity fits v = 2)."""
+    path, _ = planted
+    lines, _ = generate(str(path), None, task="parity", semantics="float32")
+    report = replay(lines)
+    assert report.facts.semantics == "float32" and report.facts.scored.name == "parity"
+    real = replay(generate(str(path), None, task="parity")[0]).facts.correct
+    assert report.facts.correct <= real
