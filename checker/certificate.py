@@ -416,6 +416,8 @@ class CertificateChecker:
                            "certifies any task: spec/rules.md)")
         hints = obj.get("hints")
         names = rule.inputs(self.dims, hints) if hasattr(rule, "inputs") else rule.INPUTS
+        if self.semantics != "real":  # e.g. the weights, for brute_force's δ (theorem.md §2c)
+            names = (*names, *getattr(rule, "FLOAT32_INPUTS", ()))
         inputs = obj["inputs"]
         if not isinstance(inputs, dict) or set(inputs) != set(names):
             raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs {list(names)}")
@@ -438,7 +440,7 @@ class CertificateChecker:
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, task.pairs())
         started, stored = time.monotonic(), self.stored
         budget = RuleBudget(self, lineno, obj["rule"])
-        extra = {"arith": self.arith} if portable else {}
+        extra = {"arith": ar} if portable else {}
         if getattr(rule, "RECORDED", False):  # the recorded binary64 pairs themselves
             extra["recorded"] = {name: self._recorded_rows(value)
                                  for name, value in values.items()}
@@ -448,6 +450,8 @@ class CertificateChecker:
             extra["semantics"] = self.semantics
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
         self.stored = stored  # the rule's tables are garbage now
+        if self.semantics != "real" and ar is not self.arith:  # float32 under --arith arb
+            note += f"; evaluated with {ar.name}, the float32 passes are {ar.name}-only"
         note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "

@@ -263,3 +263,103 @@ def activation(real: list, x: list) -> list:
     r = float(ACT_ULPS * U)
     return [widen(p, _up(_up(r * _up(mag(p) + mag(a))) + ACT_ULPS * ETA))
             for p, a in zip(real, x)]
+
+
+# --- a global bound for the attention-only model (rule brute_force under float32) ------------
+
+def _mag_matrix(rows) -> list:
+    """Exact |entries| (Fractions) of an interval matrix: the larger end's magnitude."""
+    from .elementary import endpoints
+
+    return [[max(abs(e) for e in endpoints(x)) for x in row] for row in rows]
+
+
+def _vm(x: list, mat: list) -> list:
+    """x·|mat| for non-negative x (exact rationals)."""
+    return [sum(a * row[j] for a, row in zip(x, mat)) for j in range(len(mat[0]))]
+
+
+def _plus(*vectors) -> list:
+    return [sum(t) for t in zip(*vectors)]
+
+
+def _scaled(c, x: list) -> list:
+    return [c * a for a in x]
+
+
+def attention_only_delta(dims, w: dict) -> Fraction:
+    """δ with |ℓ̃_o(t) − ℓ_o(t)| ≤ δ for every sequence t, every output o and every
+    binary32 execution ℓ̃ of the attention-only model of spec/theorem.md §2 (the float
+    program of §2c), computed exactly in rationals from the weights' magnitudes.
+
+    Lemma G (spec/theorem.md §2c).  With X = max_{i,t} (|E[t]| + |P[i]|) entrywise (a
+    bound of every |x_i|), and e_· the entrywise errors, rounding-error analysis of the
+    steps of §2c gives, with magnitude bounds Q = X|W_Q| + |b_Q| (K, V likewise),
+    c ≥ 1/sqrt(h):
+      e_x = uX;  e_q = e_x|W_Q| + γ_{d+1}((X + e_x)|W_Q| + |b_Q|) + (d+1)η  (e_k, e_v alike)
+      e_s = c·(e_q·(K + e_k) + Q·e_k) + γ_{h+10}·c·(Q + e_q)·(K + e_k)
+            + 3η(Σ(Q + e_q + K + e_k) + 2h + 1)                          (scores)
+      softmax: |ã_i − a_i| ≤ θ a_i + ν, θ = (1 + 4e_s)·α·(1 + γ_{k+1}) − 1,
+            α = (1 + 2ρ)(1 + 8u)/((1 − ρ)(1 − 8u)), ρ = 2u(S + e_s), S = c·Q·K,
+            ν = (32k + 32)η   (softmax(s̃)/softmax(s) ∈ [e^{−2e_s}, e^{2e_s}], Lemma S)
+      e_z = (θ + kν)(V + e_v) + e_v + γ_k(1 + θ + kν)(V + e_v) + kη
+      e_r = e_x + e_z|W_O| + γ_{h+2}((X + e_x) + |b_O| + (V + e_z)|W_O|) + (h+2)η
+      δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
+    and δ = max_o δ_o.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
+    ρ ≤ 2^-10 (the linearisations e^x ≤ 1 + 2x); otherwise Overflow."""
+    u, eta = U, Fraction(ETA)
+    d, h, k = dims.d_model, dims.d_head, dims.n_ctx
+    mag = {name: _mag_matrix(w[name]) for name in w}
+    e_mat, p_mat = mag["W_E"], mag["W_pos"]
+    x = [max(col) for col in zip(*e_mat)]
+    x = _plus(x, [max(col) for col in zip(*p_mat)])
+    e_x = _scaled(u, x)
+    x_f = _plus(x, e_x)
+
+    def project(name, bias):
+        m, b = mag[name], mag[bias][0]
+        real = _plus(_vm(x, m), b)
+        err = [a + gamma_exact(d + 1) * (f + bb) + (d + 1) * eta
+               for a, f, bb in zip(_vm(e_x, m), _vm(x_f, m), b)]
+        return real, err
+
+    (q, e_q), (kk, e_k), (val, e_v) = (project("W_" + c, "b_" + c) for c in "QKV")
+    root = math.isqrt(h)
+    c = Fraction(1, root)  # ≥ 1/sqrt(h)
+    qf, kf = _plus(q, e_q), _plus(kk, e_k)
+    e_s = (c * (sum(a * b for a, b in zip(e_q, kf)) + sum(a * b for a, b in zip(q, e_k)))
+           + gamma_exact(h + 10) * c * sum(a * b for a, b in zip(qf, kf))
+           + 3 * eta * (sum(qf) + sum(kf) + 2 * h + 1))
+    s = c * sum(a * b for a, b in zip(q, kk))
+    rho = 2 * u * (s + e_s)
+    if e_s > Fraction(1, 8) or rho > Fraction(1, 1024):
+        raise Overflow("float32: the attention scores' float error is too large for the "
+                       "softmax error model (spec/theorem.md §2c, Lemma G)")
+    alpha = (1 + 2 * rho) * (1 + 8 * u) / ((1 - rho) * (1 - 8 * u))
+    theta = (1 + 4 * e_s) * alpha * (1 + gamma_exact(k + 1)) - 1
+    nu = (32 * k + 32) * eta
+    vf = _plus(val, e_v)
+    spread = theta + k * nu
+    e_z = [spread * a + ev + gamma_exact(k) * (1 + spread) * a + k * eta
+           for a, ev in zip(vf, e_v)]
+    w_o, b_o = mag["W_O"], mag["b_O"][0]
+    e_r = [a + b + gamma_exact(h + 2) * (xf + bo + vw) + (h + 2) * eta
+           for a, b, xf, bo, vw in zip(e_x, _vm(e_z, w_o), x_f, b_o,
+                                       _vm(_plus(val, e_z), w_o))]
+    r = _plus(x, _vm(val, w_o), b_o)
+    unembed, b_u = mag["W_U"], mag["b_U"][0]
+    deltas = [a + gamma_exact(d + 1) * (f + bu) + (d + 1) * eta
+              for a, f, bu in zip(_vm(e_r, unembed), _vm(_plus(r, e_r), unembed), b_u)]
+    for bound in (*x_f, *qf, *kf, *vf, *_plus(r, e_r), *_plus(_vm(_plus(r, e_r), unembed), b_u),
+                  *deltas, s + e_s):
+        if not bound < RANGE:
+            raise Overflow("float32: a value of the forward pass may reach 2^126 (overflow is "
+                           "outside the error model of spec/theorem.md §2c)")
+    return max(deltas)
+
+
+def gamma_exact(n: int) -> Fraction:
+    """γ_n = n·u/(1 − n·u) exactly (n·u < 1/2)."""
+    if n * U >= Fraction(1, 2):
+        raise Overflow(f"float32: a sum of {n} terms is too long for the error model")
+    return n * U / (1 - n * U)

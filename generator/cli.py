@@ -84,10 +84,10 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
                     and not other_task else "forward-brute-force")
     module, options = resolve(strategy)
     if semantics != "real":
-        if module.NAME != "forward-brute-force":
+        if module.NAME not in ("forward-brute-force", "brute-force"):
             raise NotApplicable(f"strategy {strategy} proves the real semantics only; "
                                 f"--semantics {semantics} needs --strategy forward-brute-force "
-                                "(spec/theorem.md §2c)")
+                                "or brute-force (spec/theorem.md §2c)")
         options["semantics"] = semantics
     if other_task:
         if module.NAME != "forward-brute-force":

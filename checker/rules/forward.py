@@ -145,12 +145,9 @@ def check(dims, m, hints, charge, jobs=1, arith=None, task=None, semantics="real
     v, k = dims.d_vocab, dims.n_ctx
     if semantics != "real":  # float32 (spec/theorem.md §2c): the mpmath path only
         model_class(semantics)
-        if arith is not None and arith.name == "arb":
-            arith = None
-            note = "; float32 semantics, evaluated with mpmath (the arb bulk pass is real-only)"
-        else:
-            note = "; float32 semantics"
-        return _check_float32(dims, m, charge, task, semantics, note)
+        if arith is not None and arith.name != "mpmath":  # certificate.py passes mpmath
+            raise Malformed("rule forward_brute_force: the float32 pass reads mpmath intervals")
+        return _check_float32(dims, m, charge, task, semantics, "; float32 semantics")
     if task is None or task.name == "max_of_k":  # every sequence, at its last position
         charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
         if arith is not None and arith.name == "arb":
