@@ -214,9 +214,9 @@ def softmax(scores: list, exp_interval) -> list:
     weights = []
     for s in scores:
         rho = _up(u * _up(mag(s) + top))
-        if rho > 2.0 ** -10:
+        if rho > 0.5:
             raise Overflow("float32: an attention score too large for the softmax error "
-                           "model (|s| > 2^13)")
+                           "model (|s| > 2^22)")
         weights.append(exp_interval(s - shift) * iv.mpf((1 - rho, 1 + 2 * rho)) * e)
     total = iv.fsum(weights)
     g, absolute = gamma(k + 1), (32 * k + 32) * ETA
@@ -306,7 +306,7 @@ def attention_only_delta(dims, w: dict) -> Fraction:
       e_r = e_x + e_z|W_O| + γ_{h+2}((X + e_x) + |b_O| + (V + e_z)|W_O|) + (h+2)η
       δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
     and δ = max_o δ_o.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
-    ρ ≤ 2^-10 (the linearisations e^x ≤ 1 + 2x); otherwise Overflow."""
+    ρ ≤ 1/2 (the linearisations e^x ≤ 1 + 2x, x ≤ 1); otherwise Overflow."""
     u, eta = U, Fraction(ETA)
     d, h, k = dims.d_model, dims.d_head, dims.n_ctx
     mag = {name: _mag_matrix(w[name]) for name in w}
@@ -332,7 +332,7 @@ def attention_only_delta(dims, w: dict) -> Fraction:
            + 3 * eta * (sum(qf) + sum(kf) + 2 * h + 1))
     s = c * sum(a * b for a, b in zip(q, kk))
     rho = 2 * u * (s + e_s)
-    if e_s > Fraction(1, 8) or rho > Fraction(1, 1024):
+    if e_s > Fraction(1, 8) or rho > Fraction(1, 2):
         raise Overflow("float32: the attention scores' float error is too large for the "
                        "softmax error model (spec/theorem.md §2c, Lemma G)")
     alpha = (1 + 2 * rho) * (1 + 8 * u) / ((1 - rho) * (1 - 8 * u))

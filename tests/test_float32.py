@@ -4,6 +4,7 @@ float32 evaluations really disagree), mutants, statements and policies."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -329,3 +330,112 @@ def test_float32_other_task(planted):
     assert report.facts.semantics == "float32" and report.facts.scored.name == "parity"
     real = replay(generate(str(path), None, task="parity")[0]).facts.correct
     assert report.facts.correct <= real
+
+
+# --- Lemma G (brute_force under float32) -------------------------------------------------------
+
+def _random_attn_only(seed: int, v=5, k=3, d=6, h=4, scale=0.7):
+    from checker.modelspec import Dims
+    from generator.model import ModelWeights
+
+    g = np.random.default_rng(seed)
+    shapes = {"W_E": (v, d), "W_pos": (k, d), "W_Q": (d, h), "W_K": (d, h), "W_V": (d, h),
+              "W_O": (h, d), "b_Q": (h,), "b_K": (h,), "b_V": (h,), "b_O": (d,),
+              "W_U": (d, v), "b_U": (v,)}
+    return ModelWeights(dims=Dims(v, k, d, h), **{
+        n: (g.normal(size=s) * scale * 2.0 ** g.integers(-1, 2)).astype(F32)
+        for n, s in shapes.items()})
+
+
+def _float32_logits_permuted(w, tokens: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """float32 logits of the model with its residual coordinates permuted by `perm` (the
+    same real function; every sum over d_model runs in another order), via torch."""
+    from generator.model import ModelWeights
+
+    p = {n: getattr(w, n) for n in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K",
+                                    "b_V", "b_O", "W_U", "b_U")}
+    for n in ("W_E", "W_pos", "W_O"):
+        p[n] = p[n][:, perm]
+    for n in ("W_Q", "W_K", "W_V", "W_U"):
+        p[n] = p[n][perm]
+    p["b_O"] = p["b_O"][perm]
+    model = MaxOfKTransformer.from_weights(ModelWeights(dims=w.dims, **p))
+    return model(torch.from_numpy(tokens)).detach().numpy()
+
+
+def _float32_logits_numpy(w, tokens: np.ndarray, reverse: bool) -> np.ndarray:
+    """A plain numpy float32 forward pass, sums left to right (or reversed)."""
+    def dot(x, m):  # x (..., n) @ m (n, c), accumulating one term at a time in float32
+        order = range(x.shape[-1] - 1, -1, -1) if reverse else range(x.shape[-1])
+        out = np.zeros(x.shape[:-1] + (m.shape[1],), dtype=F32)
+        for i in order:
+            out = (out + x[..., i:i + 1] * m[i]).astype(F32)
+        return out
+    x = (w.W_E[tokens] + w.W_pos).astype(F32)
+    q = (dot(x[:, -1], w.W_Q) + w.b_Q).astype(F32)
+    key = (dot(x, w.W_K) + w.b_K).astype(F32)
+    val = (dot(x, w.W_V) + w.b_V).astype(F32)
+    s = (np.einsum("nh,nkh->nk", q, key).astype(F32) / F32(np.sqrt(w.dims.d_head))).astype(F32)
+    e = np.exp(s - s.max(axis=1, keepdims=True)).astype(F32)
+    a = (e / e.sum(axis=1, keepdims=True, dtype=F32)).astype(F32)
+    z = np.einsum("nk,nkh->nh", a, val).astype(F32)
+    r = (x[:, -1] + dot(z, w.W_O) + w.b_O).astype(F32)
+    return (dot(r, w.W_U) + w.b_U).astype(F32)
+
+
+def _interval_weights(w) -> dict:
+    """The attention-only weights as rows of point intervals (biases one row)."""
+    return {n: [[iv.mpf(float(x)) for x in row] for row in np.atleast_2d(getattr(w, n))]
+            for n in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V",
+                      "b_O", "W_U", "b_U")}
+
+
+def test_lemma_g_refuses_outside_its_model():
+    """Scores too large for the softmax linearisation: Overflow (a Rejected), never a δ."""
+    w = _random_attn_only(0, scale=40.0)
+    with pytest.raises(fp.Overflow):
+        fp.attention_only_delta(w.dims, _interval_weights(w))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lemma_g_bounds_float32_logits(seed):
+    """|float32 logit − real logit| ≤ δ on every sequence, for torch (in several orders of
+    the residual coordinates) and numpy (left to right, reversed) evaluations."""
+    from generator.model import logits_float64
+
+    w = _random_attn_only(seed)
+    delta = float(fp.attention_only_delta(w.dims, _interval_weights(w)))
+    tokens = np.array(list(itertools.product(range(w.dims.d_vocab), repeat=w.dims.n_ctx)))
+    real = logits_float64(w, tokens)
+    g = np.random.default_rng(seed)
+    worst = 0.0
+    for perm in (np.arange(w.dims.d_model), g.permutation(w.dims.d_model),
+                 np.arange(w.dims.d_model)[::-1].copy()):
+        worst = max(worst, np.abs(_float32_logits_permuted(w, tokens, perm) - real).max())
+    for reverse in (False, True):
+        worst = max(worst, np.abs(_float32_logits_numpy(w, tokens, reverse) - real).max())
+    assert 0 < worst <= delta  # float64's own error (~1e-15 here) is far below the slack
+
+
+def test_brute_force_float32_mutants(tmp_path, monkeypatch):
+    """brute_force under float32 reads the weights; without them the line is malformed;
+    with δ zeroed (a loosened bound) the near-tie count would pass."""
+    path = tmp_path / "p.pt"
+    save_model(path, near_tie_weights())
+    lines, _ = generate(str(path), "brute-force", semantics="float32")
+    report = replay(lines)
+    assert report.facts.correct == 0 and report.facts.semantics == "float32"
+    rule_at = next(i for i, x in enumerate(lines) if '"kind":"rule"' in x)
+    rule = json.loads(lines[rule_at])
+    for name in ("W_E", "b_U"):
+        cut = dict(rule, inputs={n: i for n, i in rule["inputs"].items() if n != name})
+        mutant = list(lines)
+        mutant[rule_at] = json.dumps(cut, separators=(",", ":"))
+        with pytest.raises(Malformed, match="takes inputs"):
+            replay(mutant)
+    tampered = _with_claim(lines, 3)
+    tampered = [x.replace("correct >= 0", "correct >= 3") for x in tampered]
+    with pytest.raises(Rejected):
+        replay(tampered)
+    monkeypatch.setattr(fp, "attention_only_delta", lambda dims, w: Fraction(0))
+    assert replay(tampered).facts.correct == 3
