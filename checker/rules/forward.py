@@ -208,10 +208,10 @@ def _count_with_float32_gap(dims, m, charge) -> tuple[int, str]:
         logits = model_class("float32")(dims, m, lambda work: charge(0)).logits(at)
         top = max(at)
         lost = worst - min((logits[top] - x).a for o, x in enumerate(logits) if o != top)
-        loss = f"a float32 evaluation may lose {float(lost):.2g} of it there"
-    except Rejected as err:  # float32.Overflow: outside the float32 error model
-        loss = f"no float32 bound there ({err})"
-    return count, (f"; smallest certified margin {float(worst):.3g} at {list(at)}, {loss} "
+        loss = f"a float32 evaluation may lose {float(lost.b):.2g} of it there"
+    except (Rejected, ArithmeticError, ValueError) as err:  # e.g. float32.Overflow
+        loss = f"no float32 bound there ({type(err).__name__}: {err})"
+    return count, (f"; smallest certified margin {float(worst.a):.3g} at {list(at)}, {loss} "
                    "(spec/theorem.md §2c; gen-cert --semantics float32 proves the float32 "
                    "theorem)")
 
