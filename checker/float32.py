@@ -287,15 +287,16 @@ def _scaled(c, x: list) -> list:
     return [c * a for a in x]
 
 
-def attention_only_delta(dims, w: dict) -> Fraction:
+def attention_only_deltas(dims, w: dict) -> list:
     """δ with |ℓ̃_o(t) − ℓ_o(t)| ≤ δ for every sequence t, every output o and every
     binary32 execution ℓ̃ of the attention-only model of spec/theorem.md §2 (the float
     program of §2c), computed exactly in rationals from the weights' magnitudes.
 
     Lemma G (spec/theorem.md §2c).  With X = max_{i,t} (|E[t]| + |P[i]|) entrywise (a
-    bound of every |x_i|), and e_· the entrywise errors, rounding-error analysis of the
-    steps of §2c gives, with magnitude bounds Q = X|W_Q| + |b_Q| (K, V likewise),
-    c ≥ 1/sqrt(h):
+    bound of every |x_i|), X_q = |E[q]| + |P[k−1]| for the query position (X_q replaces X
+    in e_q, Q, and in e_r and R: the residual's x_{k−1}), and e_· the entrywise errors,
+    rounding-error analysis of the steps of §2c gives, with magnitude bounds
+    Q = X|W_Q| + |b_Q| (K, V likewise), c ≥ 1/sqrt(h):
       e_x = uX;  e_q = e_x|W_Q| + γ_{d+1}((X + e_x)|W_Q| + |b_Q|) + (d+1)η  (e_k, e_v alike)
       e_s = c·(e_q·(K + e_k) + Q·e_k) + γ_{h+10}·c·(Q + e_q)·(K + e_k)
             + 3η(Σ(Q + e_q + K + e_k) + 2h + 1)                          (scores)
@@ -305,27 +306,35 @@ def attention_only_delta(dims, w: dict) -> Fraction:
       e_z = (θ + kν)(V + e_v) + e_v + γ_k(1 + θ + kν)(V + e_v) + kη
       e_r = e_x + e_z|W_O| + γ_{h+2}((X + e_x) + |b_O| + (V + e_z)|W_O|) + (h+2)η
       δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
-    and δ = max_o δ_o.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
+    and δ[q][o] = δ_o at X_q.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
     ρ ≤ 1/2 (the linearisations e^x ≤ 1 + 2x, x ≤ 1); otherwise Overflow."""
-    u, eta = U, Fraction(ETA)
-    d, h, k = dims.d_model, dims.d_head, dims.n_ctx
+    u, eta, d, k = U, Fraction(ETA), dims.d_model, dims.n_ctx
     mag = {name: _mag_matrix(w[name]) for name in w}
     e_mat, p_mat = mag["W_E"], mag["W_pos"]
-    x = [max(col) for col in zip(*e_mat)]
-    x = _plus(x, [max(col) for col in zip(*p_mat)])
-    e_x = _scaled(u, x)
-    x_f = _plus(x, e_x)
+    x = _plus([max(col) for col in zip(*e_mat)], [max(col) for col in zip(*p_mat)])
 
-    def project(name, bias):
-        m, b = mag[name], mag[bias][0]
+    def project(x, name, bias):
+        """(magnitude bound, error bound) of fl(x̃ W + b) over inputs of magnitude ≤ x."""
+        m, b, e_x = mag[name], mag[bias][0], _scaled(u, x)
         real = _plus(_vm(x, m), b)
         err = [a + gamma_exact(d + 1) * (f + bb) + (d + 1) * eta
-               for a, f, bb in zip(_vm(e_x, m), _vm(x_f, m), b)]
+               for a, f, bb in zip(_vm(e_x, m), _vm(_plus(x, e_x), m), b)]
         return real, err
 
-    (q, e_q), (kk, e_k), (val, e_v) = (project("W_" + c, "b_" + c) for c in "QKV")
-    root = math.isqrt(h)
-    c = Fraction(1, root)  # ≥ 1/sqrt(h)
+    (kk, e_k), (val, e_v) = project(x, "W_K", "b_K"), project(x, "W_V", "b_V")
+    _check_bounds(_plus(kk, e_k), _plus(val, e_v))
+    return [_query_deltas(dims, mag, _plus(row, mag["W_pos"][k - 1]), project, kk, e_k,
+                          val, e_v) for row in e_mat]
+
+
+def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v) -> list:
+    """Lemma G's δ_o for the query residual magnitude x (= X_q), every o."""
+    u, eta = U, Fraction(ETA)
+    d, h, k = dims.d_model, dims.d_head, dims.n_ctx
+    e_x = _scaled(u, x)
+    x_f = _plus(x, e_x)
+    q, e_q = project(x, "W_Q", "b_Q")
+    c = Fraction(1, math.isqrt(h))  # ≥ 1/sqrt(h)
     qf, kf = _plus(q, e_q), _plus(kk, e_k)
     e_s = (c * (sum(a * b for a, b in zip(e_q, kf)) + sum(a * b for a, b in zip(q, e_k)))
            + gamma_exact(h + 10) * c * sum(a * b for a, b in zip(qf, kf))
@@ -350,12 +359,21 @@ def attention_only_delta(dims, w: dict) -> Fraction:
     unembed, b_u = mag["W_U"], mag["b_U"][0]
     deltas = [a + gamma_exact(d + 1) * (f + bu) + (d + 1) * eta
               for a, f, bu in zip(_vm(e_r, unembed), _vm(_plus(r, e_r), unembed), b_u)]
-    for bound in (*x_f, *qf, *kf, *vf, *_plus(r, e_r), *_plus(_vm(_plus(r, e_r), unembed), b_u),
-                  *deltas, s + e_s):
+    _check_bounds(x_f, qf, _plus(r, e_r), _plus(_vm(_plus(r, e_r), unembed), b_u), deltas,
+                  [s + e_s])
+    return deltas
+
+
+def _check_bounds(*vectors) -> None:
+    for bound in (b for vector in vectors for b in vector):
         if not bound < RANGE:
             raise Overflow("float32: a value of the forward pass may reach 2^126 (overflow is "
                            "outside the error model of spec/theorem.md §2c)")
-    return max(deltas)
+
+
+def attention_only_delta(dims, w: dict) -> Fraction:
+    """max over q, o of attention_only_deltas: one δ for every sequence and output."""
+    return max(max(row) for row in attention_only_deltas(dims, w))
 
 
 def gamma_exact(n: int) -> Fraction:

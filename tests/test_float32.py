@@ -199,9 +199,15 @@ def _with_claim(lines, claim):
 
 
 def test_mutant_float32_claim_for_a_real_only_rule(planted):
+    """A shipped cubic certificate relabelled float32: cubic proves real only.  A real
+    brute_force certificate relabelled: its rule line lacks the weights Lemma G reads."""
+    shipped = (ROOT / "certs" / "max3_v8_seed0.cubic.jsonl").read_text().splitlines()
+    lines = _with_header(shipped, lambda t: t + " and semantics == float32")
+    with pytest.raises(Rejected, match="rule cubic proves the real semantics only"):
+        replay(lines)
     _, certs = planted
     lines = _with_header(certs["brute"], lambda t: t + " and semantics == float32")
-    with pytest.raises(Rejected, match="rule brute_force proves the real semantics only"):
+    with pytest.raises(Malformed, match="takes inputs"):
         replay(lines)
 
 
@@ -262,14 +268,14 @@ def test_overwhelm_and_decomposition_rules_refuse_float32():
     from checker import rules
 
     assert [n for n, r in rules.RULES.items() if "float32" in getattr(r, "SEMANTICS", ())] \
-        == ["forward_brute_force"]
+        == ["brute_force", "forward_brute_force"]
 
 
 def test_gen_cert_refuses_float32_for_real_only_strategies(planted):
     from generator.certify.strategies import NotApplicable
 
     path, _ = planted
-    for strategy in ("brute-force", "cubic"):
+    for strategy in ("cubic", "exact"):
         with pytest.raises(NotApplicable, match="real semantics only"):
             generate(str(path), strategy, semantics="float32")
 
@@ -404,27 +410,33 @@ def test_lemma_g_bounds_float32_logits(seed):
     from generator.model import logits_float64
 
     w = _random_attn_only(seed)
-    delta = float(fp.attention_only_delta(w.dims, _interval_weights(w)))
+    deltas = np.array(fp.attention_only_deltas(w.dims, _interval_weights(w)), dtype=float)
     tokens = np.array(list(itertools.product(range(w.dims.d_vocab), repeat=w.dims.n_ctx)))
     real = logits_float64(w, tokens)
+    delta = deltas[tokens[:, -1]]  # δ[q][o] of each sequence's query token q
     g = np.random.default_rng(seed)
     worst = 0.0
     for perm in (np.arange(w.dims.d_model), g.permutation(w.dims.d_model),
                  np.arange(w.dims.d_model)[::-1].copy()):
-        worst = max(worst, np.abs(_float32_logits_permuted(w, tokens, perm) - real).max())
+        err = np.abs(_float32_logits_permuted(w, tokens, perm) - real)
+        assert (err <= delta).all()  # float64's own error (~1e-15 here) is far below the slack
+        worst = max(worst, err.max())
     for reverse in (False, True):
-        worst = max(worst, np.abs(_float32_logits_numpy(w, tokens, reverse) - real).max())
-    assert 0 < worst <= delta  # float64's own error (~1e-15 here) is far below the slack
+        assert (np.abs(_float32_logits_numpy(w, tokens, reverse) - real) <= delta).all()
+    assert worst > 0
+    assert float(fp.attention_only_delta(w.dims, _interval_weights(w))) == deltas.max()
 
 
 def test_brute_force_float32_mutants(tmp_path, monkeypatch):
-    """brute_force under float32 reads the weights; without them the line is malformed;
-    with δ zeroed (a loosened bound) the near-tie count would pass."""
+    """brute_force under float32 counts the planted model's two robust sequences, reads
+    the weights (without them the line is malformed), refuses the near-tie's count 3, which
+    δ zeroed (a loosened bound) would accept."""
     path = tmp_path / "p.pt"
     save_model(path, near_tie_weights())
     lines, _ = generate(str(path), "brute-force", semantics="float32")
     report = replay(lines)
-    assert report.facts.correct == 0 and report.facts.semantics == "float32"
+    # δ is per query token: q = 1 (E[1] = 0) keeps its two sequences, the near-tie goes
+    assert report.facts.correct == 2 and report.facts.semantics == "float32"
     rule_at = next(i for i, x in enumerate(lines) if '"kind":"rule"' in x)
     rule = json.loads(lines[rule_at])
     for name in ("W_E", "b_U"):
@@ -434,8 +446,8 @@ def test_brute_force_float32_mutants(tmp_path, monkeypatch):
         with pytest.raises(Malformed, match="takes inputs"):
             replay(mutant)
     tampered = _with_claim(lines, 3)
-    tampered = [x.replace("correct >= 0", "correct >= 3") for x in tampered]
     with pytest.raises(Rejected):
         replay(tampered)
-    monkeypatch.setattr(fp, "attention_only_delta", lambda dims, w: Fraction(0))
+    monkeypatch.setattr(fp, "attention_only_deltas",
+                        lambda dims, w: [[Fraction(0)] * 2 for _ in range(2)])
     assert replay(tampered).facts.correct == 3

@@ -22,7 +22,7 @@ from ..arith import MPMATH
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
-SEMANTICS = ("real", "float32")  # float32: margins beyond 2δ (Lemma G, spec/theorem.md §2c)
+SEMANTICS = ("real", "float32")  # float32: margins beyond δ_o + δ_m (Lemma G, theorem.md §2c)
 # under float32 the rule also reads the weights, for δ
 FLOAT32_INPUTS = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
                   "W_U", "b_U")
@@ -35,9 +35,9 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
         raise Malformed("rule brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
     exp_eqke, exp_eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
-    eu_o, note = eu, ""
+    eu_o, eu_m, note = eu, eu, ""
     if semantics == "float32":
-        eu_o, note = _float32_eu(dims, m, eu, charge, arith)
+        eu_o, eu_m, note = _float32_eu(dims, m, eu, charge, arith)
     expected = work(v, k)
     charge(expected)
     certified = performed = 0
@@ -46,7 +46,7 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
         q, top = tokens[-1], max(tokens)
         w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
         # every margin is computed (no early exit), so the work is the same for every sequence
-        margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu, eu_o)
+        margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu_m, eu_o)
                    for o in range(v) if o != top]
         performed += k + len(margins) * margin_cost(k)
         if all(arith.is_negative(x) for x in margins):
@@ -60,19 +60,23 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
 
 
 def _float32_eu(dims, m, eu, charge, arith):
-    """Under float32: the matrix EU + 2δ, read for the output o in place of EU[q, o] (the
-    max's EU[q, m] is read unshifted), with δ of float32.attention_only_delta (Lemma G).  Then
-    Σ_i w_i x_i(o) becomes Σ_i w_i (x_i(o) + 2δ) = Σ_i w_i · ((ℓ_o − ℓ_m) + 2δ) (Σ_i w_i > 0),
-    which is < 0 only when the real margin ℓ_m − ℓ_o exceeds 2δ, and then every float32
-    execution has ℓ̃_m − ℓ̃_o ≥ ℓ_m − ℓ_o − 2δ > 0.  Charges v² operations."""
+    """Under float32: (EU[q, o] + δ[q][o]↑, EU[q, o] − δ[q][o]↑) for every q, o, with
+    δ = float32.attention_only_deltas (Lemma G) rounded up.  The rule reads the first for
+    the output o and the second for the max m, so Σ_i w_i x_i(o) becomes
+    Σ_i w_i ((ℓ_o − ℓ_m) + δ[q][o] + δ[q][m]) (Σ_i w_i > 0): < 0 only when the real margin
+    ℓ_m − ℓ_o exceeds δ[q][o] + δ[q][m], and then every float32 execution has
+    ℓ̃_m − ℓ̃_o ≥ ℓ_m − ℓ_o − δ[q][m] − δ[q][o] > 0.  Charges 2v² operations."""
     from .. import float32
 
     v = dims.d_vocab
-    charge(v * v)
-    delta = float32.attention_only_delta(dims, {name: m[name] for name in FLOAT32_INPUTS})
-    shift = arith.point(float32._up_fraction(2 * delta))  # ≥ 2δ: only harder to certify
-    note = f" (float32 semantics: real margin > 2δ, δ = {float(delta):.3g})"
-    return [[x + shift for x in row] for row in eu], note
+    charge(2 * v * v)
+    deltas = float32.attention_only_deltas(dims, {name: m[name] for name in FLOAT32_INPUTS})
+    up = [[arith.point(float32._up_fraction(x)) for x in row] for row in deltas]
+    plus = [[x + s for x, s in zip(row, shifts)] for row, shifts in zip(eu, up)]
+    minus = [[x - s for x, s in zip(row, shifts)] for row, shifts in zip(eu, up)]
+    worst = max(max(row) for row in deltas)
+    note = f" (float32 semantics: real margin > δ_o + δ_m, δ ≤ {float(worst):.3g})"
+    return plus, minus, note
 
 
 
@@ -88,10 +92,10 @@ def work(v: int, k: int) -> int:
     return v ** k * (k + (v - 1) * margin_cost(k))
 
 
-def _margin(ar, w, tokens, q, top, o, evou, pvou, eu, eu_o):
+def _margin(ar, w, tokens, q, top, o, evou, pvou, eu_m, eu_o):
     """Enclosure of Σ_i w_i x_i(o), whose sign is that of ℓ_o − ℓ_m
-    (margin_cost(k) operations); eu_o is EU, or under float32 EU + 2δ."""
-    direct = eu_o[q][o] - eu[q][top]
+    (margin_cost(k) operations); eu_m and eu_o are EU, or under float32 EU − δ and EU + δ."""
+    direct = eu_o[q][o] - eu_m[q][top]
     return ar.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
                    for i, (w_i, t) in enumerate(zip(w, tokens)))
 

@@ -47,7 +47,7 @@ def certify(trace, progress=False, semantics="real"):
     near_ties = int((np.abs(worst) <= NEAR_TIE).sum())
     inputs = ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
     notes = {"near_ties": near_ties, "sequences": len(seqs)}
-    if semantics == "float32":  # claim what the checker's rule proves (margins beyond 2δ)
+    if semantics == "float32":  # claim what the checker's rule proves (Lemma G)
         from checker.rules import brute_force
 
         inputs += list(brute_force.FLOAT32_INPUTS)
