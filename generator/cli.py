@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gen-cert: {refusal}", file=sys.stderr)
         return 2
     if args.property == "overwhelm":
+        if args.semantics != "real":
+            p.error("--property overwhelm proves the real semantics only (spec/theorem.md §2c)")
         if args.floor or (args.pin and not args.output):
             p.error("with --property overwhelm, --pin needs -o and takes no --floor")
         return overwhelm.run(args)
@@ -288,7 +290,7 @@ def pin(args, lines: list[str], summary: dict) -> int:
     try:
         atoms = statement.parse(header["theorem"])
         task = "".join(f"{a} and " for a in atoms
-                       if a.field in ("task", "p", "n", "dataset")
+                       if a.field in ("task", "p", "n", "dataset", "semantics")
                        and not (a.field == "task" and a.value == "max_of_k"))
         require = (f"{task}accuracy >= {args.floor} and {weights} and "
                    f"model_file == sha256:{header['model']['file_sha256']} and "

@@ -451,3 +451,17 @@ def test_brute_force_float32_mutants(tmp_path, monkeypatch):
     monkeypatch.setattr(fp, "attention_only_deltas",
                         lambda dims, w: [[Fraction(0)] * 2 for _ in range(2)])
     assert replay(tampered).facts.correct == 3
+
+
+def test_gen_cert_pins_the_semantics_and_refuses_float32_overwhelm(planted, tmp_path, capsys):
+    from generator.cli import main as gen_cert
+
+    path, _ = planted
+    out, pol = tmp_path / "c.jsonl", tmp_path / "POLICY"
+    assert gen_cert([str(path), "--semantics", "float32", "-q", "-o", str(out), "--pin", str(pol),
+                     "--floor", "0.5"]) == 0
+    assert "semantics == float32" in pol.read_text()
+    with pytest.raises(SystemExit):
+        gen_cert([str(path), "--semantics", "float32", "--property", "overwhelm", "-o",
+                  str(tmp_path / "o.jsonl")])
+    assert "real semantics only" in capsys.readouterr().err
