@@ -126,6 +126,7 @@ def _result(report: Report, model_path: str | None) -> dict:
     facts = report.facts
     if facts.overwhelm is not None:  # spec/overwhelm.md: no count, a claim about all completions
         return {"verdict": "verified", "property": "overwhelm", "theorem": report.theorem,
+                "semantics": facts.semantics,
                 "overwhelm": statement.overwhelm_text(facts.overwhelm),
                 "weights_sha256": facts.weights_sha256, "model_file": model_path,
                 "model_file_sha256": facts.model_file_sha256, "strategy": report.strategy,
