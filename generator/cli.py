@@ -166,7 +166,7 @@ def parser() -> argparse.ArgumentParser:
                    help="what the theorem is about (spec/theorem.md §2c): the real-valued model "
                         "(default) or every IEEE-754 float32 evaluation of it (any summation "
                         "order, FMA or not); float32 needs --strategy forward-brute-force (the "
-                        "default then)")
+                        "default then) or brute-force")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
