@@ -179,6 +179,7 @@ class CertificateChecker:
         self.done = False
         self.started = time.monotonic()
         self.report = Report(arithmetic=arith.name)
+        self.semantics = "real"  # the header theorem's semantics (spec/theorem.md §2c)
 
     # -- driving ---------------------------------------------------------
     def feed(self, text: str) -> None:
@@ -265,6 +266,7 @@ class CertificateChecker:
             self.task_claim = (next(a.value for a in claimed if a.field == "task"),
                                {a.field: a.value for a in claimed
                                 if a.field in tasks.PARAM_FIELDS})
+        self.semantics = next((a.value for a in claimed if a.field == "semantics"), "real")
         if "family" in obj:  # absent: the attention-only family of format version 1
             self.family = Family.from_json(obj["family"])
         self.header = obj
@@ -397,6 +399,10 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: unknown rule {obj['rule']!r}; "
                             f"known: {', '.join(sorted(rules.RULES))}")
         rule = rules.RULES[obj["rule"]]
+        if self.semantics not in getattr(rule, "SEMANTICS", ("real",)):  # fail closed
+            raise Rejected(f"line {lineno}: rule {obj['rule']} proves the real semantics only; "
+                           f"this theorem claims semantics == {self.semantics} (spec/theorem.md "
+                           "§2c; rule forward_brute_force proves it)")
         if getattr(rule, "PROPERTY", "accuracy") == "overwhelm":
             if not (self.dims.family.is_attn_only or getattr(rule, "ANY_FAMILY", False)):
                 raise Rejected(f"line {lineno}: rule {obj['rule']} applies only to the "
@@ -410,6 +416,8 @@ class CertificateChecker:
                            "certifies any task: spec/rules.md)")
         hints = obj.get("hints")
         names = rule.inputs(self.dims, hints) if hasattr(rule, "inputs") else rule.INPUTS
+        if self.semantics != "real":  # e.g. the weights, for brute_force's δ (theorem.md §2c)
+            names = (*names, *getattr(rule, "FLOAT32_INPUTS", ()))
         inputs = obj["inputs"]
         if not isinstance(inputs, dict) or set(inputs) != set(names):
             raise Malformed(f"line {lineno}: rule {obj['rule']} takes inputs {list(names)}")
@@ -420,7 +428,8 @@ class CertificateChecker:
         # a rule written against checker/arith lists the back-ends it supports
         # (ARITHMETICS); any other rule runs in mpmath whatever is selected
         portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
-        ar = self.arith if portable else MPMATH
+        # the float32 semantics is evaluated in mpmath only (spec/theorem.md §2c)
+        ar = self.arith if portable and self.semantics == "real" else MPMATH
         matrices, values = {}, {}
         for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
@@ -437,8 +446,12 @@ class CertificateChecker:
                                  for name, value in values.items()}
         if any_task:
             extra["task"] = task
+        if self.semantics != "real":
+            extra["semantics"] = self.semantics
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
         self.stored = stored  # the rule's tables are garbage now
+        if self.semantics != "real" and ar is not self.arith:  # float32 under --arith arb
+            note += f"; evaluated with {ar.name}, the float32 passes are {ar.name}-only"
         note += f" ({time.monotonic() - started:.1f} s)"
         if proven < claim:
             raise Rejected(f"line {lineno}: rule {obj['rule']} proves {proven} correct "
@@ -501,7 +514,8 @@ class CertificateChecker:
                   "d_head": d.d_head},
             weights_sha256=self.weights_sha256, correct=None if overwhelm else proven,
             model_file_sha256=self.model_file.sha256 if self.model_file else None,
-            overwhelm=overwhelm, task=None if overwhelm else self.scored_task(lineno))
+            overwhelm=overwhelm, task=None if overwhelm else self.scored_task(lineno),
+            semantics=self.semantics)
         for atom in statement.parse(self.header["theorem"], "header theorem"):
             if not statement.holds(atom, facts):
                 raise Rejected(f"the certificate claims '{atom}', which was not verified "

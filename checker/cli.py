@@ -126,6 +126,7 @@ def _result(report: Report, model_path: str | None) -> dict:
     facts = report.facts
     if facts.overwhelm is not None:  # spec/overwhelm.md: no count, a claim about all completions
         return {"verdict": "verified", "property": "overwhelm", "theorem": report.theorem,
+                "semantics": facts.semantics,
                 "overwhelm": statement.overwhelm_text(facts.overwhelm),
                 "weights_sha256": facts.weights_sha256, "model_file": model_path,
                 "model_file_sha256": facts.model_file_sha256, "strategy": report.strategy,
@@ -140,6 +141,7 @@ def _result(report: Report, model_path: str | None) -> dict:
         "verdict": "verified",
         "theorem": report.theorem,
         "task": task.name,
+        "semantics": facts.semantics,
         "task_params": {f: v for f, v in task.params},
         "domain_inputs": task.inputs(),
         "correct": facts.correct,
@@ -177,6 +179,10 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  task {s['task']}{params}: domain of {s['domain_inputs']} "
               f"{'rows' if s['task'] == 'dataset' else 'inputs'}, {s['total']} scored pairs "
               "(spec/theorem.md §3)")
+        print("  semantics: " + ("float32: every IEEE-754 binary32 evaluation of the forward pass "
+                                 "(spec/theorem.md §2c)" if s["semantics"] == "float32" else
+                                 "real: the exact real-valued model (spec/theorem.md §2; not its "
+                                 "float32 evaluation, §2c)"))
     print(f"  weights sha256:{s['weights_sha256']}")
     print(f"  certificate file sha256:{s['certificate_sha256']} (a policy may pin it: "
           "certificate == sha256:...)")

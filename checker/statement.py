@@ -52,7 +52,10 @@ FIELD_TYPES = {
     "p": ("==", ("integer",)),
     "n": ("==", ("integer",)),
     "dataset": ("==", ("hash",)),
+    # the semantics of the forward pass (spec/theorem.md §2, §2c); absent: real
+    "semantics": ("==", ("word",)),
 }
+SEMANTICS = ("real", "float32")
 TASKS = TASK_NAMES
 PROPERTIES = ("accuracy", "overwhelm")
 # meaningful for the accuracy property only
@@ -103,6 +106,8 @@ class _AtomRules:
                             f"write '{field} {'|'.join(cmps)} <{'|'.join(want_kinds)}>'")
         if field == "task" and value not in TASKS:
             raise Malformed(f"unknown task {value!r}; known: {', '.join(TASKS)}")
+        if field == "semantics" and value not in SEMANTICS:
+            raise Malformed(f"unknown semantics {value!r}; known: {', '.join(SEMANTICS)}")
         if field == "property" and value not in PROPERTIES:
             raise Malformed(f"unknown property {value!r}; known: {', '.join(PROPERTIES)}")
         over = None
@@ -165,7 +170,7 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
 
 FIELDS = ("task", "d_vocab", "n_ctx", "d_model", "d_head", "weights", "model_file",
           "certificate", "correct", "accuracy", "property", "prefix", "query", "output",
-          "free_perm", "free", "dataset", "p", "n")
+          "free_perm", "free", "dataset", "p", "n", "semantics")
 
 
 def _unknown_field(text: str) -> str | None:
@@ -224,6 +229,8 @@ class Facts:
     certificate_sha256: str | None = None
     # what the accuracy theorem scores (checker/tasks.py); None: max_of_k, as before tasks
     task: Task | None = None
+    # the semantics the rules proved it under (spec/theorem.md §2c): "real" or "float32"
+    semantics: str = "real"
 
     @property
     def scored(self) -> Task:
@@ -239,6 +246,8 @@ def holds(atom: Atom, facts: Facts) -> bool:
     """Does the verified fact set imply `atom`?"""
     if atom.field == "property":
         return atom.value == ("accuracy" if facts.overwhelm is None else "overwhelm")
+    if atom.field == "semantics":  # neither semantics implies the other (theorem.md §2c)
+        return atom.value == facts.semantics
     if atom.field in ACCURACY_FIELDS and facts.overwhelm is not None:
         return False  # an overwhelm certificate says nothing about accuracy
     if atom.field in OVERWHELM_FIELDS:
@@ -297,11 +306,13 @@ def overwhelm_text(w: Overwhelm) -> str:
 def theorem_text(facts: Facts) -> str:
     """The canonical theorem statement for a set of facts."""
     d = facts.dims
+    semantics = "" if facts.semantics == "real" else f" and semantics == {facts.semantics}"
     if facts.overwhelm is not None:
         return (f"property == overwhelm and d_vocab == {d['d_vocab']} and n_ctx == {d['n_ctx']} "
                 f"and d_model == {d['d_model']} and d_head == {d['d_head']} "
                 f"and weights == sha256:{facts.weights_sha256} and "
-                + overwhelm_text(facts.overwhelm))
+                + overwhelm_text(facts.overwhelm) + semantics)
     return (f"{facts.scored.describe()} and d_vocab == {d['d_vocab']} and n_ctx == {d['n_ctx']} "
             f"and d_model == {d['d_model']} and d_head == {d['d_head']} "
-            f"and weights == sha256:{facts.weights_sha256} and correct >= {facts.correct}")
+            f"and weights == sha256:{facts.weights_sha256} and correct >= {facts.correct}"
+            + semantics)

@@ -67,8 +67,8 @@ def make_task(spec: str | None, dataset: str | None, dims):
 
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
              progress: bool = False, n_ctx: int | None = None, task: str | None = None,
-             dataset: str | None = None, checker_max_work: int | None = None
-             ) -> tuple[list[str], dict]:
+             dataset: str | None = None, checker_max_work: int | None = None,
+             semantics: str = "real") -> tuple[list[str], dict]:
     """Certificate lines for the model at `model_path` on sequences of length `n_ctx`
     (default: the model's position capacity), and a summary; `task`/`dataset` as
     make_task (default max_of_k)."""
@@ -77,15 +77,23 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
     scored = make_task(task, dataset, loaded.weights.dims)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
     other_task = scored is not None and scored.name != "max_of_k"
+    if semantics != "real" and strategy is None:
+        strategy = "forward-brute-force"  # the one rule that proves float32 (theorem.md §2c)
     if strategy is None:  # the decomposition rules apply only to the attention-only family
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
                     and not other_task else "forward-brute-force")
     module, options = resolve(strategy)
+    if semantics != "real":
+        if module.NAME not in ("forward-brute-force", "brute-force"):
+            raise NotApplicable(f"strategy {strategy} proves the real semantics only; "
+                                f"--semantics {semantics} needs --strategy forward-brute-force "
+                                "or brute-force (spec/theorem.md §2c)")
+        options["semantics"] = semantics
     if other_task:
         if module.NAME != "forward-brute-force":
             raise NotApplicable(f"strategy {strategy} proves max_of_k only; task "
                                 f"{scored.name} needs --strategy forward-brute-force")
-        options = {"task": scored}
+        options = {"task": scored, **options}
         if checker_max_work is not None:
             options["max_work"] = checker_max_work
     try:
@@ -97,10 +105,12 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
     info = {"program": "gen-cert", "strategy_notes": notes}
     d = loaded.weights.dims
     theorem = None
-    if other_task:
-        theorem = (f"{scored.describe()} and d_vocab == {d.d_vocab} and n_ctx == {d.n_ctx} "
+    if other_task or semantics != "real":
+        described = scored.describe() if other_task else "task == max_of_k"
+        theorem = (f"{described} and d_vocab == {d.d_vocab} and n_ctx == {d.n_ctx} "
                    f"and d_model == {d.d_model} and d_head == {d.d_head} "
-                   f"and weights == sha256:{trace.weights_sha256} and correct >= {claim}")
+                   f"and weights == sha256:{trace.weights_sha256} and correct >= {claim}"
+                   + ("" if semantics == "real" else f" and semantics == {semantics}"))
     lines = trace.lines(strategy, by, claim, binding, info, theorem)
     total = scored.pairs() if other_task else d.d_vocab ** d.n_ctx
     summary = {"strategy": strategy, "claim": claim, "total": total,
@@ -152,6 +162,11 @@ def parser() -> argparse.ArgumentParser:
                    help="with --task/--dataset: allow a certificate whose check needs up to N "
                         "interval operations (default 40000000, below check-cert's --max-work "
                         "default; check it with check-cert --max-work N)")
+    p.add_argument("--semantics", choices=("real", "float32"), default="real",
+                   help="what the theorem is about (spec/theorem.md §2c): the real-valued model "
+                        "(default) or every IEEE-754 float32 evaluation of it (any summation "
+                        "order, FMA or not); float32 needs --strategy forward-brute-force (the "
+                        "default then) or brute-force")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
@@ -172,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gen-cert: {refusal}", file=sys.stderr)
         return 2
     if args.property == "overwhelm":
+        if args.semantics != "real":
+            p.error("--property overwhelm proves the real semantics only (spec/theorem.md §2c)")
         if args.floor or (args.pin and not args.output):
             p.error("with --property overwhelm, --pin needs -o and takes no --floor")
         return overwhelm.run(args)
@@ -191,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lines, summary = generate(args.model, args.strategy, not args.no_float_shadow,
                                   progress=not args.quiet, n_ctx=args.n_ctx, task=args.task,
-                                  dataset=args.dataset, checker_max_work=args.checker_max_work)
+                                  dataset=args.dataset, checker_max_work=args.checker_max_work,
+                                  semantics=args.semantics)
     except Malformed as err:
         print(f"gen-cert: {err}", file=sys.stderr)
         return 2
@@ -272,7 +290,7 @@ def pin(args, lines: list[str], summary: dict) -> int:
     try:
         atoms = statement.parse(header["theorem"])
         task = "".join(f"{a} and " for a in atoms
-                       if a.field in ("task", "p", "n", "dataset")
+                       if a.field in ("task", "p", "n", "dataset", "semantics")
                        and not (a.field == "task" and a.value == "max_of_k"))
         require = (f"{task}accuracy >= {args.floor} and {weights} and "
                    f"model_file == sha256:{header['model']['file_sha256']} and "

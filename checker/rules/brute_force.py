@@ -22,15 +22,22 @@ from ..arith import MPMATH
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
+SEMANTICS = ("real", "float32")  # float32: margins beyond δ_o + δ_m (Lemma G, theorem.md §2c)
+# under float32 the rule also reads the weights, for δ
+FLOAT32_INPUTS = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
+                  "W_U", "b_U")
 
 
-def check(dims, m, hints, charge, jobs=1, arith=MPMATH):
+def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
     if hints is not None:
         from ..errors import Malformed
 
         raise Malformed("rule brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
     exp_eqke, exp_eqkp, evou, pvou, eu = (m[name] for name in INPUTS)
+    eu_o, eu_m, note = eu, eu, ""
+    if semantics == "float32":
+        eu_o, eu_m, note = _float32_eu(dims, m, eu, charge, arith)
     expected = work(v, k)
     charge(expected)
     certified = performed = 0
@@ -39,7 +46,7 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH):
         q, top = tokens[-1], max(tokens)
         w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
         # every margin is computed (no early exit), so the work is the same for every sequence
-        margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu)
+        margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu_m, eu_o)
                    for o in range(v) if o != top]
         performed += k + len(margins) * margin_cost(k)
         if all(arith.is_negative(x) for x in margins):
@@ -49,7 +56,28 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH):
 
         raise Malformed(f"internal error: brute_force counted {performed} operations, "
                         f"charged {expected}")
-    return certified, f"{certified} of {v ** k} sequences certified correct"
+    return certified, f"{certified} of {v ** k} sequences certified correct{note}"
+
+
+def _float32_eu(dims, m, eu, charge, arith):
+    """Under float32: (EU[q, o] + δ[q][o]↑, EU[q, o] − δ[q][o]↑) for every q, o, with
+    δ = float32.attention_only_deltas (Lemma G) rounded up.  The rule reads the first for
+    the output o and the second for the max m, so Σ_i w_i x_i(o) becomes
+    Σ_i w_i ((ℓ_o − ℓ_m) + δ[q][o] + δ[q][m]) (Σ_i w_i > 0): < 0 only when the real margin
+    ℓ_m − ℓ_o exceeds δ[q][o] + δ[q][m], and then every float32 execution has
+    ℓ̃_m − ℓ̃_o ≥ ℓ_m − ℓ_o − δ[q][m] − δ[q][o] > 0.  Charges 2v² operations."""
+    from .. import float32
+
+    v = dims.d_vocab
+    charge(2 * v * v)
+    deltas = float32.attention_only_deltas(dims, {name: m[name] for name in FLOAT32_INPUTS})
+    up = [[arith.point(float32._up_fraction(x)) for x in row] for row in deltas]
+    plus = [[x + s for x, s in zip(row, shifts)] for row, shifts in zip(eu, up)]
+    minus = [[x - s for x, s in zip(row, shifts)] for row, shifts in zip(eu, up)]
+    worst = max(max(row) for row in deltas)
+    note = f" (float32 semantics: real margin > δ_o + δ_m, δ ≤ {float(worst):.3g})"
+    return plus, minus, note
+
 
 
 def margin_cost(k: int) -> int:
@@ -64,10 +92,10 @@ def work(v: int, k: int) -> int:
     return v ** k * (k + (v - 1) * margin_cost(k))
 
 
-def _margin(ar, w, tokens, q, top, o, evou, pvou, eu):
+def _margin(ar, w, tokens, q, top, o, evou, pvou, eu_m, eu_o):
     """Enclosure of Σ_i w_i x_i(o), whose sign is that of ℓ_o − ℓ_m
-    (margin_cost(k) operations)."""
-    direct = eu[q][o] - eu[q][top]
+    (margin_cost(k) operations); eu_m and eu_o are EU, or under float32 EU − δ and EU + δ."""
+    direct = eu_o[q][o] - eu_m[q][top]
     return ar.fsum(w_i * (direct + evou[t][o] - evou[t][top] + pvou[i][o] - pvou[i][top])
                    for i, (w_i, t) in enumerate(zip(w, tokens)))
 

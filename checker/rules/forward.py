@@ -125,19 +125,40 @@ def path_elements(dims) -> int:
     return k * per_position
 
 
-def check(dims, m, hints, charge, jobs=1, arith=None, task=None):
+SEMANTICS = ("real", "float32")  # spec/theorem.md §2 and §2c
+
+
+def model_class(semantics: str = "real"):
+    """The forward pass of `semantics`: real (_Model) or float32 (Float32Model)."""
+    if semantics == "float32":
+        from .forward_float32 import Float32Model
+
+        return Float32Model
+    if semantics != "real":
+        raise Malformed(f"rule forward_brute_force: unknown semantics {semantics!r}")
+    return _Model
+
+
+def check(dims, m, hints, charge, jobs=1, arith=None, task=None, semantics="real"):
     if hints is not None:
         raise Malformed("rule forward_brute_force takes no hints")
     v, k = dims.d_vocab, dims.n_ctx
+    if semantics != "real":  # float32 (spec/theorem.md §2c): the mpmath path only
+        model_class(semantics)
+        if arith is not None and arith.name != "mpmath":  # certificate.py passes mpmath
+            raise Malformed("rule forward_brute_force: the float32 pass reads mpmath intervals")
+        return _check_float32(dims, m, charge, task, semantics, "; float32 semantics")
     if task is None or task.name == "max_of_k":  # every sequence, at its last position
         charge(v ** k * _sequence_cost(dims))  # the same work whatever the back-end
         if arith is not None and arith.name == "arb":
             from . import forward_arb
 
             certified = forward_arb.certified_count(dims, m, charge, arith)
+            gap = ""
         else:
-            certified = sum(1 for _ in certified_sequences(dims, m, charge))
-        return certified, f"{certified} of {v ** k} sequences certified correct (full forward pass)"
+            certified, gap = _count_with_float32_gap(dims, m, charge)
+        return certified, (f"{certified} of {v ** k} sequences certified correct (full forward "
+                           f"pass){gap}")
     charge(task.evaluations() * _sequence_cost(dims))  # every prefix the walk may evaluate
     if arith is not None and arith.name == "arb":
         from . import forward_arb
@@ -150,9 +171,56 @@ def check(dims, m, hints, charge, jobs=1, arith=None, task=None):
                        "distinct prefixes evaluated)")
 
 
-def certified_sequences(dims, m, charge):
-    """Yield every sequence (a tuple of tokens) the enclosures prove correct."""
+def _check_float32(dims, m, charge, task, semantics, note):
+    """check under a semantics other than real, with the mpmath model of that semantics."""
+    v, k = dims.d_vocab, dims.n_ctx
+    if task is None or task.name == "max_of_k":
+        charge(v ** k * _sequence_cost(dims))
+        certified = sum(1 for _ in certified_sequences(dims, m, charge, semantics))
+        return certified, (f"{certified} of {v ** k} sequences certified correct "
+                           f"(full forward pass{note})")
+    charge(task.evaluations() * _sequence_cost(dims))
+    certified, evaluated = certified_task_count(dims, m, charge, task, semantics)
+    return certified, (f"{certified} of {task.pairs()} (input, position) pairs of task "
+                       f"{task.name} certified correct (full forward pass; {evaluated} "
+                       f"distinct prefixes evaluated{note})")
+
+
+def _count_with_float32_gap(dims, m, charge) -> tuple[int, str]:
+    """The certified count (real semantics, mpmath), and a note for the reader: the
+    smallest certified margin (lower end of ℓ_top − ℓ_o) and how much of it a float32
+    evaluation may lose at that sequence (the float32 pass of spec/theorem.md §2c on that
+    one sequence).  The note decides nothing; its float32 pass charges no work."""
     model = _Model(dims, m, charge)
+    count, worst, at = 0, None, None
+    for tokens in itertools.product(range(dims.d_vocab), repeat=dims.n_ctx):
+        charge(0)
+        logits, top = model.logits(tokens), max(tokens)
+        if _certified(logits, top):
+            count += 1
+            margin = min((logits[top] - x).a for o, x in enumerate(logits) if o != top)
+            if worst is None or margin < worst:
+                worst, at = margin, tokens
+    if at is None:
+        return count, ""
+    del model
+    try:
+        logits = model_class("float32")(dims, m, lambda work: charge(0)).logits(at)
+        top = max(at)
+        lost = worst - min((logits[top] - x).a for o, x in enumerate(logits) if o != top)
+        loss = f"a float32 evaluation may lose {float(lost.b):.2g} of it there"
+    except Malformed:  # a resource limit (the clock) stands
+        raise
+    except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
+        loss = f"no float32 bound there ({type(err).__name__}: {err})"[:300]
+    return count, (f"; smallest certified margin {float(worst.a):.3g} at {list(at)}, {loss} "
+                   "(spec/theorem.md §2c; gen-cert --semantics float32 proves the float32 "
+                   "theorem)")
+
+
+def certified_sequences(dims, m, charge, semantics="real"):
+    """Yield every sequence (a tuple of tokens) the enclosures prove correct."""
+    model = model_class(semantics)(dims, m, charge)
     for tokens in itertools.product(range(dims.d_vocab), repeat=dims.n_ctx):
         charge(0)  # the time limit: one sequence may cost ~max-elements operations
         if _certified(model.logits(tokens), max(tokens)):
@@ -173,10 +241,11 @@ def certified_pairs(dims, m, charge, task):
             yield prefix, label, pairs
 
 
-def certified_task_count(dims, m, charge, task) -> tuple[int, int]:
+def certified_task_count(dims, m, charge, task, semantics="real") -> tuple[int, int]:
     """(certified pairs, distinct prefixes evaluated) of `task` (mpmath, prefix by prefix,
     as certified_pairs)."""
-    model, budget = _Model(dims, m, charge), _Evaluations(task, dims, charge)
+    model = model_class(semantics)(dims, m, charge)
+    budget = _Evaluations(task, dims, charge)
     last, logits, evaluated, total = None, None, 0, 0
     for prefix, label, pairs in task.queries(lambda: charge(0)):
         if prefix != last:
@@ -294,9 +363,7 @@ class _Model:
         self.charge = charge
         self.scale = inv_sqrt_interval(h)
         # residual stream before the block, at position i with token t: row [i][t]
-        self.resid0 = [[_add(m["W_E"][t], m["W_pos"][i]) if f.positional == "standard"
-                        else list(m["W_E"][t]) for t in self.ticking(range(v))]
-                       for i in range(k)]
+        self.resid0 = [[self.embed(t, i) for t in self.ticking(range(v))] for i in range(k)]
         normed = [[self.norm("ln1", x) for x in self.ticking(row)] for row in self.resid0]
         self.q, self.key, self.val = [], [], []  # per head: [i][t] -> vector
         for j in range(f.n_heads):
@@ -313,6 +380,19 @@ class _Model:
                     for layer in range(f.n_layers)]
         self.path = []  # several layers: [(token, _Position)] of the most recent prefix
         self.position_work = position_cost(dims)
+
+    def embed(self, t: int, i: int) -> list:
+        """The residual stream before the block at position i with token t."""
+        if self.f.positional == "standard":
+            return _add(self.m["W_E"][t], self.m["W_pos"][i])
+        return list(self.m["W_E"][t])
+
+    def combine_heads(self, bias: list, parts: list) -> list:
+        """b_O + Σ_heads (z_head W_O[head]), from the heads' attend results."""
+        out = list(bias)
+        for part in parts:
+            out = _add(out, part)
+        return out
 
     def ticking(self, row: list):
         """The vectors of a table row, checking the clock before each."""
@@ -355,13 +435,13 @@ class _Model:
     def attention(self, tokens) -> list:
         """Layer 0: Σ_heads z_head W_O[head] + b_O at the last position of `tokens`."""
         last = len(tokens) - 1
-        out = list(self.m["b_O"][0])
+        parts = []
         for j in range(self.f.n_heads):
             query = self.q[j][last][tokens[last]]
             keys = [self.key[j][i][t] for i, t in enumerate(tokens)]
             vals = [self.val[j][i][t] for i, t in enumerate(tokens)]
-            out = _add(out, self.attend(query, keys, vals, self.w_o[0][j]))
-        return out
+            parts.append(self.attend(query, keys, vals, self.w_o[0][j]))
+        return self.combine_heads(self.m["b_O"][0], parts)
 
     def mlp(self, x: list, layer: int = 0) -> list:
         """φ(LN2(x) W_in + b_in) W_out + b_out, or with a gated MLP (TransformerLens
@@ -390,6 +470,10 @@ class _Model:
         else:
             x = self.resid0[len(tokens) - 1][tokens[-1]]
             resid = self.block_out(x, self.attention(tokens), 0)
+        return self.unembed(resid)
+
+    def unembed(self, resid: list) -> list:
+        """LNf(resid) U + b_U."""
         return _add(_vecmat(self.norm("ln_final", resid), self.m["W_U"], self.tick),
                     self.m["b_U"][0])
 
@@ -419,7 +503,7 @@ class _Model:
         for layer in range(1, f.n_layers):
             self.tick()
             u = self.norm("ln1", x, layer)
-            attn = list(self.m[layer_short(layer, "b_O")][0])
+            parts = []
             for j in range(f.n_heads):
                 query, key = (self.project(u, name, j, layer) for name in "QK")
                 if f.positional == "rotary":
@@ -429,7 +513,8 @@ class _Model:
                 earlier = [self.path[p][1].kv[layer, j] for p in range(i)]
                 keys = [kv[0] for kv in earlier] + [key]
                 vals = [kv[1] for kv in earlier] + [val]
-                attn = _add(attn, self.attend(query, keys, vals, self.w_o[layer][j]))
+                parts.append(self.attend(query, keys, vals, self.w_o[layer][j]))
+            attn = self.combine_heads(self.m[layer_short(layer, "b_O")][0], parts)
             x = self.block_out(x, attn, layer)
         out.resid = x
         return out

@@ -22,7 +22,7 @@ MAX_CHECKER_WORK = 20_000_000
 NEAR_TIE = 1e-9
 
 
-def certify(trace, progress=False):
+def certify(trace, progress=False, semantics="real"):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
     work = v**k * k * v * 4
@@ -45,5 +45,36 @@ def certify(trace, progress=False):
     worst = margin.max(axis=1)
     certified = int((worst < -NEAR_TIE).sum())
     near_ties = int((np.abs(worst) <= NEAR_TIE).sum())
-    line = trace.rule("brute_force", ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"], certified)
-    return line, certified, {"near_ties": near_ties, "sequences": len(seqs)}
+    inputs = ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
+    notes = {"near_ties": near_ties, "sequences": len(seqs)}
+    if semantics == "float32":  # claim what the checker's rule proves (Lemma G)
+        from checker.rules import brute_force
+
+        inputs += list(brute_force.FLOAT32_INPUTS)
+        certified, notes["delta"] = _checker_float32_count(trace, inputs)
+    line = trace.rule("brute_force", inputs, certified)
+    return line, certified, notes
+
+
+def _checker_float32_count(trace, inputs) -> tuple[int, float]:
+    """(the count rule brute_force proves under float32 on the trace's recorded inputs,
+    δ); NotApplicable if the float32 error model does not apply."""
+    from mpmath import iv
+
+    from checker import float32
+    from checker.errors import Rejected
+    from checker.rules import brute_force
+
+    mats = {}
+    for name in inputs:
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    try:
+        delta = float32.attention_only_delta(trace.dims, {n: mats[n] for n in
+                                                          brute_force.FLOAT32_INPUTS})
+        count, _ = brute_force.check(trace.dims, mats, None, lambda work: None,
+                                     semantics="float32")
+    except Rejected as err:
+        raise NotApplicable(f"float32: {err}") from None
+    return count, float(delta)

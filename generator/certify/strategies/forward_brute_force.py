@@ -39,16 +39,17 @@ def predicted_margins(weights) -> tuple[np.ndarray, np.ndarray]:
     return seqs, best - logits.max(axis=1)
 
 
-def _checker_count(trace, task=None) -> int:
+def _checker_count(trace, task=None, semantics="real") -> int:
     """The number of sequences (or, with a task, scored pairs) the rule forward_brute_force
     certifies, run on the trace's recorded inputs (as the checker reads them) with the
-    checker's Arb path if python-flint is installed (the back-ends agree; the mpmath path
-    is ~20× slower), else with mpmath; NotApplicable if it cannot run."""
+    checker's Arb path if python-flint is installed and the semantics is real (the
+    back-ends agree; the mpmath path is ~20× slower), else with mpmath; NotApplicable if
+    it cannot run."""
     from checker.arith import Unavailable, get
-    from checker.errors import Malformed
+    from checker.errors import Malformed, Rejected
 
     try:
-        arith = get("arb")
+        arith = get("arb" if semantics == "real" else "mpmath")  # the Arb path is real-only
     except Unavailable:
         arith = get("mpmath")
     d = trace.dims
@@ -66,16 +67,17 @@ def _checker_count(trace, task=None) -> int:
                                                         task)[0]
             return forward_arb.certified_count(d, mats, lambda work: None, arith)
         if task is not None:
-            return forward.certified_task_count(d, mats, lambda work: None, task)[0]
-        return sum(1 for _ in forward.certified_sequences(d, mats, lambda work: None))
-    except (Malformed, ArithmeticError) as exc:
+            return forward.certified_task_count(d, mats, lambda work: None, task, semantics)[0]
+        return sum(1 for _ in forward.certified_sequences(d, mats, lambda work: None,
+                                                          semantics))
+    except (Malformed, Rejected, ArithmeticError) as exc:
         raise NotApplicable(f"the checker's forward pass cannot run on this model: {exc}") \
             from None
 
 
-def certify(trace, progress=False, task=None, max_work=MAX_CHECKER_WORK):
+def certify(trace, progress=False, task=None, max_work=MAX_CHECKER_WORK, semantics="real"):
     if task is not None and task.name != "max_of_k":
-        return certify_task(trace, task, max_work)
+        return certify_task(trace, task, max_work, semantics)
     d = trace.dims
     work = d.d_vocab ** d.n_ctx * forward._sequence_cost(d)
     if d.family.n_layers > 1:  # every position of the path too (charged as computed)
@@ -88,7 +90,9 @@ def certify(trace, progress=False, task=None, max_work=MAX_CHECKER_WORK):
     seqs, margin = predicted_margins(trace.weights)
     certified = int((margin > NEAR_TIE).sum())
     near_ties = int((np.abs(margin) <= NEAR_TIE).sum())
-    if not d.family.is_one_layer_dense:
+    if semantics != "real":  # float32: claim exactly what the checker's rule proves
+        certified = min(certified, _checker_count(trace, semantics=semantics))
+    elif not d.family.is_one_layer_dense:
         # Several layers or a gate: interval widths grow with depth, so a float64 margin
         # says little about what the enclosures prove.  Claim what the checker's own rule
         # proves from the recorded inputs (the same evaluation: the claim is then accepted).
@@ -97,7 +101,7 @@ def certify(trace, progress=False, task=None, max_work=MAX_CHECKER_WORK):
     return line, certified, {"near_ties": near_ties, "sequences": len(seqs)}
 
 
-def certify_task(trace, task, max_work=MAX_CHECKER_WORK):
+def certify_task(trace, task, max_work=MAX_CHECKER_WORK, semantics="real"):
     """Any task (checker/tasks.py): the float64 margin of every scored pair, the
     generator's own enumeration (generator/tasks/builtin.py); near-ties unclaimed.  A
     dataset's text goes in a dataset line before the rule line."""
@@ -118,8 +122,8 @@ def certify_task(trace, task, max_work=MAX_CHECKER_WORK):
     margin = margins(trace.weights, inputs, labels)
     certified = int((margin > NEAR_TIE).sum())
     near_ties = int((np.abs(margin) <= NEAR_TIE).sum())
-    if not d.family.is_one_layer_dense:  # as in certify: claim what the checker proves
-        certified = min(certified, _checker_count(trace, task))
+    if semantics != "real" or not d.family.is_one_layer_dense:  # claim what the checker proves
+        certified = min(certified, _checker_count(trace, task, semantics))
     if task.rows is not None:
         trace._append({"kind": "dataset", "text": task_dataset_text(task)})
     line = trace.rule("forward_brute_force", list(forward.inputs(d)), certified)
