@@ -70,6 +70,7 @@ from .overwhelm import positions
 from .overwhelm_family import _nest, _upper_ratio, alphabet, centred, centred_rows, dot, ln_scale
 
 _EXP = 50  # as ops.COST["exp"]
+EXP_LIMIT = 4096  # |score − shift| above this: Rejected (numbers.exp_interval's limit is 8192)
 
 
 # -- states and hints ---------------------------------------------------------------------
@@ -232,7 +233,14 @@ class Layer:
             self.tick()
             scores[key] = dot(q, [a - b for a, b in zip(self.k[key][j], ref)]) * self.scale
         shift = iv.mpf(scores[(i, u)].mid)  # any real: softmax is shift-invariant
-        return {key: exp_interval(s - shift) for key, s in scores.items()}
+        out = {}
+        for key, s in scores.items():
+            if abs(s - shift).b > EXP_LIMIT:  # a box this wide proves nothing: fail closed
+                raise Rejected(f"overwhelm_family: at layer {self.layer}, state ({i}, {u}), "
+                               f"head {j}, an attention score's enclosure is wider than "
+                               f"{EXP_LIMIT} (the boxes are too loose)")
+            out[key] = exp_interval(s - shift)
+        return out
 
     def mlp(self, r_c: list, before: list) -> list:
         """Step 4's MLP over boxes (c(MLP output); [] entries added as 0 without MLP)."""

@@ -177,7 +177,17 @@ def _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=False):
 
 
 def deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
-    """Mirror of overwhelm_deep.check: the worst bound over positions and m."""
+    """Mirror of overwhelm_deep.check: the worst bound over positions and m (+inf when
+    a box overflows: not proved; the hints then stay finite, for forced certificates)."""
+    with np.errstate(all="ignore"):
+        return _deep_margins(weights, claim)
+
+
+def _finite(x):
+    return np.nan_to_num(x, nan=0.0, posinf=1e300, neginf=-1e300)
+
+
+def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
     fw = family_weights(weights)
     dims, f = fw.dims, fw.dims.family
     w = {k: a.astype(np.float64) for k, a in fw.params.items()}
@@ -252,6 +262,8 @@ def deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
             bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
                 + w["unembed.b_U"] - w["unembed.b_U"][o]
             bound[o] = -np.inf
+            bound = _finite(np.where(np.isnan(bound), np.inf, bound))  # JSON: finite
+            bound[o] = -np.inf
             m = int(np.argmax(bound))
             scale = 1.0 + float(np.abs(bound[np.isfinite(bound)]).max())
             for chosen in cand:
@@ -268,5 +280,5 @@ def deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
 def encode_hints(box_hints: list, diff_hints: list) -> dict:
     from ..trace import b64
 
-    return {"boxes": [[*state, b64(hint, "<f8")] for state, hint in box_hints],
-            "diff": [[p, b64(diff, "<f8")] for p, diff in diff_hints]}
+    return {"boxes": [[*state, b64(_finite(hint), "<f8")] for state, hint in box_hints],
+            "diff": [[p, b64(_finite(diff), "<f8")] for p, diff in diff_hints]}

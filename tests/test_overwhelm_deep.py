@@ -1,0 +1,229 @@
+"""Rule overwhelm_family on models with n_layers >= 2 (checker/rules/overwhelm_deep.py,
+spec/rules.md §overwhelm_family, several layers).
+
+Soundness by enumeration: on small untrained 2- and 3-layer models (peaky attention in
+every layer; attention-only, LayerNorm + MLP, gated MLP, RoPE) and the shipped two-layer
+Max-of-each-prefix model, every claim the checker accepts -- from the generator's own
+certificates and from certificates forced for claims it did not prove -- is confirmed on
+EVERY admissible completion by the independent 200-bit forward pass
+(tests/test_depth.reference_logits_all, which shares no code with the rule or its
+strategy).  Mutants: box and diff hints tampered, the hint order changed, a false
+output, both back-ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import itertools
+import json
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from overwhelm_fixtures import MODELS, Loaded, check_lines, shipped
+from test_depth import reference_logits_all
+
+from checker.errors import Malformed, Rejected
+from checker.modelspec import Dims, Family
+from checker.statement import Overwhelm
+from generator.overwhelm import certify, completions
+
+DEEP_DEMO = MODELS / "maxany_v64_k10_2layers_seed0.pt"
+
+DEEP_FAMILIES = {
+    "attn2": dict(n_layers=2),
+    "attn3": dict(n_layers=3),
+    "ln_mlp2": dict(normalization="LN", d_mlp=8, ln_eps=1e-5, n_layers=2),
+    "gated2": dict(normalization="LNPre", d_mlp=8, ln_eps=1e-5, n_layers=2, gated_mlp=True,
+                   act_fn="silu"),
+    "rope_2heads2": dict(n_heads=2, positional="rotary", rotary_dim=4, rotary_base=10000,
+                         n_layers=2),
+}
+
+
+@functools.cache
+def deep_random(name: str, seed: int = 0, v: int = 4, k: int = 5, d: int = 8, h: int = 4,
+                sharpness: float = 4.0):
+    """An untrained model with peaky attention in every layer (W_Q scaled up)."""
+    from generator.model import FamilyTransformer, FamilyWeights
+
+    spec = dict(DEEP_FAMILIES[name])
+    if spec.get("positional") == "rotary":
+        spec["n_ctx"] = k
+    dims = Dims(v, k, d, h, family=Family(**spec))
+    w = FamilyTransformer(dims, generator=torch.Generator().manual_seed(seed)).weights()
+    rng = np.random.default_rng(seed)
+    params = dict(w.params)
+    for key in params:
+        if key.endswith("attn.W_Q"):
+            params[key] = params[key] * np.float32(sharpness)
+        elif key.endswith(".b") or key.endswith("b_in") or key.endswith("b_U"):
+            params[key] = (rng.normal(size=params[key].shape) * 0.1).astype(np.float32)
+        elif key.endswith(".w"):
+            params[key] = (1 + rng.normal(size=params[key].shape) * 0.2).astype(np.float32)
+    return Loaded(FamilyWeights(dims=dims, params=params))
+
+
+def reference_truth(weights, claim: Overwhelm) -> bool:
+    """Every completion's output is claim.output, strictly, at 200 bits."""
+    for t in completions(claim, weights.dims.d_vocab):
+        logits = reference_logits_all(weights, list(claim.prefix + tuple(t) + (claim.query,)))
+        last = logits[-1]
+        if any(not (last[claim.output] > x) for m, x in enumerate(last) if m != claim.output):
+            return False
+    return True
+
+
+def _claims(v: int):
+    out = []
+    for s0, q in itertools.product(range(v), range(v)):
+        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=2))
+        out.append(Overwhelm((s0, q), q, -1, free_cmp="==", free=2, over=(0, 1)))
+        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=1, over=(s0,)))
+    return out
+
+
+def _demo_claims():
+    return [Overwhelm((63,), 5, 63, free_cmp="<=", free=2, over=tuple(range(12))),
+            Overwhelm((63,), 5, 63, free_cmp="==", free=2, over=(0, 3, 62)),
+            Overwhelm((40,), 7, 40, free_cmp="<=", free=1, over=tuple(range(8))),
+            Overwhelm((20,), 30, 30, free_cmp="<=", free=1, over=(0, 25, 31))]
+
+
+CASES = [(name, functools.partial(deep_random, name), lambda: _claims(4))
+         for name in DEEP_FAMILIES]
+CASES.append(("demo", lambda: shipped(DEEP_DEMO), _demo_claims))
+
+
+@pytest.mark.parametrize("name, model, claims", CASES, ids=[c[0] for c in CASES])
+def test_every_accepted_claim_holds_on_every_completion(name, model, claims):
+    loaded = model()
+    tally = {"proved": 0, "refuted": 0, "not proved": 0, "accepted": 0}
+    for claim in claims():
+        verdict = certify(loaded, claim, float_shadow=False)
+        claim = verdict.claim
+        tally[verdict.verdict] += 1
+        lines = verdict.lines if verdict.verdict == "proved" else certify(
+            loaded, claim, float_shadow=False, force=True).lines
+        try:
+            report = check_lines(lines)
+        except Rejected:
+            assert verdict.verdict != "proved", f"{name}: the generator's proof rejected: {claim}"
+            continue
+        tally["accepted"] += 1
+        assert report.facts.overwhelm == claim
+        assert "2 layers" in report.rule_notes[0] or "3 layers" in report.rule_notes[0]
+        assert reference_truth(loaded.weights, claim), f"{name}: ACCEPTED but false: {claim}"
+    assert tally["accepted"] > 0, tally
+    assert tally["refuted"] + tally["not proved"] > 0 or name == "demo", tally
+
+
+# -- mutants ------------------------------------------------------------------------------
+
+PROVED = Overwhelm((63,), 5, 63, free_cmp="<=", free=2, over=tuple(range(8)))
+
+
+@functools.cache
+def _proved_text():
+    verdict = certify(shipped(DEEP_DEMO), PROVED, float_shadow=False)
+    assert verdict.verdict == "proved"
+    return tuple(verdict.lines)
+
+
+def _lines():
+    return [json.loads(s) for s in _proved_text()]
+
+
+def _rule(lines):
+    return next(x for x in lines if x["kind"] == "rule")
+
+
+def _edit(lines, kind: str, entry: int, edit):
+    rule = _rule(lines)
+    raw = rule["hints"][kind][entry][-1]
+    arr = np.frombuffer(base64.b64decode(raw), dtype="<f8").copy()
+    edit(arr)
+    rule["hints"][kind][entry][-1] = base64.b64encode(arr.astype("<f8").tobytes()).decode()
+    return lines
+
+
+def test_the_unmodified_certificate_is_accepted_by_both_back_ends():
+    for arith in ("mpmath", "arb"):
+        report = check_lines(_lines(), arith=arith)
+        assert report.facts.overwhelm == PROVED
+
+
+@pytest.mark.parametrize("entry", [0, 5, -1])  # layer 0 at the prefix, layer 0 free, last layer
+@pytest.mark.parametrize("side", [0, 1])
+def test_a_narrowed_box_hint_is_rejected(entry, side):
+    """Every box end is a confirmed bound: moving one inward by a visible amount fails."""
+    def edit(arr):
+        box = arr.reshape(-1, 2)
+        k = int(np.argmax(box[:, 1] - box[:, 0]))
+        width = max(box[k, 1] - box[k, 0], 1e-3)
+        box[k, side] += (0.5 if side == 0 else -0.5) * width + (1e-3 if side == 0 else -1e-3)
+
+    with pytest.raises(Rejected, match="not confirmed"):
+        check_lines(_edit(_lines(), "boxes", entry, edit))
+
+
+def test_a_lowered_diff_hint_is_rejected():
+    def edit(arr):
+        arr[:] = arr - 0.5 * np.abs(arr) - 1e-3
+
+    with pytest.raises(Rejected):
+        check_lines(_edit(_lines(), "diff", 0, edit))
+
+
+def test_hints_out_of_order_or_missing_are_malformed():
+    lines = _lines()
+    boxes = _rule(lines)["hints"]["boxes"]
+    boxes[0], boxes[1] = boxes[1], boxes[0]
+    with pytest.raises(Malformed):
+        check_lines(lines)
+    lines = _lines()
+    del _rule(lines)["hints"]["boxes"][-1]
+    with pytest.raises(Malformed):
+        check_lines(lines)
+
+
+@pytest.mark.parametrize("arith", ["mpmath", "arb"])
+def test_a_false_claim_is_rejected(arith):
+    """Output 62 after prefix [63] (the model outputs 63): forced certificates fail."""
+    false = Overwhelm((63,), 5, 62, free_cmp="<=", free=2, over=tuple(range(8)))
+    assert not reference_truth(shipped(DEEP_DEMO).weights,
+                               Overwhelm((63,), 5, 62, free_cmp="==", free=0))
+    with pytest.raises(Rejected):
+        check_lines(certify(shipped(DEEP_DEMO), false, float_shadow=False, force=True).lines,
+                    arith=arith)
+
+
+def test_hints_of_a_true_claim_spliced_into_a_false_one_are_rejected():
+    """The same states and hint layout, another output: the true claim's boxes and diff
+    hints (bounds of ℓ_m − ℓ_63) do not bound the false claim's differences."""
+    false = Overwhelm((63,), 5, 62, free_cmp="<=", free=2, over=tuple(range(8)))
+    lines = [json.loads(s) for s in certify(shipped(DEEP_DEMO), false, float_shadow=False,
+                                            force=True).lines]
+    _rule(lines)["hints"] = _rule(_lines())["hints"]
+    with pytest.raises(Rejected):
+        check_lines(lines)
+
+
+def test_permutation_claims_are_refused_with_a_message():
+    with pytest.raises(Malformed, match="free_perm|free-perm"):
+        certify(shipped(DEEP_DEMO), Overwhelm((63,), 5, 63, free_perm=(0, 1, 2)),
+                float_shadow=False)
+
+
+def test_reference_agrees_with_float_forward_on_the_demo():
+    """The 200-bit reference and the generator's float64 pass agree (sanity of the
+    enumeration oracle on a two-layer model)."""
+    from generator.overwhelm import any_logits
+
+    fw = shipped(DEEP_DEMO).weights
+    seq = [63, 3, 7, 5]
+    with mpmath.workprec(60):
+        ref = [float(x) for x in reference_logits_all(fw, seq)[-1]]
+    assert np.allclose(ref, any_logits(fw, np.array([seq]))[0], atol=1e-6)
