@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from mpmath import iv
 
+from .. import ops
 from ..errors import Malformed, Rejected
 from ..modelspec import layer_short
 from ..numbers import (
@@ -228,10 +229,9 @@ class Layer:
         q = self.q[(i, u)][j]
         keys = [(i2, u2) for i2, toks in enumerate(slots) for u2 in toks]
         ref = reference([self.k[key][j] for key in keys])
-        scores = {}
-        for key in keys:
-            self.tick()
-            scores[key] = dot(q, [a - b for a, b in zip(self.k[key][j], ref)]) * self.scale
+        shifted = [[a - b for a, b in zip(self.k[key][j], ref)] for key in keys]  # (slots, h)
+        row = ops.matmul([q], ops.transpose(shifted), self.tick)[0]
+        scores = {key: s * self.scale for key, s in zip(keys, row)}
         shift = iv.mpf(scores[(i, u)].mid)  # any real: softmax is shift-invariant
         out = {}
         for key, s in scores.items():
@@ -327,20 +327,23 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
         sigma = ln_scale(final, f.ln_eps, e, low if low > 0 else None)
     w_out_c = centred_rows(m[layer.name("W_out")], centre) if f.d_mlp else None
     b_out_c = centred(m[layer.name("b_out")][0], centre) if f.d_mlp else None
+    d_u = [[row[t] - row[o] for row in m["W_U"]] for t in range(v)]  # D_t as (d,)
+    gs = [d_t if w_f is None else [a * b for a, b in zip(d_t, w_f)] for d_t in d_u]
+    keys = [(i2, u2) for i2, toks in enumerate(slots) for u2 in toks]
+    g_cols = ops.transpose(gs)  # (d, v)
+    # y_j(i', u')[t] = vo_j(i', u')·g_t for every slot and t: one product per head
+    ys = [dict(zip(keys, ops.matmul([layer.vo[key][j] for key in keys], g_cols, layer.tick)))
+          for j in range(len(heads))]
     for t in range(v):
         if t == o:
             continue
-        d_t = [row[t] - row[o] for row in m["W_U"]]
-        g = d_t if w_f is None else [a * b for a, b in zip(d_t, w_f)]
+        d_t, g = d_u[t], gs[t]
         numer = upper(dot(base, g))
         for j, w in enumerate(heads):
             layer.tick()
-            col = {}
 
-            def y(a, b, j=j, g=g, col=col):
-                if (a, b) not in col:
-                    col[(a, b)] = dot(layer.vo[(a, b)][j], g)
-                return col[(a, b)]
+            def y(a, b, j=j, t=t):
+                return ys[j][(a, b)][t]
 
             hi = confirm(w, y, slots, None, diff[j][t],
                          f"logit difference {t}, head {j}, query position {p}")
