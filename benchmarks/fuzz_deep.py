@@ -365,7 +365,10 @@ def run(models: int, seed: int, progress: bool = False,
             fw, variant = make_model(rng)
             f = fw.dims.family
             tag = f"s{seed}_{n}_L{f.n_layers}{'g' if f.gated_mlp else ''}_{variant}"
-            audit_model(fw, tag, Path(tmp), tally, rng)
+            try:
+                audit_model(fw, tag, Path(tmp), tally, rng)
+            except ArithmeticError as err:  # the CLI's "internal error" (fail closed): a finding
+                tally.generator_errors.append(f"{tag}: checker internal error: {err}"[:300])
             if overwhelm:
                 audit_overwhelm(fw, Path(tmp) / f"{tag}.pt", tag, Path(tmp), tally, rng,
                                 overwhelm)
