@@ -227,3 +227,87 @@ def test_reference_agrees_with_float_forward_on_the_demo():
     with mpmath.workprec(60):
         ref = [float(x) for x in reference_logits_all(fw, seq)[-1]]
     assert np.allclose(ref, any_logits(fw, np.array([seq]))[0], atol=1e-6)
+
+
+# -- each step against direct evaluation ---------------------------------------------------
+
+def test_lemma_R_with_interval_weights_takes_each_end_where_it_matters():
+    """Step 3: a negative term takes the LOW end of its weight, a positive one the high end,
+    and the value's high end: the bound is the exact maximum over the enclosures."""
+    from mpmath import iv
+
+    from checker.rules.overwhelm_deep import ratio_below
+
+    slots = [(0,), (0,)]
+    w = {(0, 0): iv.mpf((1, 10)), (1, 0): iv.mpf(1)}
+    y = {(0, 0): iv.mpf(-1), (1, 0): iv.mpf((0.5, 1))}
+    # max over w0 in [1, 10], y1 in [0.5, 1] of (−w0 + y1)/(w0 + 1) = 0 at w0 = 1, y1 = 1
+    assert not ratio_below(w, lambda i, u: y[(i, u)], slots, -0.01)
+    assert ratio_below(w, lambda i, u: y[(i, u)], slots, 0.01)
+    # lower bound: min of the same average = (−10 + 0.5)/11
+    assert ratio_below(w, lambda i, u: y[(i, u)], slots, 9.5 / 11 + 0.01, sign=-1)
+    assert not ratio_below(w, lambda i, u: y[(i, u)], slots, 9.5 / 11 - 0.01, sign=-1)
+
+
+def _residuals(fw, seq) -> list:
+    """float64 (centred when normalised) residual stream after each layer at the last
+    position of seq, straight from spec/theorem.md §2b (standard positions)."""
+    import math
+
+    from generator.model import mlp_np, norm_np
+
+    f, d = fw.dims.family, fw.dims
+    w = {k: np.asarray(a, np.float64) for k, a in fw.params.items()}
+    x = w["embed.W_E"][list(seq)] + w["pos_embed.W_pos"][:len(seq)]
+    out = []
+    for layer in range(f.n_layers):
+        b = f"blocks.{layer}."
+        u = norm_np(x, f, w, b + "ln1")
+        r = x + w[b + "attn.b_O"]
+        for j in range(f.n_heads):
+            q, k, v = (u @ w[b + "attn.W_" + c][j] + w[b + "attn.b_" + c][j] for c in "QKV")
+            s = q @ k.T / math.sqrt(d.d_head)
+            s = np.where(np.tril(np.ones((len(seq), len(seq)))) > 0, s, -np.inf)
+            e = np.exp(s - s.max(1, keepdims=True))
+            r = r + (e / e.sum(1, keepdims=True)) @ v @ w[b + "attn.W_O"][j]
+        if f.d_mlp:
+            r = r + mlp_np(f, w, b + "mlp.", norm_np(x if f.parallel else r, f, w, b + "ln2"))
+        x = r
+        last = x[-1] - x[-1].mean() if f.normalization is not None else x[-1]
+        out.append(last)
+    return out
+
+
+@pytest.mark.parametrize("name", ["attn2", "attn3", "ln_mlp2", "gated2"])
+def test_every_box_contains_every_residual_it_stands_for(name):
+    """The boxes lemma, directly: for a proved claim, X_l(i, u) contains the residual after
+    layer l at position i of every sequence the state (i, u) stands for (float64, with a
+    1e-9 relative margin)."""
+    from test_depth import rule_inputs
+
+    from checker.rules import overwhelm_deep
+
+    loaded = deep_random(name)
+    claims = [c for c in _claims(4) if c.free_cmp == "<="]
+    checked = 0
+    for claim in claims:
+        verdict = certify(loaded, claim, float_shadow=False)
+        if verdict.verdict != "proved":
+            continue
+        claim, lines = verdict.claim, verdict.lines
+        dims, mats = rule_inputs(lines)
+        hints = next(json.loads(x) for x in lines if '"kind":"rule"' in x)["hints"]
+        record = {}
+        overwhelm_deep.check(dims, mats, claim, hints, lambda w: None, record=record)
+        s = len(claim.prefix)
+        for (layer, i, u), box in record.items():
+            lengths = [0] if i < s else [i - s]
+            for n in lengths:
+                for t in itertools.product(overwhelm_deep.alphabet(dims, claim), repeat=n):
+                    seq = claim.prefix[:min(i, s)] + t + (u,)
+                    truth = _residuals(loaded.weights, seq)[layer]
+                    for c, x in zip(box, truth):
+                        pad = 1e-9 * (1 + abs(x))
+                        assert float(c.a) - pad <= x <= float(c.b) + pad, (name, layer, i, u, seq)
+                    checked += 1
+    assert checked > 0

@@ -359,8 +359,9 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
                            f"− logit {o} is not negative")
 
 
-def check(dims, m, claim: Overwhelm, hints, charge) -> str:
-    """Confirm the claim on a model with several layers; raise Rejected otherwise."""
+def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) -> str:
+    """Confirm the claim on a model with several layers; raise Rejected otherwise.
+    `record` (tests) receives every box X_l(i, u) as record[(l, i, u)]."""
     from ..certificate import hold
 
     f = dims.family
@@ -392,6 +393,8 @@ def check(dims, m, claim: Overwhelm, hints, charge) -> str:
                     layer.state(i2, u2)
             r_c, heads = attention_box(layer, i, u, slots, boxes_hint[(index, i, u)])
             new[(i, u)] = layer.mlp(r_c, boxes[(i, u)])
+            if record is not None:
+                record[(index, i, u)] = new[(i, u)]
             if index == last:
                 check_logits(dims, m, layer, claim, i, heads, new[(i, u)], diffs[i])
         boxes = new
