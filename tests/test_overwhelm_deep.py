@@ -17,6 +17,7 @@ import base64
 import functools
 import itertools
 import json
+import re
 
 import mpmath
 import numpy as np
@@ -158,15 +159,23 @@ def test_the_unmodified_certificate_is_accepted_by_both_back_ends():
 @pytest.mark.parametrize("entry", [0, 5, -1])  # layer 0 at the prefix, layer 0 free, last layer
 @pytest.mark.parametrize("side", [0, 1])
 def test_a_narrowed_box_hint_is_rejected(entry, side):
-    """Every box end is a confirmed bound: moving one inward by a visible amount fails."""
+    """Every box end is a confirmed bound: moving one inward by a visible amount fails at
+    that very coordinate and state (not later, through a table it changed)."""
+    lines = _lines()
+    layer, i, u = _rule(lines)["hints"]["boxes"][entry][:3]
+    picked = []
+
     def edit(arr):
         box = arr.reshape(-1, 2)
         k = int(np.argmax(box[:, 1] - box[:, 0]))
+        picked.append(k)
         width = max(box[k, 1] - box[k, 0], 1e-3)
         box[k, side] += (0.5 if side == 0 else -0.5) * width + (1e-3 if side == 0 else -1e-3)
 
-    with pytest.raises(Rejected, match="not confirmed"):
-        check_lines(_edit(_lines(), "boxes", entry, edit))
+    lines = _edit(lines, "boxes", entry, edit)
+    where = f"box coordinate {picked[0]}, head 0, layer {layer}, state ({i}, {u}) is not confirmed"
+    with pytest.raises(Rejected, match=re.escape(where)):
+        check_lines(lines)
 
 
 def test_a_lowered_diff_hint_is_rejected():
