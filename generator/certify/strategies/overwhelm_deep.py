@@ -123,7 +123,7 @@ class _Layer:
         rad = kr @ np.abs(qm) + np.abs(km) @ qr + kr @ qr
         scale = 1 / math.sqrt(self.dims.d_head)
         s_lo, s_hi = (mid - rad) * scale, (mid + rad) * scale
-        shift = (s_lo[-1] + s_hi[-1]) / 2
+        shift = s_hi.max()  # any real (the ratio is shift-invariant): no overflow
         return keys, np.exp(s_lo - shift), np.exp(s_hi - shift)
 
     def mlp(self, lo, hi, before):
@@ -168,12 +168,12 @@ def _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=False):
     wt, yt, toks = _options(keys, slots, w_lo, w_hi, y_hi)
     top, pick = max_ratio(wt, yt)
     chosen = np.take_along_axis(toks, pick, axis=1)
-    hi = slack(top, scale)
+    hi = np.where(np.isfinite(top), slack(top, scale), 1e300)  # useless but valid if not
     if upper_only:
         return None, hi, chosen
     wt, yt, _ = _options(keys, slots, w_lo, w_hi, -y_lo)
     bot, _ = max_ratio(wt, yt)
-    return -slack(bot, scale), hi, chosen
+    return np.where(np.isfinite(bot), -slack(bot, scale), -1e300), hi, chosen
 
 
 def deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
