@@ -159,8 +159,9 @@ def test_the_unmodified_certificate_is_accepted_by_both_back_ends():
 @pytest.mark.parametrize("entry", [0, 5, -1])  # layer 0 at the prefix, layer 0 free, last layer
 @pytest.mark.parametrize("side", [0, 1])
 def test_a_narrowed_box_hint_is_rejected(entry, side):
-    """Every box end is a confirmed bound: moving one inward by a visible amount fails at
-    that very coordinate and state (not later, through a table it changed)."""
+    """Every box end is a confirmed bound: moving one inward by 3/4 of the box's width (past
+    the generator's slack, the ends still ordered) fails at that very coordinate and state
+    (not later, through a table it changed)."""
     lines = _lines()
     layer, i, u = _rule(lines)["hints"]["boxes"][entry][:3]
     picked = []
@@ -169,8 +170,9 @@ def test_a_narrowed_box_hint_is_rejected(entry, side):
         box = arr.reshape(-1, 2)
         k = int(np.argmax(box[:, 1] - box[:, 0]))
         picked.append(k)
-        width = max(box[k, 1] - box[k, 0], 1e-3)
-        box[k, side] += (0.5 if side == 0 else -0.5) * width + (1e-3 if side == 0 else -1e-3)
+        width = box[k, 1] - box[k, 0]
+        assert width > 0
+        box[k, side] += (0.75 if side == 0 else -0.75) * width  # still lo <= hi
 
     lines = _edit(lines, "boxes", entry, edit)
     where = f"box coordinate {picked[0]}, head 0, layer {layer}, state ({i}, {u}) is not confirmed"
