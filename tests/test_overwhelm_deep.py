@@ -322,3 +322,24 @@ def test_every_box_contains_every_residual_it_stands_for(name):
                         assert float(c.a) - pad <= x <= float(c.b) + pad, (name, layer, i, u, seq)
                     checked += 1
     assert checked > 0
+
+
+@pytest.mark.parametrize("family", ["demo", "ln_mlp2"])
+def test_huge_box_hints_are_rejected_not_an_internal_error(family):
+    """Every box hint ±1e300 (true, useless bounds): the rule fails closed with Rejected —
+    huge boxes, keys beyond binary32, scores too wide to exponentiate — not a crash."""
+    if family == "demo":
+        lines = _lines()
+    else:
+        claim = Overwhelm((0,), 1, -1, free_cmp="<=", free=1)
+        lines = [json.loads(s) for s in certify(deep_random(family), claim,
+                                                float_shadow=False, force=True).lines]
+
+    def edit(arr):
+        box = arr.reshape(-1, 2)
+        box[:, 0], box[:, 1] = -1e300, 1e300
+
+    for entry in range(len(_rule(lines)["hints"]["boxes"])):
+        lines = _edit(lines, "boxes", entry, edit)
+    with pytest.raises(Rejected):
+        check_lines(lines)

@@ -49,6 +49,8 @@ mpmath only.
 
 from __future__ import annotations
 
+import math
+
 from mpmath import iv
 
 from .. import ops
@@ -165,12 +167,19 @@ def elements(dims, claim: Overwhelm) -> int:
 
 # -- one layer over boxes --------------------------------------------------------------------
 
-def box_norm(box: list, eps: float, w, b):
-    """LN(x) for x with c(x) in `box` (Lemma LN, the box's midpoint as direction):
-    c/σ (∘ w + b).  Raises Rejected if σ's enclosure reaches 0 (it cannot: ε > 0)."""
+def box_scale(box: list, eps: float):
+    """Lemma LN's enclosure of σ = sqrt(|c|²/d + ε) for c in `box`, with the box's
+    midpoint e as direction (c·e >= lower(box·e), used when positive and e is finite)."""
     e = [float(x.mid) for x in box]
+    if not all(math.isfinite(x) for x in e):
+        return ln_scale(box, eps, [0.0] * len(box), None)
     low = dot(box, [iv.mpf(x) for x in e]).a
-    sigma = ln_scale(box, eps, e, low if low > 0 else None)
+    return ln_scale(box, eps, e, low if low > 0 else None)
+
+
+def box_norm(box: list, eps: float, w, b):
+    """LN(x) for x with c(x) in `box` (Lemma LN, box_scale): c/σ (∘ w + b)."""
+    sigma = box_scale(box, eps)
     y = [x / sigma for x in box]
     return y if w is None else [a * wi + bi for a, wi, bi in zip(y, w, b)]
 
@@ -268,6 +277,7 @@ def reference(keys: list) -> list:
 
     n = len(keys)
     mids = [sum(float(k[c].mid) for k in keys) / n for c in range(len(keys[0]))]
+    mids = [x if math.isfinite(x) and abs(x) < 1e38 else 0.0 for x in mids]  # binary32 range
     return [iv.mpf(struct.unpack("<f", struct.pack("<f", x))[0]) for x in mids]
 
 
@@ -322,9 +332,7 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
     base = forward._add(layer.boxes[(p, claim.query)], layer.b_o_c)
     sigma = iv.mpf(1)
     if centre:
-        e = [float(x.mid) for x in final]
-        low = dot(final, [iv.mpf(x) for x in e]).a
-        sigma = ln_scale(final, f.ln_eps, e, low if low > 0 else None)
+        sigma = box_scale(final, f.ln_eps)
     w_out_c = centred_rows(m[layer.name("W_out")], centre) if f.d_mlp else None
     b_out_c = centred(m[layer.name("b_out")][0], centre) if f.d_mlp else None
     d_u = [[row[t] - row[o] for row in m["W_U"]] for t in range(v)]  # D_t as (d,)
