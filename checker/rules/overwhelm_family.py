@@ -1,6 +1,8 @@
 """Rule overwhelm_family: the paper's Algorithm 1 on every model family
 (LayerNorm / LNPre, ReLU MLP, RoPE, several heads, parallel residual);
 spec/rules.md §overwhelm_family, the theorem in spec/overwhelm.md §1, §5b.
+This module is the one-layer rule; a model with n_layers >= 2 is checked layer after
+layer by its part overwhelm_deep.py (spec/overwhelm.md §5c, its own hints).
 
 Claim: as rule overwhelm_free (prefix s, query q, output o, free strings over
 an alphabet A, lengths L), or as rule overwhelm_perm (every ordering of a
