@@ -12,9 +12,13 @@ independent forward pass written here from spec/theorem.md §2b, in mpmath at 25
 position of every layer (causal).  Mutants: the claim +1 and +3 (accepted only if still true),
 and the header's family with one layer fewer or the gate dropped (must be refused: the
 weights digest names the family).  A claim above the confirmed count, or an accepted family
-edit, is a FALSE THEOREM.
+edit, is a FALSE THEOREM.  With --overwhelm N, each model with n_layers >= 2 also gets N
+random free overwhelm claims (rule overwhelm_family on several layers): an accepted claim
+false on some completion (256-bit oracle) is a FALSE THEOREM, and so is an accepted mutant
+(another output, a box hint narrowed, a diff hint lowered) whose claim is false.
 
     python benchmarks/fuzz_deep.py --models 40 --seed 2026
+    python benchmarks/fuzz_deep.py --models 40 --seed 2026 --overwhelm 3   # + overwhelm claims
     python benchmarks/fuzz_audit.py --deep 40            # the same, from the red team's entry
 """
 
@@ -254,7 +258,106 @@ def audit_model(fw, tag, work, tally, rng):
                                    verdicts, fw.dims, tally)
 
 
-def run(models: int, seed: int, progress: bool = False) -> fuzz_audit.Tally:
+# ---- overwhelm claims on deep models (rule overwhelm_family on several layers) ------------------
+
+def overwhelm_truth(fw: FamilyWeights, claim) -> bool:
+    """Every admissible completion's output is claim.output, strictly (margin above the
+    256-bit oracle's resolution: an undecided margin counts as false)."""
+    from generator.overwhelm import completions
+
+    for t in completions(claim, fw.dims.d_vocab):
+        logits = oracle_logits(fw, claim.prefix + tuple(t) + (claim.query,))
+        margin = logits[claim.output] - max(x for o, x in enumerate(logits) if o != claim.output)
+        size = max(abs(x) for x in logits) + 1
+        if margin <= size * mpmath.ldexp(1, -UNDECIDED_BITS):
+            return False
+    return True
+
+
+def _hint_mutant(objs, rule_index: int, rng, kind: str):
+    """A box end moved inward by half its width, or one diff bound lowered."""
+    import base64
+
+    rule = json.loads(json.dumps(objs[rule_index]))
+    entries = rule["hints"]["boxes" if kind == "box narrowed" else "diff"]
+    entry = entries[int(rng.integers(len(entries)))]
+    arr = np.frombuffer(base64.b64decode(entry[-1]), dtype="<f8").copy()
+    if kind == "box narrowed":
+        box = arr.reshape(-1, 2)
+        k, side = int(rng.integers(len(box))), int(rng.integers(2))
+        width = box[k, 1] - box[k, 0]
+        box[k, side] += (1 if side == 0 else -1) * (width / 2 + 1e-6 * (abs(box[k, side]) + 1))
+    else:
+        k = int(rng.integers(arr.size))
+        arr[k] -= abs(arr[k]) / 2 + 1e-6
+    entry[-1] = base64.b64encode(arr.astype("<f8").tobytes()).decode()
+    return fuzz_audit._dump(objs, rule_index, rule)
+
+
+def audit_overwhelm(fw, path: Path, tag: str, work: Path, tally, rng, claims: int = 3):
+    """Random free claims on a model with n_layers >= 2: the generator's certificate (or a
+    forced one when it does not prove the claim), checked by both back-ends; an accepted
+    claim is re-checked on every completion by the 256-bit oracle; mutants (another output,
+    a box narrowed, a diff bound lowered) accepted only if still true."""
+    from checker.statement import Overwhelm
+    from generator.modelfile import load_model
+    from generator.overwhelm import certify
+
+    dims = fw.dims
+    if dims.family.n_layers < 2:
+        return
+    loaded = load_model(path)
+    for c in range(claims):
+        v, k = dims.d_vocab, dims.n_ctx
+        size = int(rng.integers(1, v + 1))
+        over = tuple(sorted(int(x) for x in rng.choice(v, size, replace=False)))
+        claim = Overwhelm((int(rng.integers(v)),), int(rng.integers(v)), -1, free_cmp="<=",
+                          free=int(rng.integers(0, k - 1)), over=over)
+        name = f"{tag} overwhelm {c}"
+        try:
+            verdict = certify(loaded, claim, float_shadow=False)
+            if verdict.verdict != "proved":
+                verdict = certify(loaded, verdict.claim, float_shadow=False, force=True)
+        except Malformed as err:  # RMS: refused by name
+            tally.certificates["overwhelm", "refused"] += 1
+            if "RMS" not in str(err):
+                tally.generator_errors.append(f"{name}: {err}"[:300])
+            continue
+        claim, lines = verdict.claim, verdict.lines
+        cert = work / f"{tag}.overwhelm{c}.jsonl"
+        cert.write_text("\n".join(lines) + "\n")
+        try:
+            fuzz_audit.check_both(cert, path, tally, name)
+        except (Rejected, Malformed) as err:
+            outcome = type(err).__name__.lower()
+            tally.certificates["overwhelm", f"{verdict.verdict} {outcome}"] += 1
+            if verdict.verdict == "proved":
+                tally.generator_errors.append(f"{name}: proof refused: {err}"[:300])
+            continue
+        tally.certificates["overwhelm", f"{verdict.verdict} accepted"] += 1
+        if not overwhelm_truth(fw, claim):
+            tally.false_theorems.append(f"{name}: ACCEPTED but false: {claim}")
+        objs = [json.loads(x) for x in lines]
+        i = next(n for n, o in enumerate(objs) if o.get("kind") == "rule")
+        other = (claim.output + 1 + int(rng.integers(v - 1))) % v if v > 1 else claim.output
+        mutants = [("output changed", fuzz_audit._dump(objs, i, dict(objs[i], claim={
+            **objs[i]["claim"], "output": other})))]
+        mutants += [(kind, _hint_mutant(objs, i, rng, kind))
+                    for kind in ("box narrowed", "diff lowered")]
+        for kind, mutated in mutants:
+            cert.write_text("\n".join(mutated) + "\n")
+            tally.mutants["overwhelm " + kind] += 1
+            try:
+                rep = fuzz_audit.check_both(cert, path, tally, f"{name} mutant {kind}")
+            except (Rejected, Malformed):
+                continue
+            tally.mutants["overwhelm " + kind + " accepted"] += 1
+            if not overwhelm_truth(fw, rep.facts.overwhelm):
+                tally.false_theorems.append(f"{name}: mutant {kind} ACCEPTED but false")
+
+
+def run(models: int, seed: int, progress: bool = False,
+        overwhelm: int = 0) -> fuzz_audit.Tally:
     tally = fuzz_audit.Tally()
     with tempfile.TemporaryDirectory(prefix="maxk-fuzz-deep-") as tmp:
         for n in range(models):
@@ -262,7 +365,13 @@ def run(models: int, seed: int, progress: bool = False) -> fuzz_audit.Tally:
             fw, variant = make_model(rng)
             f = fw.dims.family
             tag = f"s{seed}_{n}_L{f.n_layers}{'g' if f.gated_mlp else ''}_{variant}"
-            audit_model(fw, tag, Path(tmp), tally, rng)
+            try:
+                audit_model(fw, tag, Path(tmp), tally, rng)
+            except ArithmeticError as err:  # the CLI's "internal error" (fail closed): a finding
+                tally.generator_errors.append(f"{tag}: checker internal error: {err}"[:300])
+            if overwhelm:
+                audit_overwhelm(fw, Path(tmp) / f"{tag}.pt", tag, Path(tmp), tally, rng,
+                                overwhelm)
             if progress and (n + 1) % 5 == 0:
                 print(f"  {n + 1}/{models} models, {len(tally.false_theorems)} false theorems",
                       file=sys.stderr)
@@ -273,9 +382,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", type=int, default=40)
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--overwhelm", type=int, default=0, metavar="N",
+                   help="also N random overwhelm claims per model with n_layers >= 2 "
+                        "(rule overwhelm_family on several layers), with hint mutants")
     args = p.parse_args(argv)
     started = time.monotonic()
-    tally = run(args.models, args.seed, progress=True)
+    tally = run(args.models, args.seed, progress=True, overwhelm=args.overwhelm)
     print(json.dumps(tally.summary(), indent=1))
     for line in tally.false_theorems + tally.generator_errors:
         print(line)

@@ -106,6 +106,10 @@ def any_logits(weights, tokens) -> np.ndarray:
     from .model import FamilyWeights
     from .tasks.family import family_logits_at
 
+    if isinstance(weights, FamilyWeights) and weights.dims.family.n_layers > 1:
+        from .tasks.builtin import prefix_logits_float64
+
+        return prefix_logits_float64(weights, tokens)
     if isinstance(weights, FamilyWeights):
         return family_logits_at(weights, tokens)
     return logits_at(weights, tokens)
@@ -194,17 +198,25 @@ def _certify_family(loaded, claim: Overwhelm, trace, force: bool, started: float
     from checker.rules import overwhelm_family as family_rule
 
     weights = loaded.weights
-    if not weights.dims.family.is_one_layer_dense:
-        f = weights.dims.family
-        raise Malformed(f"overwhelm on a model with n_layers = {f.n_layers}, gated_mlp = "
-                        f"{f.gated_mlp} is not supported yet (rule overwhelm_family bounds "
-                        "one block without a gate); use accuracy with --strategy "
-                        "forward-brute-force")
+    deep = weights.dims.family.n_layers > 1
+    if weights.dims.family.gated_mlp and not deep:
+        raise Malformed("overwhelm on a one-layer model with a gated MLP is not supported yet "
+                        "(rule overwhelm_family bounds an ungated MLP there); use accuracy "
+                        "with --strategy forward-brute-force")
+    if deep and claim.free_perm is not None:
+        raise Malformed("overwhelm --free-perm on a model with several layers is not "
+                        "supported (rule overwhelm_family's layer boxes do not track the "
+                        "multiset); claim --free instead")
     if weights.dims.family.normalization in ("RMS", "RMSPre"):
         raise Malformed("overwhelm on an RMS-normalised model is not supported yet (rule "
                         "overwhelm_family's Lemma LN assumes centring); use accuracy with "
                         "--strategy forward-brute-force")
-    margin = family_strategy.family_margins(weights, claim)
+    if deep:
+        from .certify.strategies import overwhelm_deep
+
+        margin = overwhelm_deep.deep_margins(weights, claim)
+    else:
+        margin = family_strategy.family_margins(weights, claim)
     verdict = Verdict(claim, "not proved", margin)
     if margin.proved or force:
         ids = {name: trace.emit(term)

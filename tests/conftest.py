@@ -46,6 +46,9 @@ SLOW_TESTS = (
     "test_overwhelm_family.py::test_demo_model_certifies_a_long_free_string",
     # the largest model of a soundness sweep whose other models stay in the fast tier
     "test_overwhelm_family.py::test_every_accepted_claim_holds_on_every_completion[small_trained]",
+    # the several-layer overwhelm sweep: the 3-layer and the trained demo (the others stay fast)
+    "test_overwhelm_deep.py::test_every_accepted_claim_holds_on_every_completion[attn3]",
+    "test_overwhelm_deep.py::test_every_accepted_claim_holds_on_every_completion[demo]",
 )
 # Soundness sweeps (every strategy variant x every model, checked against
 # enumeration): the fast tier keeps every variant on these models only.

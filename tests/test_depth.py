@@ -22,6 +22,7 @@ from checker.certificate import CertificateChecker, weights_digest
 from checker.errors import Malformed, Rejected
 from checker.modelspec import ATTN_ONLY, Dims, Family, infer_dims, parameter_table
 from checker.rules import forward
+from checker.statement import Overwhelm
 from checker.tl_config import family_from_tl_config
 from generator.certify.strategies import STRATEGIES
 from generator.certify.trace import Trace
@@ -380,7 +381,7 @@ def test_tl_config_depth_and_gate():
 def test_decomposition_and_overwhelm_rules_refuse_two_layers():
     """The attention-only decomposition terms (EQKE, ...) are not defined for a
     two-layer attention-only family: a cubic rule line is rejected; overwhelm_family
-    refuses depth and gates by name."""
+    applies to it (its several-layer path, which then demands its own hints)."""
     from checker.definitions import model_terms
     from checker.rules import overwhelm_family
 
@@ -395,8 +396,9 @@ def test_decomposition_and_overwhelm_rules_refuse_two_layers():
     with pytest.raises((Rejected, Malformed), match="does not define|takes inputs"):
         for line in bad:
             checker.feed(line)
-    with pytest.raises(Malformed, match="n_layers = 2"):
-        overwhelm_family.check(fw.dims, {}, None, None, lambda w: None)
+    claim = Overwhelm((3,), 3, 3, free_cmp="<=", free=1)
+    with pytest.raises(Malformed, match="several layers"):
+        overwhelm_family.check(fw.dims, {}, claim, None, lambda w: None)
 
 
 def test_generator_decomposition_strategies_refuse_two_layers(tmp_path):
@@ -428,15 +430,17 @@ def test_arb_checks_deep_and_gated_families_in_bulk():
         assert reports[0].work == reports[1].work
 
 
-def test_gen_cert_overwhelm_refuses_two_layers_by_name(tmp_path, capsys):
+def test_gen_cert_overwhelm_refuses_permutations_on_two_layers_by_name(tmp_path, capsys):
+    """Free claims on several layers are rule overwhelm_family's (tests/
+    test_overwhelm_deep.py); permutation claims are refused, and the message says so."""
     from generator.cli import main as gen_cert
     from generator.modelfile import save_model
 
     path = tmp_path / "m.pt"
     save_model(path, random_weights("two_layers_attn_only"), None)
     assert gen_cert([str(path), "--property", "overwhelm", "--prefix", "3", "--query", "3",
-                     "--free", "1", "-o", str(tmp_path / "c.jsonl"), "-q"]) == 2
-    assert "n_layers = 2" in capsys.readouterr().err
+                     "--free-perm", "1", "-o", str(tmp_path / "c.jsonl"), "-q"]) == 2
+    assert "free-perm" in capsys.readouterr().err
 
 
 def test_shipped_demonstrations_are_deep_and_gated():
@@ -484,7 +488,8 @@ def test_checker_rules_other_than_forward_refuse_deep_and_gated(rule_name, famil
         checker.finish()
     assert any(why in str(info.value) for why in (
         "does not define", "applies only to the attention-only", "n_layers = 2",
-        "gated_mlp = True")), str(info.value)
+        "gated_mlp = True", "RMS normalization",
+        "(several layers): hints must be")), str(info.value)
 
 
 def test_one_layer_training_config_json_is_unchanged():

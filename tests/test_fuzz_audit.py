@@ -75,6 +75,21 @@ def test_deep_and_gated_slice_has_no_false_theorem():
 
 
 
+def test_deep_overwhelm_slice_has_no_false_theorem():
+    """Issue 21: random free overwhelm claims on random deep models (rule overwhelm_family on
+    several layers, benchmarks/fuzz_deep.py --overwhelm), every accepted claim and mutant
+    against the 256-bit oracle on every completion."""
+    import fuzz_deep
+
+    tally = fuzz_deep.run(models=4, seed=5, overwhelm=2)
+    s = tally.summary()
+    assert s["false_theorems"] == 0, tally.false_theorems
+    assert s["generator_errors"] == 0, tally.generator_errors
+    assert s["backend_disagreements"] == 0, tally.backend_disagreements
+    assert s["certificates"].get("overwhelm:proved accepted", 0) > 0, s
+    assert s["mutants"].get("overwhelm box narrowed", 0) > 0, s
+
+
 def test_tasks_slice_has_no_false_theorem():
     """Issue 20: random one-layer, deep and gated models x every built-in task and random
     datasets (benchmarks/fuzz_tasks.py), each certified count against an independent 256-bit

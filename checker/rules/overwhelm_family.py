@@ -1,6 +1,8 @@
 """Rule overwhelm_family: the paper's Algorithm 1 on every model family
 (LayerNorm / LNPre, ReLU MLP, RoPE, several heads, parallel residual);
 spec/rules.md §overwhelm_family, the theorem in spec/overwhelm.md §1, §5b.
+This module is the one-layer rule; a model with n_layers >= 2 is checked layer after
+layer by its part overwhelm_deep.py (spec/overwhelm.md §5c, its own hints).
 
 Claim: as rule overwhelm_free (prefix s, query q, output o, free strings over
 an alphabet A, lengths L), or as rule overwhelm_perm (every ordering of a
@@ -497,13 +499,16 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     """Confirm the claim at every query position; raise Rejected otherwise."""
     from ..certificate import hold
 
-    if not dims.family.is_one_layer_dense:  # Algorithm 1 here bounds one block
-        raise Malformed(f"overwhelm_family supports one layer without a gated MLP, not "
-                        f"n_layers = {dims.family.n_layers}, gated_mlp = "
-                        f"{dims.family.gated_mlp} (forward_brute_force does)")
     if dims.family.normalization in ("RMS", "RMSPre"):  # Lemma LN assumes centring
         raise Malformed("overwhelm_family does not support RMS normalization yet "
                         "(forward_brute_force does)")
+    if dims.family.n_layers > 1:  # Algorithm 1 layer after layer (overwhelm_deep.py)
+        from . import overwhelm_deep
+
+        return overwhelm_deep.check(dims, mats, claim, hints, charge)
+    if dims.family.gated_mlp:  # the one-layer path bounds an ungated MLP's pre-activations
+        raise Malformed("overwhelm_family supports a gated MLP only with n_layers >= 2, not "
+                        "on one layer (forward_brute_force does)")
     free = alphabet(dims, claim)
     bounds = parse_hints(hints, dims, claim, charge)
     charge(_cost(dims, claim, len(claim.free_perm) if claim.free_perm is not None else len(free)))

@@ -51,6 +51,10 @@ FLIPFLOP_FAMILY = Family(normalization="LN", n_heads=2, d_mlp=32, positional="ro
 FLIPFLOP_DIMS = Dims(d_vocab=5, n_ctx=32, d_model=16, d_head=8, family=FLIPFLOP_FAMILY)
 FLIPFLOP_STEPS = 4000
 DEMO_STEPS, DEMO_SEED, DEMO_BATCH, DEMO_LR = 6000, 0, 128, 1e-3
+# issue 21: a two-layer attention-only Max-of-each-prefix model for the deep overwhelm demo
+# (rule overwhelm_family on n_layers >= 2), the same sizes as maxany_v64_k10_seed0.pt.
+DEEP_DIMS = Dims(d_vocab=64, n_ctx=10, d_model=32, d_head=32, family=Family(n_layers=2))
+DEEP_STEPS = 4000
 
 
 def family_logits_all_positions(model: FamilyTransformer, tokens: torch.Tensor) -> torch.Tensor:
@@ -79,6 +83,34 @@ def family_logits_all_positions(model: FamilyTransformer, tokens: torch.Tensor) 
                                   + model.p("blocks.0.mlp.b_in"))
         resid = resid + hidden @ model.p("blocks.0.mlp.W_out") + model.p("blocks.0.mlp.b_out")
     return model._norm(resid, "ln_final") @ model.p("unembed.W_U") + model.p("unembed.b_U")
+
+
+def deep_logits_all_positions(model: FamilyTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """tokens (n, L), L <= n_ctx -> logits (n, L, v) at every position, every layer
+    (FamilyTransformer.forward's layers, causal, for any n_layers)."""
+    f, L = model.dims.family, tokens.shape[1]
+    x = model.p("embed.W_E")[tokens]
+    if f.positional == "standard":
+        x = x + model.p("pos_embed.W_pos")[:L]
+    causal = torch.tril(torch.ones(L, L, dtype=torch.bool))
+    for layer in range(f.n_layers):
+        b = f"blocks.{layer}."
+        att = b + "attn."
+        a_in = model._norm(x, b + "ln1")
+        q, key, val = (torch.einsum("nld,jdh->njlh", a_in, model.p(att + "W_" + c))
+                       + model.p(att + "b_" + c)[:, None] for c in "QKV")
+        if f.positional == "rotary":
+            q = model._rotate(q, model._cos[:L], model._sin[:L])
+            key = model._rotate(key, model._cos[:L], model._sin[:L])
+        scores = torch.einsum("njqh,njkh->njqk", q, key) / math.sqrt(model.dims.d_head)
+        attn = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        z = torch.einsum("njqk,njkh->njqh", attn, val)
+        resid = x + torch.einsum("njqh,jhd->nqd", z, model.p(att + "W_O")) + model.p(att + "b_O")
+        if f.d_mlp:
+            resid = resid + model._mlp(model._norm(x if f.parallel else resid, b + "ln2"),
+                                       b + "mlp.")
+        x = resid
+    return model._norm(x, "ln_final") @ model.p("unembed.W_U") + model.p("unembed.b_U")
 
 
 def family_logits_at(weights: FamilyWeights, tokens: np.ndarray) -> np.ndarray:
@@ -127,8 +159,10 @@ def train_family_task(dims: Dims, batch_fn, steps: int, seed: int = 0, batch: in
 
     cfg = TaskTrainConfig(d_vocab=dims.d_vocab, n_ctx=dims.n_ctx, d_model=dims.d_model,
                           d_head=dims.d_head, seed=seed, steps=steps, batch=batch, lr=lr)
+    logits_fn = family_logits_all_positions if dims.family.n_layers == 1 \
+        else deep_logits_all_positions
     model, loss, seconds = fit(cfg, lambda gen: FamilyTransformer(dims, generator=gen),
-                               family_logits_all_positions, batch_fn, progress)
+                               logits_fn, batch_fn, progress)
     return model.weights(), {"final_loss": loss, "train_config":
                              {**cfg.to_json(), "family": dims.family.to_json()},
                              "train_seconds": seconds}
@@ -143,6 +177,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--small", action="store_true", help="the small test model (SMALL_DIMS)")
     p.add_argument("--flipflop", action="store_true", help="the flip-flop task (FLIPFLOP_DIMS)")
+    p.add_argument("--deep", action="store_true",
+                   help="two layers, attention-only (DEEP_DIMS): the deep overwhelm demo")
     args = p.parse_args(argv)
     if args.flipflop:
         from .flipflop import flipflop_batch
@@ -152,8 +188,9 @@ def main(argv=None) -> int:
         sha = save_model(args.out, weights, {"task": "flipflop", **stats})
         print(f"saved {args.out} (sha256 {sha}); final loss {stats['final_loss']:.4g}")
         return 0
-    dims = SMALL_DIMS if args.small else DEMO_DIMS
-    steps = args.steps or (SMALL_STEPS if args.small else DEMO_STEPS)
+    dims = SMALL_DIMS if args.small else DEEP_DIMS if args.deep else DEMO_DIMS
+    steps = args.steps or (SMALL_STEPS if args.small else DEEP_STEPS if args.deep
+                           else DEMO_STEPS)
     weights, stats = train_family_task(dims, prefix_max_batch, steps, args.seed)
     sha = save_model(args.out, weights, {"task": "max_of_prefix", **stats})
     print(f"saved {args.out} (sha256 {sha}); final loss {stats['final_loss']:.4g}, "
