@@ -143,6 +143,11 @@ def test_every_sequence_of_every_accepted_class_is_correct(name):
             seen.add(tokens)
             assert max(tokens) == m and tokens[-1] == q
             assert _correct(fw, tokens), f"{name}: ACCEPTED but wrong: {tokens}"
+    for t in _rule(lines)["hints"].get("residue", []):  # decided by their forward pass
+        t = tuple(t)
+        assert t not in seen
+        seen.add(t)
+        assert _correct(fw, t), f"{name}: ACCEPTED but wrong residue sequence: {t}"
     assert report.facts.correct == len(seen) == _rule(lines)["claim"]
     assert len(seen) <= count_correct(fw, progress=False).correct
     if name in MODELS:
@@ -370,6 +375,52 @@ def test_a_false_class_is_rejected():
     size = rule.class_size(dims, m, fixed, 1)
     with pytest.raises(Rejected, match="not"):
         replay(_mutate(lines, edit, claim_delta=size))
+
+
+def _residue_lines():
+    lines = certificate(NAME)
+    assert len(_rule(lines)["hints"]["residue"]) >= 2
+    return lines
+
+
+def test_a_residue_sequence_inside_a_class_is_malformed():
+    lines = _residue_lines()
+    q, m, fixed, g = _rule(lines)["hints"]["classes"][-1][:4]
+    inside = next(iter(_class_sequences(model(NAME).dims, q, m, fixed, g)))
+
+    def edit(r):
+        r["hints"]["residue"] = sorted(r["hints"]["residue"] + [list(inside)])
+    with pytest.raises(Malformed, match="lies in a class"):
+        replay(_mutate(lines, edit, claim_delta=1))
+
+
+@pytest.mark.parametrize("change", ["duplicate", "unsorted", "out of range"])
+def test_an_ill_formed_residue_is_malformed(change):
+    def edit(r):
+        res = r["hints"]["residue"]
+        if change == "duplicate":
+            res.insert(0, res[0])
+        elif change == "unsorted":
+            res[0], res[1] = res[1], res[0]
+        else:
+            res[0] = [model(NAME).dims.d_vocab] + res[0][1:]
+    with pytest.raises(Malformed, match="residue"):
+        replay(_mutate(_residue_lines(), edit))
+
+
+def test_a_wrong_residue_sequence_is_not_counted():
+    """A sequence the model gets wrong, outside every class, claimed: rejected."""
+    fw = model(NAME)
+    lines = _residue_lines()
+    keyed = {(c[0], c[1], tuple(c[2])): c[3] for c in _rule(lines)["hints"]["classes"]}
+    listed = {tuple(t) for t in _rule(lines)["hints"]["residue"]}
+    wrong = next(t for t in itertools.product(range(fw.dims.d_vocab), repeat=fw.dims.n_ctx)
+                 if t not in listed and not rule.in_class(keyed, t) and not _correct(fw, t))
+
+    def edit(r):
+        r["hints"]["residue"] = sorted(r["hints"]["residue"] + [list(wrong)])
+    with pytest.raises(Rejected, match="proves"):
+        replay(_mutate(lines, edit, claim_delta=1))
 
 
 def test_other_tasks_are_refused_by_name():

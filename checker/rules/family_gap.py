@@ -20,7 +20,9 @@ i in S and t[i] in A = {0, …, m−g} for every other non-query position i.
     the maximum over slot[i] at every position, fixed and free alike.
 The rule proves the sum of the sizes of the classes whose checks pass; a class
 whose check fails rejects the certificate (the generator claims only what it
-proved in float64).
+proved in float64).  Residue (optional, like rule exact's): listed sequences,
+each verified to lie in no class (`in_class`, by Lemma G1) and decided by its own
+forward pass (forward_brute_force's enclosures); the certified ones are added.
 
 Sharing: overwhelm_family's Tables once per model; attention weights w_j(i, u)
 once per query token q (`QueryWeights`); the output-dependent functionals once
@@ -28,7 +30,8 @@ per maximum m from one projection of w_f ∘ W_U (`SharedFunctionals`: the
 difference of two columns encloses the column of the difference).
 
 Hints {"classes": [[q, m, S, g, box, pre, diff, dir, dir_lo], ...]} sorted by
-(q, m, S); the arrays are overwhelm_family's at p = k−1 (base64 f64).
+(q, m, S); the arrays are overwhelm_family's at p = k−1 (base64 f64); optionally
+"residue": [[t_0, …, t_{k−1}], ...] sorted, distinct.
 Cost (`cost`): charged before any work from the dimensions and the classes.
 Memory: the tables and the decoded hints are charged to the memory limit first.
 mpmath only (`--arith arb` runs it in mpmath).
@@ -99,10 +102,10 @@ def parse_hints(hints, dims, charge) -> list:
     are charged to the memory limit before any is decoded."""
     from ..certificate import hold
 
-    if not (isinstance(hints, dict) and set(hints) == {"classes"}
+    if not (isinstance(hints, dict) and set(hints) in ({"classes"}, {"classes", "residue"})
             and isinstance(hints["classes"], list)):
         raise Malformed('rule family_gap: hints must be {"classes": [[q, m, S, g, box, pre, '
-                        'diff, dir, dir_lo], ...]}')
+                        'diff, dir, dir_lo], ...]} and optionally "residue": [[t_0, ...], ...]')
     entries = hints["classes"]
     hold(charge, len(entries) * (hint_floats(dims) + dims.n_ctx + 4), "hints")
     shapes, out, last = family.hint_shapes(dims), [], None
@@ -131,6 +134,41 @@ def parse_hints(hints, dims, charge) -> list:
                                                       f"hint {name} of class {n}"), shape)
         out.append((q, m, fixed, g, arrays))
     return out
+
+
+def parse_residue(hints, dims, charge) -> list:
+    """The optional residue: distinct sequences (strictly increasing lexicographically),
+    each of length k with tokens in [0, v), charged to the memory limit first."""
+    from ..certificate import hold
+
+    rows = hints.get("residue", [])
+    if not isinstance(rows, list):
+        raise Malformed("rule family_gap: the residue must be a list of sequences")
+    hold(charge, len(rows) * dims.n_ctx, "residue")
+    out, last = [], None
+    for n, row in enumerate(rows):
+        charge(0)  # the clock
+        if not (isinstance(row, list) and len(row) == dims.n_ctx
+                and all(type(t) is int and 0 <= t < dims.d_vocab for t in row)):
+            raise Malformed(f"rule family_gap: residue sequence {n} must be {dims.n_ctx} "
+                            f"tokens in [0, {dims.d_vocab - 1}]")
+        t = tuple(row)
+        if last is not None and not last < t:
+            raise Malformed(f"rule family_gap: residue sequence {n} {list(t)} is not after the "
+                            "previous one (sorted, without repeats)")
+        last = t
+        out.append(t)
+    return out
+
+
+def in_class(classes: dict, t: tuple) -> bool:
+    """Whether sequence t lies in one of the classes {(q, m, S): g}: by Lemma G1 only the
+    class keyed by t's signature (t[k−1], max t, the non-query positions holding it) can
+    hold t, and it does iff every other non-query token is <= m − g."""
+    m = max(t)
+    fixed = tuple(i for i, u in enumerate(t[:-1]) if u == m)
+    g = classes.get((t[-1], m, fixed))
+    return g is not None and all(u <= m - g for u in t[:-1] if u != m)
 
 
 # -- shared tables ------------------------------------------------------------------------
@@ -226,10 +264,11 @@ class ClassQuery(family.AtQuery):
 
 # -- cost and the rule --------------------------------------------------------------------
 
-def cost(dims, classes: list) -> int:
+def cost(dims, classes: list, residue: int = 0) -> int:
     """Interval operations charged before any work: overwhelm_family's tables, the shared
     projections, the weights per query token, the functionals per maximum, and per class
-    every Lemma R bound over its (position, token) slots plus the box, MLP and logit work."""
+    every Lemma R bound over its (position, token) slots plus the box, MLP and logit work,
+    and a forward pass (forward_brute_force's per-sequence charge) per residue sequence."""
     f, d, v, k, h = dims.family, dims.d_model, dims.d_vocab, dims.n_ctx, dims.d_head
     rows = v * k if f.positional == "standard" else v
     tables = f.n_heads * (3 * v * k * d * h + rows * d * (h + v + f.d_mlp)) + v * k * 20 * d
@@ -243,7 +282,7 @@ def cost(dims, classes: list) -> int:
         n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
         per_class += (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
                       + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
-    return tables + shared + queries + outputs + per_class
+    return tables + shared + queries + outputs + per_class + residue * forward._sequence_cost(dims)
 
 
 def table_elements(dims) -> int:
@@ -266,7 +305,8 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
         raise Malformed("family_gap does not support RMS normalization (Lemma LN assumes "
                         "centring; forward_brute_force does)")
     classes = parse_hints(hints, dims, charge)
-    charge(cost(dims, classes))
+    residue = parse_residue(hints, dims, charge)
+    charge(cost(dims, classes, len(residue)))
     hold(charge, table_elements(dims), "tables")
     tables = family.Tables(dims, mats, charge)
     shared = SharedFunctionals(tables)
@@ -279,7 +319,16 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
             fun = {m: shared.for_output(m)}
         ClassQuery(tables, fun[m], weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
         proven += class_size(dims, m, fixed, g)
-    if proven > dims.d_vocab ** dims.n_ctx:  # disjoint classes cannot: fail closed
+    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
+    certified = 0
+    for t in residue:  # outside every class, then its own forward pass (forward_brute_force)
+        charge(0)  # the clock
+        if in_class(keyed, t):
+            raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
+        certified += forward._certified(tables.model.logits(t), max(t))
+    proven += certified
+    if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
         raise AssertionError("family_gap: the classes hold more sequences than the domain")
-    return proven, (f"{proven} sequences certified in {len(classes)} gap classes "
-                    f"(q, m, S, g) by Lemma R bounds at the last position")
+    return proven, (f"{proven - certified} sequences certified in {len(classes)} gap classes "
+                    f"(q, m, S, g) by Lemma R bounds at the last position, {certified} of "
+                    f"{len(residue)} residue sequences by their forward pass")

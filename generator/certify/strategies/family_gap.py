@@ -31,6 +31,7 @@ from .overwhelm_family import Tables, _Query, head_arrays
 
 NAME = "family-gap"
 MAX_CHECKER_WORK = 10**10  # refused beyond this (hours of checking)
+RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
 
 
 class _ClassQuery(_Query):
@@ -101,12 +102,56 @@ def find_classes(weights, progress=False) -> list:
     return out
 
 
-def encode(classes: list) -> dict:
+def encode(classes: list, residue=()) -> dict:
     from ..trace import b64
 
-    return {"classes": [[q, m, list(fixed), g] + [b64(h[name], "<f8")
-                                                  for name in rule.HINT_FIELDS]
-                        for q, m, fixed, g, h in classes]}
+    out = {"classes": [[q, m, list(fixed), g] + [b64(h[name], "<f8")
+                                                 for name in rule.HINT_FIELDS]
+                       for q, m, fixed, g, h in classes]}
+    if len(residue):
+        out["residue"] = [list(map(int, t)) for t in residue]
+    return out
+
+
+def residue_candidates(dims, classes: list, limit: int) -> np.ndarray:
+    """Sequences outside every class that the classes at gap 1 would hold: for each
+    class with g >= 2 its sequences with some free token in (m − g, m − 1], and every
+    sequence of a valid key with no class; at most `limit` (the smallest gaps first)."""
+    k = dims.n_ctx
+    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
+    parts, size = [], 0
+    order = sorted(class_keys(dims.d_vocab, k), key=lambda key: keyed.get(key, 10**9))
+    for q, m, fixed in order:
+        g = keyed.get((q, m, fixed))
+        if (g is not None and g == 1) or rule.signature(dims, q, m, fixed, 1) is not None:
+            continue
+        seqs = np.array(list(itertools.product(*rule.slots(dims, q, m, fixed, 1))),
+                        dtype=np.int64)
+        if g is not None:
+            free = [i for i in range(k - 1) if i not in fixed]
+            seqs = seqs[(seqs[:, free] > m - g).any(axis=1)]
+        if size + len(seqs) > limit:
+            break
+        parts.append(seqs)
+        size += len(seqs)
+    return np.concatenate(parts) if parts else np.zeros((0, k), dtype=np.int64)
+
+
+def residue(weights, classes: list, limit: int) -> np.ndarray:
+    """The residue candidates whose float64 margin is clearly positive, sorted."""
+    from ...model import family_logits_float64, family_weights
+    from .forward_brute_force import NEAR_TIE
+
+    fw = family_weights(weights)
+    seqs = residue_candidates(fw.dims, classes, limit)
+    if not len(seqs):
+        return seqs
+    logits = family_logits_float64(fw, seqs)
+    rows, top = np.arange(len(seqs)), seqs.max(axis=1)
+    best = logits[rows, top].copy()
+    logits[rows, top] = -np.inf
+    keep = seqs[best - logits.max(axis=1) > NEAR_TIE]
+    return keep[np.lexsort(keep.T[::-1])]
 
 
 def checker_confirmed(trace, classes: list) -> list:
@@ -140,7 +185,7 @@ def checker_confirmed(trace, classes: list) -> list:
     return kept
 
 
-def certify(trace, progress=False, confirm=True):
+def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT):
     d = trace.dims
     f = d.family
     if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
@@ -153,12 +198,14 @@ def certify(trace, progress=False, confirm=True):
     if confirm:
         classes = checker_confirmed(trace, classes)
     parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
-    work = rule.cost(d, parsed)
+    rest = residue(trace.weights, classes, residue_limit) if residue_limit else []
+    work = rule.cost(d, parsed, len(rest))
     if work > MAX_CHECKER_WORK:
         raise NotApplicable(f"the classes would need ~{work:.1e} operations in the checker")
-    claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes)
-    line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes))
+    claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes) + len(rest)
+    line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes, rest))
     gaps = [g for *_, g, _ in classes]
     return line, claim, {"classes": len(classes), "classes_float64": floats,
+                         "residue": len(rest),
                          "checker_work": work,
                          "mean_gap": float(np.mean(gaps)) if gaps else None}
