@@ -30,7 +30,11 @@ from .overwhelm import TOL
 from .overwhelm_family import Tables, _Query, head_arrays
 
 NAME = "family-gap"
-MAX_CHECKER_WORK = 10**10  # refused beyond this (hours of checking)
+# Refused beyond this much checker work, estimated before the search (every class at gap 1);
+# the residue is then limited to the work left under it.  The mpmath rule takes ~2-5 s per
+# 10^6 (Max-of-4 at d_vocab 16, d_model 32, d_mlp 128: ~6·10^7, minutes; at d_vocab 64
+# ~2.6·10^9: hours, refused).
+MAX_CHECKER_WORK = 2 * 10**8
 RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
 
 
@@ -193,15 +197,22 @@ def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT):
                             "normalization (use --strategy forward-brute-force)")
     if d.d_vocab < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
+    every = [(q, m, fixed, 1, None) for q, m, fixed in class_keys(d.d_vocab, d.n_ctx)
+             if rule.signature(d, q, m, fixed, 1) is None]
+    estimate = rule.cost(d, every)
+    if estimate > MAX_CHECKER_WORK:
+        raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
+                            f"interval operations in the checker (over {MAX_CHECKER_WORK:.0e}; "
+                            "the rule runs in mpmath only)")
     classes = find_classes(trace.weights, progress)
     floats = len(classes)
     if confirm:
         classes = checker_confirmed(trace, classes)
     parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
-    rest = residue(trace.weights, classes, residue_limit) if residue_limit else []
+    left = (MAX_CHECKER_WORK - rule.cost(d, parsed)) // forward._sequence_cost(d)
+    limit = max(0, min(residue_limit, left))
+    rest = residue(trace.weights, classes, limit) if limit else []
     work = rule.cost(d, parsed, len(rest))
-    if work > MAX_CHECKER_WORK:
-        raise NotApplicable(f"the classes would need ~{work:.1e} operations in the checker")
     claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes) + len(rest)
     line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes, rest))
     gaps = [g for *_, g, _ in classes]
