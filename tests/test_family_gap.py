@@ -462,3 +462,16 @@ def test_the_gap_is_the_smallest_the_float_bound_proves():
         assert strategy.attempt(tab, q, m, fixed, g) is not None
         if g > 1 and len(fixed) < fw.dims.n_ctx - 1:
             assert strategy.attempt(tab, q, m, fixed, g - 1) is None
+
+
+def test_unexplained_dimensionality_is_reported():
+    """H·(k·v² + R·d) + d·v + 2·d·d_mlp + v per residue sequence (spec/rules.md
+    §family_gap), recomputed here from the dimensions."""
+    lines = certificate(NAME)
+    d = model(NAME).dims
+    f = d.family
+    rows = d.d_vocab if f.positional == "rotary" else d.d_vocab * d.n_ctx
+    residue = len(_rule(lines)["hints"].get("residue", []))
+    want = (f.n_heads * (d.n_ctx * d.d_vocab ** 2 + rows * d.d_model) + d.d_model * d.d_vocab
+            + 2 * d.d_model * f.d_mlp + residue * d.d_vocab)
+    assert replay(lines).dimensionality == want

@@ -285,6 +285,18 @@ def cost(dims, classes: list, residue: int = 0) -> int:
     return tables + shared + queries + outputs + per_class + residue * forward._sequence_cost(dims)
 
 
+def dimensionality(dims, hints=None) -> int:
+    """Unexplained dimensionality (spec/rules.md §proof length, §family_gap): the black boxes
+    the rule enumerates — the attention scores (query token, position, token) -> ℝ^H
+    (k·v²·H), the value-output vectors (row, head) -> ℝ^d (R·d·H, R = v·k rows or v with
+    RoPE), W_U (d·v) and the MLP's W_in, W_out (2·d·d_mlp) read entry by entry through the
+    functionals — and each residue sequence's logits (v each)."""
+    f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
+    rows = v * k if f.positional == "standard" else v
+    residue = len(hints.get("residue", [])) if isinstance(hints, dict) else 0
+    return f.n_heads * (k * v * v + rows * d) + d * v + 2 * d * f.d_mlp + residue * v
+
+
 def table_elements(dims) -> int:
     """overwhelm_family's tables, one query token's weights, one output's functionals."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
