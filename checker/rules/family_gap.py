@@ -174,22 +174,33 @@ def in_class(classes: dict, t: tuple) -> bool:
 # -- shared tables ------------------------------------------------------------------------
 
 class QueryWeights:
-    """w_j(i, u) = exp(score_j(i, u) − c_j) for every position i and token u, with the
-    query token q at p = k−1 (c_j any real: softmax is shift-invariant)."""
+    """w_j(i, u) = exp(score_j(i, u) − c_j) for position i and token u, with the query token q
+    at p = k−1 (c_j any real: softmax is shift-invariant), each computed when first read
+    (a slot of some class: a token no class reads is never exponentiated)."""
 
     def __init__(self, tables, q: int):
-        model, k, v = tables.model, tables.dims.n_ctx, tables.dims.d_vocab
-        p = k - 1
+        model, p = tables.model, tables.dims.n_ctx - 1
         self.w = []
         for j in range(tables.f.n_heads):
             query = model.q[j][p][q]
-            scores = {}
-            for i in range(k):
-                for u in range(v):
-                    tables.tick()
-                    scores[(i, u)] = family.dot(query, model.key[j][i][u]) * model.scale
-            shift = iv.mpf(scores[(p, q)].mid)
-            self.w.append({key: exp_interval(s - shift) for key, s in scores.items()})
+
+            def score(i, u, j=j, query=query):
+                tables.tick()
+                return family.dot(query, model.key[j][i][u]) * model.scale
+
+            self.w.append(_Weights(score, iv.mpf(score(p, q).mid)))
+
+
+class _Weights(dict):
+    """(i, u) -> exp(score(i, u) − shift), filled on first access."""
+
+    def __init__(self, score, shift):
+        super().__init__()
+        self.score, self.shift = score, shift
+
+    def __missing__(self, key):
+        value = self[key] = exp_interval(self.score(*key) - self.shift)
+        return value
 
 
 class SharedHead(family.Head):

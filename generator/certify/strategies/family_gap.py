@@ -162,7 +162,7 @@ def checker_confirmed(trace, classes: list) -> list:
     """The classes the checker's own code confirms on the recorded inputs."""
     from mpmath import iv
 
-    from checker.errors import Rejected
+    from checker.errors import Malformed, Rejected
     from checker.rules import overwhelm_family as family
 
     d = trace.dims
@@ -183,7 +183,7 @@ def checker_confirmed(trace, classes: list) -> list:
         try:
             rule.ClassQuery(tables, fun[m], weights[q], q, m, rule.slots(d, q, m, fixed, g),
                             hint).check()
-        except (Rejected, ArithmeticError):
+        except (Rejected, Malformed, ArithmeticError):  # e.g. exp beyond the checker's range
             continue
         kept.append(cls)
     return kept
