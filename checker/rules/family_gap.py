@@ -180,7 +180,7 @@ class QueryWeights:
 
     def __init__(self, tables, q: int):
         model, p = tables.model, tables.dims.n_ctx - 1
-        self.w = []
+        self.w, self.cache = [], {}  # cache: ClassQuery's vectors of this query token
         for j in range(tables.f.n_heads):
             query = model.q[j][p][q]
 
@@ -266,11 +266,18 @@ class ClassQuery(family.AtQuery):
         self.f, self.m, self.centre = tables.f, tables.m, tables.centre
         self.heads = [SharedHead(tables, weights.w[j], slot_sets)
                       for j in range(self.f.n_heads)]
-        self.x_p = tables.model.resid0[self.p][q]
-        self.base = family.centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
-        self.base_g = ops.matmul([self.base], ops.transpose(fun.g), tables.tick)[0]
-        self.base_a = ops.matmul([self.base], ops.transpose(fun.a), tables.tick)[0] \
-            if fun.a else []
+        cache = weights.cache  # what depends on q only (and on m: base·g), once
+        if "base" not in cache:
+            cache["x_p"] = tables.model.resid0[self.p][q]
+            cache["base"] = family.centred(forward._add(cache["x_p"], self.m["b_O"][0]),
+                                           self.centre)
+            cache["base_a"] = ops.matmul([cache["base"]], ops.transpose(fun.a),
+                                         tables.tick)[0] if fun.a else []
+        if ("base_g", m) not in cache:
+            cache["base_g", m] = ops.matmul([cache["base"]], ops.transpose(fun.g),
+                                            tables.tick)[0]
+        self.x_p, self.base, self.base_a = cache["x_p"], cache["base"], cache["base_a"]
+        self.base_g = cache["base_g", m]
 
 
 # -- cost and the rule --------------------------------------------------------------------
