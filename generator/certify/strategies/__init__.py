@@ -13,9 +13,17 @@ def magnitude(n: int) -> str:
     return f"{n:.1e}" if n < 10**300 else f"10^{len(str(n)) - 1}"
 
 
-from . import brute_force, cubic, exact, forward_brute_force, subcubic  # noqa: E402
+from . import (  # noqa: E402
+    brute_force,
+    cubic,
+    exact,
+    family_gap,
+    forward_brute_force,
+    subcubic,
+)
 
 STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic, exact.NAME: exact,
+              family_gap.NAME: family_gap,
               forward_brute_force.NAME: forward_brute_force, subcubic.NAME: subcubic}
 
 

@@ -1,0 +1,364 @@
+"""Rule family_gap: Max-of-K accuracy on every family of rule overwhelm_family
+(LayerNorm / LNPre, MLP, RoPE, several heads, parallel residual) by classes of
+inputs with a gap; spec/rules.md §family_gap.
+
+Claim: at least N of the v^k sequences are correct (task max_of_k only).
+
+A class (q, m, S, g) — query token q, maximum m, the non-query positions S
+holding m, gap g >= 1 — is the set of sequences t with t[k−1] = q, t[i] = m for
+i in S and t[i] in A = {0, …, m−g} for every other non-query position i.
+  * signature (`signature`): if q <= m, g >= 1 and (S ≠ ∅ or q = m), every t of
+    the class has max(t) = m and {i < k−1 : t[i] = m} = S, so the class is
+    determined by (q, m, S): classes with distinct keys are disjoint, and every
+    t of a class has label m (the checker verifies the conditions and that no
+    key repeats: `parse_hints`).
+  * size (`class_size`): |A|^(k−1−|S|) = (m−g+1)^(k−1−|S|), computed here.
+  * proof (`ClassQuery`): the output m is forced at position p = k−1 for every
+    t of the class by overwhelm_family's steps 2–6 (Lemma R, the box, Lemma LN,
+    the MLP pre-activations, each logit difference), with the per-position token
+    sets slot[i] = {m} (i in S), A (other i < k−1), {q} (i = k−1): Lemma R takes
+    the maximum over slot[i] at every position, fixed and free alike.
+The rule proves the sum of the sizes of the classes whose checks pass; a class
+whose check fails rejects the certificate (the generator claims only what it
+proved in float64).  Residue (optional, like rule exact's): listed sequences,
+each verified to lie in no class (`in_class`, by Lemma G1) and decided by its own
+forward pass (forward_brute_force's enclosures); the certified ones are added.
+
+Sharing: overwhelm_family's Tables once per model; attention weights w_j(i, u)
+once per query token q (`QueryWeights`); the output-dependent functionals once
+per maximum m from one projection of w_f ∘ W_U (`SharedFunctionals`: the
+difference of two columns encloses the column of the difference).
+
+Hints {"classes": [[q, m, S, g, box, pre, diff, dir, dir_lo], ...]} sorted by
+(q, m, S); the arrays are overwhelm_family's at p = k−1 (base64 f64); optionally
+"residue": [[t_0, …, t_{k−1}], ...] sorted, distinct.
+Cost (`cost`): charged before any work from the dimensions and the classes.
+Memory: the tables and the decoded hints are charged to the memory limit first.
+mpmath only (`--arith arb` runs it in mpmath).
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from mpmath import iv
+
+from .. import ops
+from ..errors import Malformed
+from ..numbers import decode_floats, exp_interval
+from . import forward
+from . import overwhelm_family as family
+
+ARITHMETICS = ("mpmath",)
+HINT_FIELDS = family.HINT_FIELDS
+
+
+def inputs(dims, hints=None) -> tuple[str, ...]:
+    """Every weight of the family (and the RoPE tables), as forward_brute_force."""
+    return forward.inputs(dims)
+
+
+# -- the classes --------------------------------------------------------------------------
+
+def signature(dims, q: int, m: int, fixed: tuple, g: int) -> str | None:
+    """None if the class (q, m, S = fixed, g) is well formed, so that every sequence of it
+    has maximum m and exactly the non-query positions S holding m; else why not."""
+    v, k = dims.d_vocab, dims.n_ctx
+    if not (0 <= q <= m < v):
+        return f"needs 0 <= q <= m < d_vocab, got q = {q}, m = {m}"
+    if list(fixed) != sorted(set(fixed)) or any(not 0 <= i < k - 1 for i in fixed):
+        return f"S must be increasing non-query positions in [0, {k - 2}], got {list(fixed)}"
+    if not fixed and q != m:
+        return "S is empty but q < m: the class's maximum would not be m"
+    if g < 1:
+        return f"the gap must be >= 1, got {g}"
+    if len(fixed) < k - 1 and g > m:
+        return f"the gap {g} leaves no token for the free positions (m = {m})"
+    return None
+
+
+def class_size(dims, m: int, fixed: tuple, g: int) -> int:
+    """|A|^(free positions), A = {0, …, m−g}: the sequences of the class."""
+    free = dims.n_ctx - 1 - len(fixed)
+    return (m - g + 1) ** free if free else 1
+
+
+def slots(dims, q: int, m: int, fixed: tuple, g: int) -> list:
+    """The token set of each position 0..k−1: {m} on S, A elsewhere, {q} at the query."""
+    alphabet = list(range(m - g + 1))
+    return [[m] if i in fixed else alphabet for i in range(dims.n_ctx - 1)] + [[q]]
+
+
+def hint_floats(dims) -> int:
+    shapes = family.hint_shapes(dims)
+    return sum(math.prod(shapes[name]) for name in HINT_FIELDS)
+
+
+def parse_hints(hints, dims, charge) -> list:
+    """{"classes": [[q, m, S, g, box, pre, diff, dir, dir_lo], ...]} -> [(q, m, S, g,
+    {field: nested floats})], every class well formed (`signature`) and the keys
+    (q, m, S) strictly increasing (so distinct: the classes are disjoint).  The floats
+    are charged to the memory limit before any is decoded."""
+    from ..certificate import hold
+
+    if not (isinstance(hints, dict) and set(hints) in ({"classes"}, {"classes", "residue"})
+            and isinstance(hints["classes"], list)):
+        raise Malformed('rule family_gap: hints must be {"classes": [[q, m, S, g, box, pre, '
+                        'diff, dir, dir_lo], ...]} and optionally "residue": [[t_0, ...], ...]')
+    entries = hints["classes"]
+    hold(charge, len(entries) * (hint_floats(dims) + dims.n_ctx + 4), "hints")
+    shapes, out, last = family.hint_shapes(dims), [], None
+    for n, entry in enumerate(entries):
+        charge(0)  # the clock
+        if not (isinstance(entry, list) and len(entry) == 4 + len(HINT_FIELDS)
+                and all(type(x) is int for x in (entry[0], entry[1], entry[3]))
+                and isinstance(entry[2], list) and all(type(i) is int for i in entry[2])
+                and len(entry[2]) < dims.n_ctx):
+            raise Malformed(f"rule family_gap: class {n} must be [q, m, S, g, "
+                            f"{', '.join(HINT_FIELDS)}] with integers q, m, g and a list S")
+        q, m, fixed, g = entry[0], entry[1], tuple(entry[2]), entry[3]
+        why = signature(dims, q, m, fixed, g)
+        if why is not None:
+            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, S={list(fixed)}): {why}")
+        key = (q, m, fixed)
+        if last is not None and not last < key:
+            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, S={list(fixed)}) is "
+                            "not after the previous one: classes must be sorted by (q, m, S) "
+                            "without repeats (distinct classes are disjoint)")
+        last = key
+        arrays = {}
+        for name, text in zip(HINT_FIELDS, entry[4:]):
+            shape = shapes[name]
+            arrays[name] = family._nest(decode_floats(text, math.prod(shape), "f64",
+                                                      f"hint {name} of class {n}"), shape)
+        out.append((q, m, fixed, g, arrays))
+    return out
+
+
+def parse_residue(hints, dims, charge) -> list:
+    """The optional residue: distinct sequences (strictly increasing lexicographically),
+    each of length k with tokens in [0, v), charged to the memory limit first."""
+    from ..certificate import hold
+
+    rows = hints.get("residue", [])
+    if not isinstance(rows, list):
+        raise Malformed("rule family_gap: the residue must be a list of sequences")
+    hold(charge, len(rows) * dims.n_ctx, "residue")
+    out, last = [], None
+    for n, row in enumerate(rows):
+        charge(0)  # the clock
+        if not (isinstance(row, list) and len(row) == dims.n_ctx
+                and all(type(t) is int and 0 <= t < dims.d_vocab for t in row)):
+            raise Malformed(f"rule family_gap: residue sequence {n} must be {dims.n_ctx} "
+                            f"tokens in [0, {dims.d_vocab - 1}]")
+        t = tuple(row)
+        if last is not None and not last < t:
+            raise Malformed(f"rule family_gap: residue sequence {n} {list(t)} is not after the "
+                            "previous one (sorted, without repeats)")
+        last = t
+        out.append(t)
+    return out
+
+
+def in_class(classes: dict, t: tuple) -> bool:
+    """Whether sequence t lies in one of the classes {(q, m, S): g}: by Lemma G1 only the
+    class keyed by t's signature (t[k−1], max t, the non-query positions holding it) can
+    hold t, and it does iff every other non-query token is <= m − g."""
+    m = max(t)
+    fixed = tuple(i for i, u in enumerate(t[:-1]) if u == m)
+    g = classes.get((t[-1], m, fixed))
+    return g is not None and all(u <= m - g for u in t[:-1] if u != m)
+
+
+# -- shared tables ------------------------------------------------------------------------
+
+class QueryWeights:
+    """w_j(i, u) = exp(score_j(i, u) − c_j) for position i and token u, with the query token q
+    at p = k−1 (c_j any real: softmax is shift-invariant), each computed when first read
+    (a slot of some class: a token no class reads is never exponentiated)."""
+
+    def __init__(self, tables, q: int):
+        model, p = tables.model, tables.dims.n_ctx - 1
+        self.w, self.cache = [], {}  # cache: ClassQuery's vectors of this query token
+        for j in range(tables.f.n_heads):
+            query = model.q[j][p][q]
+
+            def score(i, u, j=j, query=query):
+                tables.tick()
+                return family.dot(query, model.key[j][i][u]) * model.scale
+
+            self.w.append(_Weights(score, iv.mpf(score(p, q).mid)))
+
+
+class _Weights(dict):
+    """(i, u) -> exp(score(i, u) − shift), filled on first access."""
+
+    def __init__(self, score, shift):
+        super().__init__()
+        self.score, self.shift = score, shift
+
+    def __missing__(self, key):
+        value = self[key] = exp_interval(self.score(*key) - self.shift)
+        return value
+
+
+class SharedHead(family.Head):
+    """overwhelm_family.Head over given slots, with precomputed weights (Lemma R reads
+    w only at the slots' (position, token) pairs)."""
+
+    def __init__(self, tables, weights: dict, slot_sets: list):
+        self.slots, self.tables, self.w, self.perm = slot_sets, tables, weights, None
+
+
+class SharedFunctionals:
+    """The functionals of overwhelm_family.Functionals for every output o: the
+    o-independent part (MLP pre-activations, c(W_out), c(b_out)) once, and per head
+    P_j = VO_j·(w_f ∘ U) (rows × v), c(W_out)·(w_f ∘ U), c(b_out)·(w_f ∘ U) once;
+    for output o, column t minus column o encloses the projection of
+    g_t = w_f ∘ (U[:, t] − U[:, o]) (linearity)."""
+
+    def __init__(self, tables):
+        m, f = tables.m, tables.f
+        self.tables = tables
+        w_f, b_f = family.ln_params(m, f, "ln_final")
+        u = m["W_U"]  # (d, v)
+        self.u = u
+        self.wu = u if w_f is None else [[x * w for x in row] for row, w in zip(u, w_f)]
+        self.w_f, self.b_f = w_f, b_f
+        self.y_u = [ops.matmul(vo, self.wu, tables.tick) for vo in tables.vo]  # rows × v
+        self.a, self.y_a, self.pre_const = [], [], []
+        if f.d_mlp and not f.parallel:
+            w2, b2 = family.ln_params(m, f, "ln2")
+            cols = ops.transpose(m["W_in"])
+            self.a = [c if w2 is None else [x * y for x, y in zip(c, w2)] for c in cols]
+            self.y_a = tables.project(self.a)
+            b2_w = ops.matmul([b2], m["W_in"], tables.tick)[0] if b2 else [0] * f.d_mlp
+            self.pre_const = [a + b for a, b in zip(b2_w, m["b_in"][0])]
+        if f.d_mlp:
+            self.w_out_c = family.centred_rows(m["W_out"], tables.centre)
+            self.b_out_c = family.centred(m["b_out"][0], tables.centre)
+            self.out_u = ops.matmul(self.w_out_c, self.wu, tables.tick)  # d_mlp × v
+            self.b_out_u = ops.matmul([self.b_out_c], self.wu, tables.tick)[0]
+
+    def for_output(self, o: int):
+        """An object with overwhelm_family.Functionals' fields for output o."""
+        v, f, t = self.tables.dims.d_vocab, self.tables.f, self.tables
+        fun = SimpleNamespace(w_f=self.w_f, b_f=self.b_f, a=self.a, y_a=self.y_a,
+                              pre_const=self.pre_const)
+        fun.d_u = [[row[s] - row[o] for row in self.u] for s in range(v)]
+        fun.g = [[row[s] - row[o] for row in self.wu] for s in range(v)]  # encloses w_f∘D_s
+        t.tick()
+        fun.y_g = [[[r[s] - r[o] for s in range(v)] for r in y] for y in self.y_u]
+        if f.d_mlp:
+            fun.w_out_c, fun.b_out_c = self.w_out_c, self.b_out_c
+            fun.out_g = [[r[s] - r[o] for s in range(v)] for r in self.out_u]
+            fun.b_out_g = [self.b_out_u[s] - self.b_out_u[o] for s in range(v)]
+        return fun
+
+
+class ClassQuery(family.AtQuery):
+    """overwhelm_family.AtQuery (steps 2–6) at p = k−1 for the class's token sets, output m."""
+
+    def __init__(self, tables, fun, weights: QueryWeights, q: int, m: int, slot_sets, hint):
+        self.t, self.fun, self.p, self.hint = tables, fun, tables.dims.n_ctx - 1, hint
+        self.claim = SimpleNamespace(output=m, query=q, prefix=(), free_perm=None)
+        self.f, self.m, self.centre = tables.f, tables.m, tables.centre
+        self.heads = [SharedHead(tables, weights.w[j], slot_sets)
+                      for j in range(self.f.n_heads)]
+        cache = weights.cache  # what depends on q only (and on m: base·g), once
+        if "base" not in cache:
+            cache["x_p"] = tables.model.resid0[self.p][q]
+            cache["base"] = family.centred(forward._add(cache["x_p"], self.m["b_O"][0]),
+                                           self.centre)
+            cache["base_a"] = ops.matmul([cache["base"]], ops.transpose(fun.a),
+                                         tables.tick)[0] if fun.a else []
+        if ("base_g", m) not in cache:
+            cache["base_g", m] = ops.matmul([cache["base"]], ops.transpose(fun.g),
+                                            tables.tick)[0]
+        self.x_p, self.base, self.base_a = cache["x_p"], cache["base"], cache["base_a"]
+        self.base_g = cache["base_g", m]
+
+
+# -- cost and the rule --------------------------------------------------------------------
+
+def cost(dims, classes: list, residue: int = 0) -> int:
+    """Interval operations charged before any work: overwhelm_family's tables, the shared
+    projections, the weights per query token, the functionals per maximum, and per class
+    every Lemma R bound over its (position, token) slots plus the box, MLP and logit work,
+    and a forward pass (forward_brute_force's per-sequence charge) per residue sequence."""
+    f, d, v, k, h = dims.family, dims.d_model, dims.d_vocab, dims.n_ctx, dims.d_head
+    rows = v * k if f.positional == "standard" else v
+    tables = f.n_heads * (3 * v * k * d * h + rows * d * (h + v + f.d_mlp)) + v * k * 20 * d
+    shared = d * v + f.d_mlp * d * (v + 2)
+    queries = len({c[0] for c in classes}) * f.n_heads * k * v * (2 * h + forward._EXP_COST)
+    outputs = len({c[1] for c in classes}) * (2 * v * d + f.n_heads * rows * v
+                                               + f.d_mlp * v + v)
+    functionals = 2 * d + 2 * f.d_mlp + v + 2
+    per_class = 0
+    for _, m, fixed, g, _ in classes:
+        n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
+        per_class += (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
+                      + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
+    return tables + shared + queries + outputs + per_class + residue * forward._sequence_cost(dims)
+
+
+def dimensionality(dims, hints=None) -> int:
+    """Unexplained dimensionality (spec/rules.md §proof length, §family_gap): the black boxes
+    the rule enumerates — the attention scores (query token, position, token) -> ℝ^H
+    (k·v²·H), the value-output vectors (row, head) -> ℝ^d (R·d·H, R = v·k rows or v with
+    RoPE), W_U (d·v) and the MLP's W_in, W_out (2·d·d_mlp) read entry by entry through the
+    functionals — and each residue sequence's logits (v each)."""
+    f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
+    rows = v * k if f.positional == "standard" else v
+    residue = len(hints.get("residue", [])) if isinstance(hints, dict) else 0
+    return f.n_heads * (k * v * v + rows * d) + d * v + 2 * d * f.d_mlp + residue * v
+
+
+def table_elements(dims) -> int:
+    """overwhelm_family's tables, one query token's weights, one output's functionals."""
+    f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
+    rows = v * k if f.positional == "standard" else v
+    return (family.table_elements(dims) + 2 * f.n_heads * k * v
+            + 2 * (f.n_heads * rows * v + f.d_mlp * v + v * d) + 4 * d + 3 * f.d_mlp)
+
+
+def check(dims, mats, hints, charge, jobs=1, arith=None):
+    """The number of sequences in the classes, after confirming every class."""
+    from ..certificate import hold
+
+    if not dims.family.is_one_layer_dense:
+        raise Malformed(f"family_gap supports one layer without a gated MLP, not "
+                        f"n_layers = {dims.family.n_layers}, gated_mlp = "
+                        f"{dims.family.gated_mlp} (forward_brute_force does)")
+    if dims.family.normalization in ("RMS", "RMSPre"):
+        raise Malformed("family_gap does not support RMS normalization (Lemma LN assumes "
+                        "centring; forward_brute_force does)")
+    classes = parse_hints(hints, dims, charge)
+    residue = parse_residue(hints, dims, charge)
+    charge(cost(dims, classes, len(residue)))
+    hold(charge, table_elements(dims), "tables")
+    tables = family.Tables(dims, mats, charge)
+    shared = SharedFunctionals(tables)
+    proven, weights, fun = 0, {}, {}
+    for q, m, fixed, g, hint in classes:
+        charge(0)  # the clock
+        if q not in weights:
+            weights = {q: QueryWeights(tables, q)}  # sorted by q: one at a time
+        if m not in fun:
+            fun = {m: shared.for_output(m)}
+        ClassQuery(tables, fun[m], weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
+        proven += class_size(dims, m, fixed, g)
+    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
+    certified = 0
+    for t in residue:  # outside every class, then its own forward pass (forward_brute_force)
+        charge(0)  # the clock
+        if in_class(keyed, t):
+            raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
+        certified += forward._certified(tables.model.logits(t), max(t))
+    proven += certified
+    if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
+        raise AssertionError("family_gap: the classes hold more sequences than the domain")
+    return proven, (f"{proven - certified} sequences certified in {len(classes)} gap classes "
+                    f"(q, m, S, g) by Lemma R bounds at the last position, {certified} of "
+                    f"{len(residue)} residue sequences by their forward pass")

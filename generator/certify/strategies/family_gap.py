@@ -1,0 +1,222 @@
+"""Strategy family-gap: Max-of-K accuracy for the families of rule overwhelm_family
+(LayerNorm / LNPre, MLP, RoPE, several heads, parallel residual) by gap classes,
+decided by the checker's rule family_gap (checker/rules/family_gap.py,
+spec/rules.md §family_gap).
+
+For every query token q, maximum m >= q and set S of non-query positions holding m
+(S ≠ ∅ unless q = m), the class with gap g is every sequence with m on S, q at the
+query and tokens in [0, m − g] elsewhere.  Per class the generator finds the
+smallest g whose float64 mirror of overwhelm_family's bound (strategy
+overwhelm_family's `_Query`, with per-position token sets) proves the output m, by
+bisection (the bound only improves as the alphabet shrinks), and records that
+mirror's λ hints.  Classes proved at no gap are left out.  With `confirm` (the
+default) every class is then checked by the checker's own code on the recorded
+inputs and only confirmed classes are claimed, so the certificate verifies.
+"""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import numpy as np
+
+from checker.rules import family_gap as rule
+from checker.rules import forward
+
+from ...progress import progress_bar
+from . import NotApplicable
+from .overwhelm import TOL
+from .overwhelm_family import Tables, _Query, head_arrays
+
+NAME = "family-gap"
+# Refused beyond this much checker work, estimated before the search (every class at gap 1);
+# the residue is then limited to the work left under it.  The mpmath rule takes ~2-5 s per
+# 10^6 (Max-of-4 at d_vocab 16, d_model 32, d_mlp 128: ~6·10^7, minutes; at d_vocab 64
+# ~2.6·10^9: hours, refused).
+MAX_CHECKER_WORK = 2 * 10**8
+RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
+
+
+class _ClassQuery(_Query):
+    """strategy overwhelm_family's mirror at p = k−1 with the class's token sets."""
+
+    def __init__(self, tab: Tables, q: int, m: int, slot_sets: list):
+        p = tab.dims.n_ctx - 1
+        self.tab, self.p, self.f, self.w = tab, p, tab.f, tab.w
+        self.claim = SimpleNamespace(prefix=(), query=q, output=m, free_perm=None, over=None)
+        self.slots = slot_sets
+        self.x_p = tab.resid0[p, q]
+        self.base = tab.centred(self.x_p + tab.w["blocks.0.attn.b_O"])
+        self.heads = [head_arrays(tab, j, p, slot_sets) for j in range(tab.f.n_heads)]
+        self.hint = {name: np.zeros(shape) for name, shape in rule.family.hint_shapes(
+            tab.dims).items()}
+        self.candidates, self.free_rows = [], []
+
+
+def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int):
+    """The hint arrays if the float64 bound proves the class (q, m, S, g), else None."""
+    query = _ClassQuery(tab, q, m, rule.slots(tab.dims, q, m, fixed, g))
+    with np.errstate(all="ignore"):
+        bound = query.margins()
+    others = np.delete(bound, m)
+    if not (np.isfinite(others).all() and all(np.isfinite(a).all() for a in query.hint.values())):
+        return None  # float64 overflow (a scaled model): not proved, and no hint to write
+    scale = 1.0 + float(np.abs(others).max())
+    return query.hint if float(others.max()) < -TOL * scale else None
+
+
+def smallest_gap(tab: Tables, q: int, m: int, fixed: tuple):
+    """(g, hints) for the smallest gap that proves the class, or None."""
+    k = tab.dims.n_ctx
+    if len(fixed) == k - 1:  # no free position: one sequence, the gap is immaterial
+        hint = attempt(tab, q, m, fixed, 1)
+        return None if hint is None else (1, hint)
+    lo, hi, best = 1, m, None
+    while lo <= hi:  # the smallest proving g in [lo, hi]; monotone in g
+        g = (lo + hi) // 2
+        hint = attempt(tab, q, m, fixed, g)
+        if hint is not None:
+            best, hi = (g, hint), g - 1
+        else:
+            lo = g + 1
+    return best
+
+
+def class_keys(v: int, k: int):
+    """Every (q, m, S) in the checker's order."""
+    for q in range(v):
+        for m in range(q, v):
+            for size in range(0 if q == m else 1, k):
+                for fixed in itertools.combinations(range(k - 1), size):
+                    yield q, m, fixed
+    return
+
+
+def find_classes(weights, progress=False) -> list:
+    """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64."""
+    tab = Tables(weights)
+    d = tab.dims
+    keys = sorted(class_keys(d.d_vocab, d.n_ctx))
+    out = []
+    for q, m, fixed in progress_bar(keys, "family-gap classes", progress):
+        found = smallest_gap(tab, q, m, fixed)
+        if found is not None:
+            out.append((q, m, fixed, found[0], found[1]))
+    return out
+
+
+def encode(classes: list, residue=()) -> dict:
+    from ..trace import b64
+
+    out = {"classes": [[q, m, list(fixed), g] + [b64(h[name], "<f8")
+                                                 for name in rule.HINT_FIELDS]
+                       for q, m, fixed, g, h in classes]}
+    if len(residue):
+        out["residue"] = [list(map(int, t)) for t in residue]
+    return out
+
+
+def residue_candidates(dims, classes: list, limit: int) -> np.ndarray:
+    """Sequences outside every class that the classes at gap 1 would hold: for each
+    class with g >= 2 its sequences with some free token in (m − g, m − 1], and every
+    sequence of a valid key with no class; at most `limit` (the smallest gaps first)."""
+    k = dims.n_ctx
+    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
+    parts, size = [], 0
+    order = sorted(class_keys(dims.d_vocab, k), key=lambda key: keyed.get(key, 10**9))
+    for q, m, fixed in order:
+        g = keyed.get((q, m, fixed))
+        if (g is not None and g == 1) or rule.signature(dims, q, m, fixed, 1) is not None:
+            continue
+        seqs = np.array(list(itertools.product(*rule.slots(dims, q, m, fixed, 1))),
+                        dtype=np.int64)
+        if g is not None:
+            free = [i for i in range(k - 1) if i not in fixed]
+            seqs = seqs[(seqs[:, free] > m - g).any(axis=1)]
+        if size + len(seqs) > limit:
+            break
+        parts.append(seqs)
+        size += len(seqs)
+    return np.concatenate(parts) if parts else np.zeros((0, k), dtype=np.int64)
+
+
+def residue(weights, classes: list, limit: int) -> np.ndarray:
+    """The residue candidates whose float64 margin is clearly positive, sorted."""
+    from ...model import family_logits_float64, family_weights
+    from .forward_brute_force import NEAR_TIE
+
+    fw = family_weights(weights)
+    seqs = residue_candidates(fw.dims, classes, limit)
+    if not len(seqs):
+        return seqs
+    logits = family_logits_float64(fw, seqs)
+    rows, top = np.arange(len(seqs)), seqs.max(axis=1)
+    best = logits[rows, top].copy()
+    logits[rows, top] = -np.inf
+    keep = seqs[best - logits.max(axis=1) > NEAR_TIE]
+    return keep[np.lexsort(keep.T[::-1])]
+
+
+def checker_confirmed(trace, classes: list) -> list:
+    """The classes the checker's own code confirms on the recorded inputs."""
+    from mpmath import iv
+
+    from checker.errors import Malformed, Rejected
+    from checker.rules import overwhelm_family as family
+
+    d = trace.dims
+    mats = {}
+    for name in forward.inputs(d):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    parsed = rule.parse_hints(encode(classes), d, lambda work: None)
+    tables = family.Tables(d, mats, lambda work: None)
+    shared = rule.SharedFunctionals(tables)
+    kept, weights, fun = [], {}, {}
+    for cls, (q, m, fixed, g, hint) in zip(classes, parsed):
+        if q not in weights:
+            weights = {q: rule.QueryWeights(tables, q)}
+        if m not in fun:
+            fun = {m: shared.for_output(m)}
+        try:
+            rule.ClassQuery(tables, fun[m], weights[q], q, m, rule.slots(d, q, m, fixed, g),
+                            hint).check()
+        except (Rejected, Malformed, ArithmeticError):  # e.g. exp beyond the checker's range
+            continue
+        kept.append(cls)
+    return kept
+
+
+def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT):
+    d = trace.dims
+    f = d.family
+    if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
+        raise NotApplicable("rule family_gap supports one layer, no gated MLP, no RMS "
+                            "normalization (use --strategy forward-brute-force)")
+    if d.d_vocab < 2:
+        raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
+    every = [(q, m, fixed, 1, None) for q, m, fixed in class_keys(d.d_vocab, d.n_ctx)
+             if rule.signature(d, q, m, fixed, 1) is None]
+    estimate = rule.cost(d, every)
+    if estimate > MAX_CHECKER_WORK:
+        raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
+                            f"interval operations in the checker (over {MAX_CHECKER_WORK:.0e}; "
+                            "the rule runs in mpmath only)")
+    classes = find_classes(trace.weights, progress)
+    floats = len(classes)
+    if confirm:
+        classes = checker_confirmed(trace, classes)
+    parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
+    left = (MAX_CHECKER_WORK - rule.cost(d, parsed)) // forward._sequence_cost(d)
+    limit = max(0, min(residue_limit, left))
+    rest = residue(trace.weights, classes, limit) if limit else []
+    work = rule.cost(d, parsed, len(rest))
+    claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes) + len(rest)
+    line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes, rest))
+    gaps = [g for *_, g, _ in classes]
+    return line, claim, {"classes": len(classes), "classes_float64": floats,
+                         "residue": len(rest),
+                         "checker_work": work,
+                         "mean_gap": float(np.mean(gaps)) if gaps else None}

@@ -1,0 +1,477 @@
+"""Rule family_gap (spec/rules.md §family_gap): Max-of-K accuracy on the LayerNorm /
+MLP / RoPE / multi-head families by gap classes (q, m, S, g).
+
+Soundness by enumeration: on small trained models of several families (k = 2..4) and
+on models built to break a step (negative LayerNorm gains, a near-constant embedding
+row, an MLP unit that switches on for one rare token, a head that attends to the
+smallest token), every sequence of every class the checker accepts is confirmed
+correct by the independent 200-bit forward pass of tests/test_families.py
+(reference_logits, which shares no code with the rule or its strategy).  Mutants:
+an inflated count, overlapping / unsorted / ill-formed classes, a tampered gap,
+tampered λ hints of every kind, a false class with the generator's best hints, another
+task, a family the rule does not support, a work limit below the charged cost.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import itertools
+import json
+import struct
+
+import numpy as np
+import pytest
+from test_families import reference_logits
+
+from checker import arith as backends
+from checker.certificate import CertificateChecker
+from checker.errors import Malformed, Rejected
+from checker.limits import Limits
+from checker.modelspec import Dims, Family
+from checker.rules import family_gap as rule
+from generator.certify.strategies import STRATEGIES
+from generator.certify.strategies import family_gap as strategy
+from generator.certify.trace import Trace
+from generator.ground_truth import count_correct
+from generator.model import FamilyWeights
+from generator.train import TrainConfig, train
+
+MODELS = {
+    "ln_mlp_rope_2heads_k4": dict(d_vocab=6, n_ctx=4, d_model=8, d_head=4, steps=250,
+                                  layernorm="LN", d_mlp=8, n_heads=2, rope=True, seed=1),
+    "lnpre_parallel_mlp_k3": dict(d_vocab=6, n_ctx=3, d_model=8, d_head=8, steps=300,
+                                  layernorm="LNPre", d_mlp=8, parallel=True, seed=2),
+    "ln_3heads_k2": dict(d_vocab=7, n_ctx=2, d_model=8, d_head=4, steps=300, layernorm="LN",
+                         n_heads=3, seed=3),
+    "mlp_no_norm_k3": dict(d_vocab=6, n_ctx=3, d_model=8, d_head=8, steps=300, d_mlp=8,
+                           seed=4),
+    "ln_mlp_k4_well_trained": dict(d_vocab=5, n_ctx=4, d_model=8, d_head=4, steps=400,
+                                   layernorm="LN", d_mlp=8, n_heads=2, rope=True, seed=1),
+}
+
+
+@functools.cache
+def trained(name: str) -> FamilyWeights:
+    return train(TrainConfig(**MODELS[name]), progress=False).weights()
+
+
+def _edited(name: str, edit) -> FamilyWeights:
+    w = trained(name)
+    params = {k: np.array(a, dtype=np.float32) for k, a in w.params.items()}
+    edit(params, w.dims)
+    return FamilyWeights(dims=w.dims, params=params)
+
+
+def _negative_gains(p, dims):
+    for key in ("blocks.0.ln1.w", "blocks.0.ln2.w", "ln_final.w"):
+        p[key][::2] *= -1.5
+
+
+def _flat_embedding(p, dims):  # token 0's residual nearly constant: LayerNorm's c ≈ 0
+    p["embed.W_E"][0] = 0.3 + 1e-4 * np.arange(dims.d_model)
+
+
+def _rare_unit(p, dims):  # MLP unit 0 switches on for the largest token only
+    top = p["embed.W_E"][dims.d_vocab - 1]
+    p["blocks.0.mlp.W_in"][:, 0] = 4 * (top - top.mean())
+    p["blocks.0.mlp.b_in"][0] = -3.0
+    p["blocks.0.mlp.W_out"][0] = 2 * p["unembed.W_U"][:, 0]
+
+
+def _smallest_attention(p, dims):  # head 1 attends to small tokens
+    p["blocks.0.attn.W_Q"][1] *= -2
+
+
+ADVERSARIAL = {
+    "negative_ln_gains": ("ln_mlp_rope_2heads_k4", _negative_gains),
+    "near_zero_variance": ("ln_mlp_k4_well_trained", _flat_embedding),
+    "rare_mlp_unit": ("ln_mlp_k4_well_trained", _rare_unit),
+    "attends_to_smallest": ("ln_mlp_rope_2heads_k4", _smallest_attention),
+}
+
+
+def model(name: str) -> FamilyWeights:
+    if name in MODELS:
+        return trained(name)
+    base, edit = ADVERSARIAL[name]
+    return _edited(base, edit)
+
+
+@functools.cache
+def certificate(name: str) -> tuple:
+    trace = Trace(model(name), float_shadow=False)
+    by, claim, _ = STRATEGIES["family-gap"].certify(trace)
+    return tuple(trace.lines("family-gap", by, claim, {}, {}))
+
+
+def replay(lines, arith="mpmath", limits=None):
+    checker = CertificateChecker(arith=backends.get(arith), **({"limits": limits} if limits
+                                                              else {}))
+    for line in lines:
+        checker.feed(line if isinstance(line, str) else json.dumps(line, separators=(",", ":")))
+    return checker.finish()
+
+
+def _rule(lines) -> dict:
+    return next(json.loads(x) for x in lines if '"kind":"rule"' in x)
+
+
+def _class_sequences(dims, q, m, fixed, g):
+    return itertools.product(*rule.slots(dims, q, m, tuple(fixed), g))
+
+
+def _correct(fw, tokens) -> bool:
+    logits = reference_logits(fw, tokens)
+    top = max(tokens)
+    return all(logits[top] > x for o, x in enumerate(logits) if o != top)
+
+
+# -- soundness by enumeration ------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(MODELS) + sorted(ADVERSARIAL))
+def test_every_sequence_of_every_accepted_class_is_correct(name):
+    fw = model(name)
+    dims = fw.dims
+    lines = certificate(name)
+    report = replay(lines)
+    classes = _rule(lines)["hints"]["classes"]
+    seen = set()
+    for q, m, fixed, g, *_ in classes:
+        for tokens in _class_sequences(dims, q, m, fixed, g):
+            assert tokens not in seen  # disjoint
+            seen.add(tokens)
+            assert max(tokens) == m and tokens[-1] == q
+            assert _correct(fw, tokens), f"{name}: ACCEPTED but wrong: {tokens}"
+    for t in _rule(lines)["hints"].get("residue", []):  # decided by their forward pass
+        t = tuple(t)
+        assert t not in seen
+        seen.add(t)
+        assert _correct(fw, t), f"{name}: ACCEPTED but wrong residue sequence: {t}"
+    assert report.facts.correct == len(seen) == _rule(lines)["claim"]
+    assert len(seen) <= count_correct(fw, progress=False).correct
+    if name in MODELS:
+        assert len(seen) > 0  # a test that proves nothing cannot fail
+
+
+FORCED = ["ln_mlp_rope_2heads_k4", "negative_ln_gains", "attends_to_smallest",
+          "mlp_no_norm_k3", "lnpre_parallel_mlp_k3"]
+
+
+@pytest.mark.parametrize("name", FORCED)
+def test_forced_classes_are_confirmed_only_when_true(name):
+    """Every class (q, m, S) at gaps 1 and 2, proved or not by the generator, with its
+    own best float64 hints and with the hints of the narrower class at the gap the
+    generator proved (a smaller alphabet: what a Lemma R that skips tokens would
+    accept): whatever the checker's code confirms is correct on every sequence (by the
+    200-bit reference), and some class is refused.  The narrow hints are what catches a
+    Lemma R that skips tokens: a class's own hints already bound its whole alphabet."""
+    fw = model(name)
+    dims = fw.dims
+    tab = strategy.Tables(fw)
+    trace = Trace(fw, float_shadow=False)
+    proved = {(c[0], c[1], tuple(c[2])): c[3]
+              for c in _rule(certificate(name))["hints"]["classes"]}
+
+    def hints(q, m, fixed, g):
+        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, g))
+        with np.errstate(all="ignore"):
+            query.margins()
+        return query.hint
+
+    groups = {}
+    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
+        for g in (1, 2):
+            if rule.signature(dims, q, m, fixed, g) is not None:
+                continue
+            groups.setdefault(("own", g), []).append((q, m, fixed, g, hints(q, m, fixed, g)))
+            narrow = proved.get((q, m, fixed))
+            if narrow is not None and narrow > g:
+                groups.setdefault(("narrow", g), []).append(
+                    (q, m, fixed, g, hints(q, m, fixed, narrow)))
+    confirmed = [c for group in groups.values()  # one gap per key in a hint list
+                 for c in strategy.checker_confirmed(trace, group)]
+    for q, m, fixed, g, _ in confirmed:
+        for t in _class_sequences(dims, q, m, fixed, g):
+            assert _correct(fw, t), f"{name}: ACCEPTED but false: class {(q, m, fixed, g)}, {t}"
+    total = sum(len(group) for group in groups.values())
+    assert 0 < len(confirmed) < total  # both verdicts present: the test can fail
+
+
+def test_bounds_on_the_trained_models():
+    """The float64 exact count against the certified bound (a regression guard, not
+    soundness): the well-trained model is certified exactly."""
+    fw = trained("ln_mlp_k4_well_trained")
+    assert replay(certificate("ln_mlp_k4_well_trained")).facts.correct == \
+        count_correct(fw, progress=False).correct
+
+
+def test_both_backends_agree():
+    lines = certificate("ln_mlp_rope_2heads_k4")
+    assert replay(lines, "arb").facts.correct == replay(lines).facts.correct
+
+
+# -- mutants -------------------------------------------------------------------------------
+
+NAME = "ln_mlp_rope_2heads_k4"  # gaps 1..5, classes with and without free positions
+
+
+def _mutate(lines, edit, claim_delta=0):
+    out = []
+    for x in lines:
+        obj = json.loads(x)
+        if obj["kind"] == "rule":
+            edit(obj)
+            obj["claim"] += claim_delta
+        if obj["kind"] == "header" and claim_delta:
+            obj["theorem"] = obj["theorem"].replace(
+                f"correct >= {_rule(lines)['claim']}",
+                f"correct >= {_rule(lines)['claim'] + claim_delta}")
+        out.append(json.dumps(obj, separators=(",", ":")))
+    return out
+
+
+def _f64(text):
+    raw = base64.b64decode(text)
+    return list(struct.unpack(f"<{len(raw) // 8}d", raw))
+
+
+def _b64(values):
+    return base64.b64encode(struct.pack(f"<{len(values)}d", *values)).decode()
+
+
+FIELD = {name: 4 + i for i, name in enumerate(rule.HINT_FIELDS)}
+
+
+def _first(classes, pred):
+    return next(i for i, c in enumerate(classes) if pred(c))
+
+
+def test_the_unmodified_certificate_is_accepted():
+    assert replay(certificate(NAME)).facts.correct == _rule(certificate(NAME))["claim"]
+
+
+def test_an_inflated_count_is_rejected():
+    with pytest.raises(Rejected, match="proves"):
+        replay(_mutate(certificate(NAME), lambda r: None, claim_delta=1))
+
+
+def test_a_duplicated_class_is_malformed():
+    def dup(r):
+        r["hints"]["classes"].insert(1, r["hints"]["classes"][0])
+    with pytest.raises(Malformed, match="sorted"):
+        replay(_mutate(certificate(NAME), dup))
+
+
+def test_unsorted_classes_are_malformed():
+    def swap(r):
+        c = r["hints"]["classes"]
+        c[0], c[1] = c[1], c[0]
+    with pytest.raises(Malformed, match="sorted"):
+        replay(_mutate(certificate(NAME), swap))
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda c: c.__setitem__(2, []), "S is empty"),       # q < m with S = ∅: max not m
+    (lambda c: c.__setitem__(0, c[1] + 1), "q <= m"),      # query above the maximum
+    (lambda c: c.__setitem__(3, 0), "gap"),                # gap 0: m in the free alphabet
+    (lambda c: c.__setitem__(2, [5]), "non-query"),        # S beyond the non-query positions
+    (lambda c: c.__setitem__(2, [1, 0]), "increasing"),    # S not increasing
+    (lambda c: c.__setitem__(3, 99), "no token"),          # a gap above m: empty alphabet
+])
+def test_ill_formed_classes_are_malformed(change, why):
+    def edit(r):
+        classes = r["hints"]["classes"]
+        i = _first(classes, lambda c: c[0] < c[1] and len(c[2]) == 1 and c[2][0] == 0)
+        change(classes[i])
+    with pytest.raises(Malformed, match=why):
+        replay(_mutate(certificate(NAME), edit))
+
+
+def test_a_lowered_gap_is_rejected():
+    """The class (q, m, S) with its hints at g − 1 (a larger class) is not proved."""
+    lines = certificate(NAME)
+    classes = _rule(lines)["hints"]["classes"]
+    i = _first(classes, lambda c: c[3] >= 2)
+    q, m, fixed, g = classes[i][:4]
+    grown = rule.class_size(model(NAME).dims, m, tuple(fixed), g - 1) - \
+        rule.class_size(model(NAME).dims, m, tuple(fixed), g)
+
+    def edit(r):
+        r["hints"]["classes"][i][3] -= 1
+    with pytest.raises(Rejected, match="not"):
+        replay(_mutate(lines, edit, claim_delta=grown))
+
+
+def test_a_raised_gap_proves_less_than_claimed():
+    lines = certificate(NAME)
+    classes = _rule(lines)["hints"]["classes"]
+    i = _first(classes, lambda c: len(c[2]) < 3 and c[1] - c[3] >= 1)
+
+    def edit(r):
+        r["hints"]["classes"][i][3] += 1
+    with pytest.raises(Rejected, match="proves"):
+        replay(_mutate(lines, edit))
+
+
+@pytest.mark.parametrize("field, index, delta", [
+    ("diff", None, -1.0),   # a logit-difference λ lowered
+    ("box", 1, -1.0),       # a box upper end lowered
+    ("box", 0, +1.0),       # a box lower end raised
+    ("pre", 1, -1.0),       # an MLP pre-activation upper end lowered
+    ("dir_lo", None, +5.0),  # a LayerNorm direction lower bound raised
+])
+def test_tampered_lambda_hints_are_rejected(field, index, delta):
+    lines = certificate(NAME)
+    classes = _rule(lines)["hints"]["classes"]
+    i = _first(classes, lambda c: len(c[2]) == 1)  # two free positions
+    values = _f64(classes[i][FIELD[field]])
+    shape = rule.family.hint_shapes(model(NAME).dims)[field]
+    if field == "diff":  # the competitor with the largest bound (not the output m)
+        m = classes[i][1]
+        flat = [j for j in range(len(values)) if j % shape[-1] != m]
+        hit = max(flat, key=lambda j: values[j])
+        values[hit] += delta * (abs(values[hit]) + 1)
+    elif index is None:
+        values = [x + delta for x in values]
+    else:  # every interval's end `index` moved towards the other end
+        for j in range(index, len(values), 2):
+            lo_hi = values[j - index:j - index + 2]
+            values[j] = lo_hi[0] + (lo_hi[1] - lo_hi[0]) * (0.1 if index == 1 else 0.9) \
+                if lo_hi[1] > lo_hi[0] else values[j] + delta
+    text = _b64(values)
+
+    def edit(r):
+        r["hints"]["classes"][i][FIELD[field]] = text
+    with pytest.raises(Rejected, match="not"):
+        replay(_mutate(lines, edit))
+
+
+def test_a_false_class_is_rejected():
+    """A class with a wrong sequence, with the generator's own best hints, spliced in."""
+    fw = model(NAME)
+    dims = fw.dims
+    tab = strategy.Tables(fw)
+    lines = certificate(NAME)
+    classes = _rule(lines)["hints"]["classes"]
+    proved = {(c[0], c[1], tuple(c[2])) for c in classes}
+    false = None
+    for q, m, fixed in strategy.class_keys(dims.d_vocab, dims.n_ctx):
+        if (q, m, fixed) in proved or len(fixed) == dims.n_ctx - 1:
+            continue
+        if not all(_correct(fw, t) for t in _class_sequences(dims, q, m, fixed, 1)):
+            false = (q, m, fixed)
+            break
+    assert false is not None
+    q, m, fixed = false
+    query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, 1))
+    query.margins()
+    entry = [q, m, list(fixed), 1] + [_b64(list(np.ravel(query.hint[n])))
+                                      for n in rule.HINT_FIELDS]
+
+    def edit(r):
+        r["hints"]["classes"].append(entry)
+        r["hints"]["classes"].sort(key=lambda c: (c[0], c[1], c[2]))
+    size = rule.class_size(dims, m, fixed, 1)
+    with pytest.raises(Rejected, match="not"):
+        replay(_mutate(lines, edit, claim_delta=size))
+
+
+def _residue_lines():
+    lines = certificate(NAME)
+    assert len(_rule(lines)["hints"]["residue"]) >= 2
+    return lines
+
+
+def test_a_residue_sequence_inside_a_class_is_malformed():
+    lines = _residue_lines()
+    q, m, fixed, g = _rule(lines)["hints"]["classes"][-1][:4]
+    inside = next(iter(_class_sequences(model(NAME).dims, q, m, fixed, g)))
+
+    def edit(r):
+        r["hints"]["residue"] = sorted(r["hints"]["residue"] + [list(inside)])
+    with pytest.raises(Malformed, match="lies in a class"):
+        replay(_mutate(lines, edit, claim_delta=1))
+
+
+@pytest.mark.parametrize("change", ["duplicate", "unsorted", "out of range"])
+def test_an_ill_formed_residue_is_malformed(change):
+    def edit(r):
+        res = r["hints"]["residue"]
+        if change == "duplicate":
+            res.insert(0, res[0])
+        elif change == "unsorted":
+            res[0], res[1] = res[1], res[0]
+        else:
+            res[0] = [model(NAME).dims.d_vocab] + res[0][1:]
+    with pytest.raises(Malformed, match="residue"):
+        replay(_mutate(_residue_lines(), edit))
+
+
+def test_a_wrong_residue_sequence_is_not_counted():
+    """A sequence the model gets wrong, outside every class, claimed: rejected."""
+    fw = model(NAME)
+    lines = _residue_lines()
+    keyed = {(c[0], c[1], tuple(c[2])): c[3] for c in _rule(lines)["hints"]["classes"]}
+    listed = {tuple(t) for t in _rule(lines)["hints"]["residue"]}
+    wrong = next(t for t in itertools.product(range(fw.dims.d_vocab), repeat=fw.dims.n_ctx)
+                 if t not in listed and not rule.in_class(keyed, t) and not _correct(fw, t))
+
+    def edit(r):
+        r["hints"]["residue"] = sorted(r["hints"]["residue"] + [list(wrong)])
+    with pytest.raises(Rejected, match="proves"):
+        replay(_mutate(lines, edit, claim_delta=1))
+
+
+def test_other_tasks_are_refused_by_name():
+    lines = certificate(NAME)
+    out = []
+    for x in lines:
+        obj = json.loads(x)
+        if obj["kind"] == "header":
+            obj["theorem"] = obj["theorem"].replace("task == max_of_k", "task == min_of_k")
+        out.append(json.dumps(obj, separators=(",", ":")))
+    with pytest.raises(Rejected, match="max_of_k"):
+        replay(out)
+
+
+@pytest.mark.parametrize("family", [
+    Family(normalization="RMS", ln_eps=1e-5),
+    Family(normalization="LN", ln_eps=1e-5, n_layers=2),
+])
+def test_unsupported_families_are_refused(family):
+    dims = Dims(4, 3, 4, 4, family)
+    with pytest.raises(Malformed, match="family_gap"):
+        rule.check(dims, {}, {"classes": []}, lambda work: None)
+
+
+def test_the_cost_is_charged_before_the_work():
+    lines = certificate(NAME)
+    classes = rule.parse_hints(_rule(lines)["hints"], model(NAME).dims, lambda w: None)
+    cost = rule.cost(model(NAME).dims, classes)
+    with pytest.raises(Malformed, match="max-work"):
+        replay(lines, limits=Limits(max_work=cost // 2))
+
+
+def test_the_gap_is_the_smallest_the_float_bound_proves():
+    """The strategy's bisection: g proves, g − 1 does not (in float64)."""
+    fw = model(NAME)
+    tab = strategy.Tables(fw)
+    for q, m, fixed, g, *_ in _rule(certificate(NAME))["hints"]["classes"][:40]:
+        fixed = tuple(fixed)
+        assert strategy.attempt(tab, q, m, fixed, g) is not None
+        if g > 1 and len(fixed) < fw.dims.n_ctx - 1:
+            assert strategy.attempt(tab, q, m, fixed, g - 1) is None
+
+
+def test_unexplained_dimensionality_is_reported():
+    """H·(k·v² + R·d) + d·v + 2·d·d_mlp + v per residue sequence (spec/rules.md
+    §family_gap), recomputed here from the dimensions."""
+    lines = certificate(NAME)
+    d = model(NAME).dims
+    f = d.family
+    rows = d.d_vocab if f.positional == "rotary" else d.d_vocab * d.n_ctx
+    residue = len(_rule(lines)["hints"].get("residue", []))
+    want = (f.n_heads * (d.n_ctx * d.d_vocab ** 2 + rows * d.d_model) + d.d_model * d.d_vocab
+            + 2 * d.d_model * f.d_mlp + residue * d.d_vocab)
+    assert replay(lines).dimensionality == want
