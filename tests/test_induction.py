@@ -55,3 +55,35 @@ def test_short_training_run_writes_a_model_and_test_set(tmp_path, capsys):
     assert saved["step"] == 20 and 0 <= saved["test_accuracy"] <= 1
     assert len(data.read_text().splitlines()) == 30
     assert dims_for(2).family.n_layers == 2
+
+
+@pytest.mark.parametrize("flags", [
+    ["--n-layers", "2", "--normalization", "RMS", "--gated-mlp", "--act-fn", "silu"],
+    ["--normalization", "LN", "--act-fn", "gelu", "--heads", "2"],
+])
+def test_train_task_trains_any_family_and_gen_cert_certifies_it(tmp_path, flags):
+    """train-task (issue 21: --n-layers, --act-fn, --normalization, --gated-mlp): the model
+    file records the family, and gen-cert's certificate of the task checks with its claim."""
+    from checker.cli import main as check_cert
+    from generator.cli import main as gen_cert
+    from generator.modelfile import load_model
+    from generator.tasks.train_task import main as train_task
+
+    out, cert = tmp_path / "m.pt", tmp_path / "c.jsonl"
+    assert train_task(["--task", "cyclic:n=3", "--n-ctx", "4", "--d-model", "8", "--d-mlp", "8",
+                       "--steps", "30", "--out", str(out), *flags]) == 0
+    family = load_model(out).weights.dims.family
+    assert family.n_layers == int(flags[flags.index("--n-layers") + 1]
+                                  if "--n-layers" in flags else 1)
+    assert family.normalization == flags[flags.index("--normalization") + 1]
+    assert gen_cert([str(out), "--task", "cyclic:n=3", "-o", str(cert), "-q"]) == 0
+    assert check_cert([str(cert), "--model", str(out)]) == 0
+
+
+def test_train_task_refuses_a_gate_without_an_mlp(capsys):
+    from generator.tasks.train_task import main as train_task
+
+    with pytest.raises(SystemExit):
+        train_task(["--task", "parity", "--n-ctx", "4", "--d-mlp", "0", "--gated-mlp",
+                    "--out", "x.pt"])
+    assert "needs an MLP" in capsys.readouterr().err

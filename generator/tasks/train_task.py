@@ -1,13 +1,14 @@
-"""train-task: train a TransformerLens-layout model (one layer; heads, MLP, LayerNorm as
-asked) on any built-in task of checker/tasks.py, with cross-entropy at every scored
-position (the causal model fed the true prefix), on batches drawn from the task's whole
-domain (generator/tasks/builtin.py).  modular_addition has its own full-batch grokking
-recipe (generator/tasks/modadd.py).
+"""train-task: train a TransformerLens-layout model (layers, heads, MLP, activation, LN or
+RMSNorm as asked) on any built-in task of checker/tasks.py, with cross-entropy at every
+scored position (the causal model fed the true prefix), on batches drawn from the task's
+whole domain (generator/tasks/builtin.py).  modular_addition has its own full-batch
+grokking recipe (generator/tasks/modadd.py).
 
 examples:
   train-task --task parity --n-ctx 10 --out parity.pt
   train-task --task cyclic:n=3 --n-ctx 8 --d-mlp 64 --out z3.pt
   train-task --task flipflop --n-ctx 8 --out flipflop8.pt
+  train-task --task parity --n-ctx 8 --n-layers 2 --normalization RMS --gated-mlp --out p.pt
 """
 
 from __future__ import annotations
@@ -23,31 +24,22 @@ import torch
 import torch.nn.functional as F
 
 from checker import HelpFormatter, add_version_option
-from checker.modelspec import Dims, Family
+from checker.errors import Malformed
+from checker.modelspec import ACTIVATIONS, NORMALIZATIONS, Dims, Family
 
 from ..model import FamilyTransformer
 from .builtin import domain, margins
+from .family import deep_logits_all_positions, family_logits_all_positions
 
 
 def logits_all_positions(model: FamilyTransformer, tokens: torch.Tensor) -> torch.Tensor:
-    """(n, L) tokens -> (n, L, v) logits at every position (causal; standard positional
-    embeddings; the family's normalisation and MLP)."""
-    f, att, L = model.dims.family, "blocks.0.attn.", tokens.shape[1]
-    x = model.p("embed.W_E")[tokens] + model.p("pos_embed.W_pos")[:L]  # (n, L, d)
-    a_in = model._norm(x, "blocks.0.ln1")
-    q = torch.einsum("nkd,jdh->njkh", a_in, model.p(att + "W_Q")) + model.p(att + "b_Q")[:, None]
-    key = torch.einsum("nkd,jdh->njkh", a_in, model.p(att + "W_K")) + model.p(att + "b_K")[:, None]
-    val = torch.einsum("nkd,jdh->njkh", a_in, model.p(att + "W_V")) + model.p(att + "b_V")[:, None]
-    scores = torch.einsum("njph,njih->njpi", q, key) / math.sqrt(model.dims.d_head)
-    causal = torch.tril(torch.ones(L, L, dtype=torch.bool))
-    attn = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-    z = torch.einsum("njpi,njih->njph", attn, val)
-    resid = x + torch.einsum("njph,jhd->npd", z, model.p(att + "W_O")) + model.p(att + "b_O")
-    if f.d_mlp:
-        m_in = model._norm(x if f.parallel else resid, "blocks.0.ln2")
-        hidden = torch.relu(m_in @ model.p("blocks.0.mlp.W_in") + model.p("blocks.0.mlp.b_in"))
-        resid = resid + hidden @ model.p("blocks.0.mlp.W_out") + model.p("blocks.0.mlp.b_out")
-    return model._norm(resid, "ln_final") @ model.p("unembed.W_U") + model.p("unembed.b_U")
+    """(n, L) tokens -> (n, L, v) logits at every position (causal), any family: the
+    one-layer dense pass of generator/tasks/family.py (the shipped task models' floats), or
+    the general one for several layers or a gated MLP."""
+    f = model.dims.family
+    if f.n_layers == 1 and not f.gated_mlp:
+        return family_logits_all_positions(model, tokens)
+    return deep_logits_all_positions(model, tokens)
 
 
 def parse_task(spec: str) -> tuple[str, dict]:
@@ -119,8 +111,8 @@ def main(argv=None) -> int:
     from ..modelfile import save_model
 
     ap = argparse.ArgumentParser(prog="train-task", formatter_class=HelpFormatter,
-                                 description="train a one-layer TransformerLens-layout model "
-                                             "on a built-in task (spec/theorem.md §3)",
+                                 description="train a TransformerLens-layout model on a "
+                                             "built-in task (spec/theorem.md §3)",
                                  epilog="\n".join(__doc__.splitlines()[6:]))
     add_version_option(ap)
     ap.add_argument("--task", required=True, help="NAME[:param=value,...], e.g. cyclic:n=3")
@@ -130,7 +122,14 @@ def main(argv=None) -> int:
     ap.add_argument("--d-model", type=int, default=32)
     ap.add_argument("--d-head", type=int, default=None, help="(default: d_model / heads)")
     ap.add_argument("--heads", type=int, default=1)
-    ap.add_argument("--d-mlp", type=int, default=64)
+    ap.add_argument("--d-mlp", type=int, default=64, help="0: attention-only")
+    ap.add_argument("--n-layers", type=int, default=1)
+    ap.add_argument("--act-fn", choices=list(ACTIVATIONS), default="relu",
+                    help="the MLP's activation (spec/rules.md §Activations)")
+    ap.add_argument("--normalization", choices=list(NORMALIZATIONS[1:]), default=None,
+                    help="LayerNorm or RMSNorm before attention, MLP and unembedding")
+    ap.add_argument("--gated-mlp", action="store_true",
+                    help="TransformerLens's gated MLP (SwiGLU with --act-fn silu)")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -143,9 +142,18 @@ def main(argv=None) -> int:
         from . import modadd
 
         return modadd.main(["--out", args.out, "--p", str(params["p"])])
+    if args.gated_mlp and not args.d_mlp:
+        ap.error("--gated-mlp needs an MLP (--d-mlp > 0)")
+    family = Family(normalization=args.normalization, n_heads=args.heads, d_mlp=args.d_mlp,
+                    act_fn=args.act_fn if args.d_mlp else "relu",
+                    ln_eps=1e-5 if args.normalization else 0.0, n_layers=args.n_layers,
+                    gated_mlp=args.gated_mlp)
+    try:
+        family.validate()
+    except Malformed as exc:
+        ap.error(str(exc))
     dims = Dims(vocab_for(name, params, args.d_vocab), args.n_ctx, args.d_model,
-                args.d_head or args.d_model // args.heads,
-                Family(n_heads=args.heads, d_mlp=args.d_mlp, act_fn="relu"))
+                args.d_head or args.d_model // args.heads, family)
     model, stats = train(name, params, dims, args.steps, args.batch, args.lr,
                          args.weight_decay, args.seed, args.stop_margin, log=sys.stderr)
     meta = {"task": args.task, "train_config": {k: v for k, v in vars(args).items()
