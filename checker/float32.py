@@ -376,6 +376,22 @@ def attention_only_delta(dims, w: dict) -> Fraction:
     return max(max(row) for row in attention_only_deltas(dims, w))
 
 
+def widened_eu(dims, w: dict, lo: tuple, hi: tuple) -> tuple[tuple, tuple, Fraction]:
+    """EU's recorded enclosure (row-major binary64 ends, EU[q, o] at q·v + o) widened entry
+    by entry to [lo − δ[q][o], hi + δ[q][o]], rounded outward to binary64, with
+    δ = attention_only_deltas (Lemma G), and max δ.  Rules cubic, exact and subcubic_gap
+    run unchanged on it to prove the float32 semantics (spec/rules.md §float32 by
+    widening EU)."""
+    deltas = attention_only_deltas(dims, w)
+    v = dims.d_vocab
+    if len(lo) != v * v or len(hi) != v * v:
+        raise AssertionError("float32: EU is not v×v")  # exit 2: an internal error
+    flat = [x for row in deltas for x in row]
+    new_lo = tuple(-_up_fraction(x - Fraction(a)) for a, x in zip(lo, flat))
+    new_hi = tuple(_up_fraction(Fraction(b) + x) for b, x in zip(hi, flat))
+    return new_lo, new_hi, max(flat)
+
+
 def gamma_exact(n: int) -> Fraction:
     """γ_n = n·u/(1 − n·u) exactly (n·u < 1/2)."""
     if n * U >= Fraction(1, 2):
