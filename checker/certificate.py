@@ -455,6 +455,8 @@ class CertificateChecker:
             budget0(2 * len(eu.lo))  # δ and the two widened ends per entry
             lo, hi, worst = float32.widened_eu(self.dims, weights, eu.lo, eu.hi)
             values["EU"] = Value(eu.term, lo, hi, eu.shape)
+            # subcubic_gap's summary row is the mean of EU before widening (spec/rules.md)
+            matrices["EU_UNWIDENED"] = matrices["EU"]
             matrices["EU"] = values["EU"].rows(ar, self.tick)
             widened = (f" (float32 semantics: EU widened by Lemma G's δ[q][o] ≤ "
                        f"{float(worst):.3g})")

@@ -228,22 +228,23 @@ class _Tables:
         self._exps = {}
         if direct in ("max_diff", "min"):
             self.u = low.u if low else [_row_gaps(ar, row) for row in eu]  # U[q][m] (3v²)
-        if direct in ("mean+diff", "min"):
-            self._mean_diff(ar, eu, evou, v, low)
+        if direct in ("mean+diff", "min"):  # under float32 the summary row is the mean
+            # of EU before widening (any row is a summary: Thm 24 – 26), R = widened EU − it
+            self._mean_diff(ar, eu, evou, v, low, mats.get("EU_UNWIDENED", eu))
         self.queries = [_Query(ar, self.beta[q], k) for q in range(v)]
 
-    def _mean_diff(self, ar, eu, evou, v, low=None):
-        """ĒU (v²), R = EU − ĒU (v²), N[q][m] (3v²) — or low's summary row and
-        N (subcubic_direct) —, Ē[m] (3v), C[m] (4v²)."""
+    def _mean_diff(self, ar, eu, evou, v, low=None, summed=None):
+        """ĒU (v²; the column means of `summed`, default EU), R = EU − ĒU (v²), N[q][m]
+        (3v²) — or low's summary row and N (subcubic_direct) —, Ē[m] (3v), C[m] (4v²)."""
         if low:
             mean, self.n = low.mean, low.n
         else:
-            mean = []
+            mean, summed = [], summed or eu
             for o in range(v):
                 ar.tick()
-                total = eu[0][o]
+                total = summed[0][o]
                 for q in range(1, v):
-                    total = ar.iadd(total, eu[q][o])
+                    total = ar.iadd(total, summed[q][o])
                 mean.append(ar.idiv(total, v))
             resid = [[ar.isub(eu[q][o], mean[o]) for o in range(v)] for q in range(v)]
             self.n = [_row_gaps(ar, row) for row in resid]

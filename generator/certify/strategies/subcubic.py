@@ -199,7 +199,8 @@ class Tables:
                 mean_hi = mean_lo = low[1]
                 self.n = low[2]
             else:
-                mean_hi, mean_lo = eu_hi.mean(axis=0), eu_lo.mean(axis=0)
+                # the checker's summary row: the mean of EU before widening (its midpoint)
+                mean_hi = mean_lo = (0.5 * eu_hi + 0.5 * eu_lo).mean(axis=0)
                 self.n = row_gaps(eu_hi - mean_lo[None, :], eu_lo - mean_hi[None, :])
             self.e_bar = row_gaps(mean_hi[None, :], mean_lo[None, :])[0]
             self.c = np.diag(row_gaps(mean_hi[None, :] + evou, mean_lo[None, :] + evou))
