@@ -35,7 +35,8 @@ from operator import add
 
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
-from . import brute_force, cubic, pool
+from ..rules import ATTN_ONLY_WEIGHTS
+from . import cubic, pool
 
 INPUTS = cubic.INPUTS
 # The cover (rule cubic's code) runs in the selected back-end; the residue is exact
@@ -45,7 +46,7 @@ ARITHMETICS = ("mpmath", "arb")
 RECORDED = True
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
-FLOAT32_INPUTS = brute_force.FLOAT32_INPUTS  # the weights, read for δ only
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 # Work units charged per entry of a row term[i][t] (two additions, a product)
 ROW_COST = 3
 

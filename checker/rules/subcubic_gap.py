@@ -28,7 +28,7 @@ from math import comb
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..ops import COST
-from . import brute_force
+from ..rules import ATTN_ONLY_WEIGHTS
 from . import subcubic_attention as attention
 from . import subcubic_direct as low_eu
 
@@ -37,7 +37,7 @@ EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
-FLOAT32_INPUTS = brute_force.FLOAT32_INPUTS  # the weights, read for δ only
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
 
 
