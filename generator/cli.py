@@ -81,8 +81,6 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
     scored = make_task(task, dataset, loaded.weights.dims)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
     other_task = scored is not None and scored.name != "max_of_k"
-    if semantics != "real" and strategy is None:
-        strategy = "forward-brute-force"  # the one rule that proves float32 (theorem.md §2c)
     if strategy is None:  # the decomposition rules apply only to the attention-only family
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
                     and not other_task else "forward-brute-force")
@@ -169,8 +167,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--semantics", choices=("real", "float32"), default="real",
                    help="what the theorem is about (spec/theorem.md §2c): the real-valued model "
                         "(default) or every IEEE-754 float32 evaluation of it (any summation "
-                        "order, FMA or not); float32 needs --strategy forward-brute-force (the "
-                        "default then), brute-force, cubic, exact or subcubic (not its "
+                        "order, FMA or not); float32 works with the default strategy and with "
+                        "forward-brute-force, brute-force, cubic, exact, subcubic (not its "
                         "low-rank EU variants)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")

@@ -43,7 +43,7 @@ def planted(tmp_path_factory):
     certs = {name: generate(str(path), strategy, semantics=semantics)[0]
              for name, strategy, semantics in (("brute", "brute-force", "real"),
                                                 ("forward", "forward-brute-force", "real"),
-                                                ("float32", None, "float32"))}
+                                                ("float32", "forward-brute-force", "float32"))}
     return path, certs
 
 
