@@ -416,6 +416,13 @@ class CertificateChecker:
                            "certifies any task: spec/rules.md)")
         hints = obj.get("hints")
         names = rule.inputs(self.dims, hints) if hasattr(rule, "inputs") else rule.INPUTS
+        # rules that prove float32 on EU widened by Lemma G's δ (spec/rules.md §float32 by
+        # widening EU) run unchanged on that wider enclosure
+        widen = self.semantics == "float32" and getattr(rule, "FLOAT32_WIDENS_EU", False)
+        if widen and "EU" not in names:  # e.g. subcubic_gap's low-rank EU ("eu" hints)
+            raise Rejected(f"line {lineno}: rule {obj['rule']} with these hints does not read "
+                           "EU, so it cannot widen EU by the float32 error (spec/rules.md "
+                           "§float32 by widening EU); it proves the real semantics only")
         if self.semantics != "real":  # e.g. the weights, for brute_force's δ (theorem.md §2c)
             names = (*names, *getattr(rule, "FLOAT32_INPUTS", ()))
         inputs = obj["inputs"]
@@ -429,14 +436,32 @@ class CertificateChecker:
         # (ARITHMETICS); any other rule runs in mpmath whatever is selected
         portable = self.arith.name in getattr(rule, "ARITHMETICS", ())
         # the float32 semantics is evaluated in mpmath only (spec/theorem.md §2c)
-        ar = self.arith if portable and self.semantics == "real" else MPMATH
-        matrices, values = {}, {}
+        # (the rules widening EU run in the selected back-end: δ is exact rationals)
+        ar = self.arith if portable and (self.semantics == "real" or widen) else MPMATH
+        matrices, values, weights = {}, {}, {}
         for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
+            if widen and name in rule.FLOAT32_INPUTS:  # read for δ only, never by the rule
+                weights[name] = value.matrix
+                continue
             matrices[name], values[name] = value.rows(ar, self.tick), value
+        widened = ""
+        if widen:
+            from . import float32  # only for a float32 theorem (spec/trust.md)
+
+            eu = values["EU"]
+            budget0 = RuleBudget(self, lineno, obj["rule"])
+            budget0(2 * len(eu.lo))  # δ and the two widened ends per entry
+            lo, hi, worst = float32.widened_eu(self.dims, weights, eu.lo, eu.hi)
+            values["EU"] = Value(eu.term, lo, hi, eu.shape)
+            # subcubic_gap's summary row is the mean of EU before widening (spec/rules.md)
+            matrices["EU_UNWIDENED"] = matrices["EU"]
+            matrices["EU"] = values["EU"].rows(ar, self.tick)
+            widened = (f" (float32 semantics: EU widened by Lemma G's δ[q][o] ≤ "
+                       f"{float(worst):.3g})")
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, task.pairs())
         started, stored = time.monotonic(), self.stored
         budget = RuleBudget(self, lineno, obj["rule"])
@@ -446,9 +471,10 @@ class CertificateChecker:
                                  for name, value in values.items()}
         if any_task:
             extra["task"] = task
-        if self.semantics != "real":
+        if self.semantics != "real" and not widen:
             extra["semantics"] = self.semantics
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
+        note += widened
         self.stored = stored  # the rule's tables are garbage now
         if self.semantics != "real" and ar is not self.arith:  # float32 under --arith arb
             note += f"; evaluated with {ar.name}, the float32 passes are {ar.name}-only"

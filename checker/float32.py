@@ -275,8 +275,21 @@ def _mag_matrix(rows) -> list:
 
 
 def _vm(x: list, mat: list) -> list:
-    """x·|mat| for non-negative x (exact rationals)."""
-    return [sum(a * row[j] for a, row in zip(x, mat)) for j in range(len(mat[0]))]
+    """x·|mat| for non-negative x (exact rationals), as integer dot products over common
+    denominators (the same rationals as Σ_i x_i·mat[i][j], faster)."""
+    key = id(mat)
+    if key not in _COLUMNS or _COLUMNS[key][0] is not mat:
+        den = math.lcm(*(Fraction(b).denominator for row in mat for b in row))
+        cols = [[int(Fraction(row[j]) * den) for row in mat] for j in range(len(mat[0]))]
+        _COLUMNS[key] = (mat, cols, den)
+    _, cols, den = _COLUMNS[key]
+    x = [Fraction(a) for a in x]
+    x_den = math.lcm(*(a.denominator for a in x))
+    nums = [a.numerator * (x_den // a.denominator) for a in x]
+    return [Fraction(sum(n * c for n, c in zip(nums, col)), den * x_den) for col in cols]
+
+
+_COLUMNS: dict = {}  # id(matrix) -> (matrix, integer columns, denominator), per δ computation
 
 
 def _plus(*vectors) -> list:
@@ -308,6 +321,14 @@ def attention_only_deltas(dims, w: dict) -> list:
       δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
     and δ[q][o] = δ_o at X_q.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
     ρ ≤ 1/2 (the linearisations e^x ≤ 1 + 2x, x ≤ 1); otherwise Overflow."""
+    _COLUMNS.clear()
+    try:
+        return _deltas(dims, w)
+    finally:
+        _COLUMNS.clear()
+
+
+def _deltas(dims, w: dict) -> list:
     u, eta, d, k = U, Fraction(ETA), dims.d_model, dims.n_ctx
     mag = {name: _mag_matrix(w[name]) for name in w}
     e_mat, p_mat = mag["W_E"], mag["W_pos"]
@@ -374,6 +395,22 @@ def _check_bounds(*vectors) -> None:
 def attention_only_delta(dims, w: dict) -> Fraction:
     """max over q, o of attention_only_deltas: one δ for every sequence and output."""
     return max(max(row) for row in attention_only_deltas(dims, w))
+
+
+def widened_eu(dims, w: dict, lo: tuple, hi: tuple) -> tuple[tuple, tuple, Fraction]:
+    """EU's recorded enclosure (row-major binary64 ends, EU[q, o] at q·v + o) widened entry
+    by entry to [lo − δ[q][o], hi + δ[q][o]], rounded outward to binary64, with
+    δ = attention_only_deltas (Lemma G), and max δ.  Rules cubic, exact and subcubic_gap
+    run unchanged on it to prove the float32 semantics (spec/rules.md §float32 by
+    widening EU)."""
+    deltas = attention_only_deltas(dims, w)
+    v = dims.d_vocab
+    if len(lo) != v * v or len(hi) != v * v:
+        raise AssertionError("float32: EU is not v×v")  # exit 2: an internal error
+    flat = [x for row in deltas for x in row]
+    new_lo = tuple(-_up_fraction(x - Fraction(a)) for a, x in zip(lo, flat))
+    new_hi = tuple(_up_fraction(Fraction(b) + x) for b, x in zip(hi, flat))
+    return new_lo, new_hi, max(flat)
 
 
 def gamma_exact(n: int) -> Fraction:

@@ -65,6 +65,10 @@ def make_task(spec: str | None, dataset: str | None, dims):
     return tasks.make_task(name, params, dims.d_vocab, dims.n_ctx)
 
 
+# the strategies proving semantics == float32 (spec/theorem.md §2c, spec/rules.md)
+FLOAT32_STRATEGIES = ("forward-brute-force", "brute-force", "cubic", "exact", "subcubic")
+
+
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
              progress: bool = False, n_ctx: int | None = None, task: str | None = None,
              dataset: str | None = None, checker_max_work: int | None = None,
@@ -77,17 +81,15 @@ def generate(model_path: str, strategy: str | None, float_shadow: bool = True,
     scored = make_task(task, dataset, loaded.weights.dims)
     trace = Trace(loaded.weights, float_shadow=float_shadow)
     other_task = scored is not None and scored.name != "max_of_k"
-    if semantics != "real" and strategy is None:
-        strategy = "forward-brute-force"  # the one rule that proves float32 (theorem.md §2c)
     if strategy is None:  # the decomposition rules apply only to the attention-only family
         strategy = (default_strategy() if loaded.weights.dims.family.is_attn_only
                     and not other_task else "forward-brute-force")
     module, options = resolve(strategy)
     if semantics != "real":
-        if module.NAME not in ("forward-brute-force", "brute-force"):
+        if module.NAME not in FLOAT32_STRATEGIES:
             raise NotApplicable(f"strategy {strategy} proves the real semantics only; "
-                                f"--semantics {semantics} needs --strategy forward-brute-force "
-                                "or brute-force (spec/theorem.md §2c)")
+                                f"--semantics {semantics} needs --strategy "
+                                f"{', '.join(FLOAT32_STRATEGIES)} (spec/theorem.md §2c)")
         options["semantics"] = semantics
     if other_task:
         if module.NAME != "forward-brute-force":
@@ -165,8 +167,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--semantics", choices=("real", "float32"), default="real",
                    help="what the theorem is about (spec/theorem.md §2c): the real-valued model "
                         "(default) or every IEEE-754 float32 evaluation of it (any summation "
-                        "order, FMA or not); float32 needs --strategy forward-brute-force (the "
-                        "default then) or brute-force")
+                        "order, FMA or not); float32 works with the default strategy and with "
+                        "forward-brute-force, brute-force, cubic, exact, subcubic (not its "
+                        "low-rank EU variants)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)

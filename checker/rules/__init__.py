@@ -9,7 +9,12 @@ Rules with PROPERTY = "overwhelm" prove an overwhelm claim instead
 (spec/overwhelm.md): parse_claim(obj, dims, FORM), inputs(dims, claim) -> the
 terms they read, check(dims, matrices, claim, hints, charge) -> note."""
 
-from . import (
+# the attention-only model's 12 weights: what a rule proving float32 by Lemma G reads for δ
+# (spec/theorem.md §2c; brute_force, cubic, exact, subcubic_gap: FLOAT32_INPUTS)
+ATTN_ONLY_WEIGHTS = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
+                     "W_U", "b_U")
+
+from . import (  # noqa: E402
     brute_force,
     cubic,
     exact,

@@ -19,13 +19,13 @@ from __future__ import annotations
 import itertools
 
 from ..arith import MPMATH
+from ..rules import ATTN_ONLY_WEIGHTS
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
 SEMANTICS = ("real", "float32")  # float32: margins beyond δ_o + δ_m (Lemma G, theorem.md §2c)
 # under float32 the rule also reads the weights, for δ
-FLOAT32_INPUTS = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
-                  "W_U", "b_U")
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS
 
 
 def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):

@@ -38,11 +38,15 @@ from math import comb
 
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
+from ..rules import ATTN_ONLY_WEIGHTS
 from . import pool
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
 RECORDED = True  # certificate.py passes the recorded binary64 pairs (the arb accelerator)
+SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
+FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 
 
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):

@@ -35,6 +35,7 @@ from operator import add
 
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
+from ..rules import ATTN_ONLY_WEIGHTS
 from . import cubic, pool
 
 INPUTS = cubic.INPUTS
@@ -43,6 +44,9 @@ INPUTS = cubic.INPUTS
 # passes them), so its verdicts are the same in every back-end, bit for bit.
 ARITHMETICS = ("mpmath", "arb")
 RECORDED = True
+SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
+FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 # Work units charged per entry of a row term[i][t] (two additions, a product)
 ROW_COST = 3
 

@@ -28,12 +28,16 @@ from math import comb
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..ops import COST
+from ..rules import ATTN_ONLY_WEIGHTS
 from . import subcubic_attention as attention
 from . import subcubic_direct as low_eu
 
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
+SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
+FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
 
 
@@ -224,22 +228,23 @@ class _Tables:
         self._exps = {}
         if direct in ("max_diff", "min"):
             self.u = low.u if low else [_row_gaps(ar, row) for row in eu]  # U[q][m] (3v²)
-        if direct in ("mean+diff", "min"):
-            self._mean_diff(ar, eu, evou, v, low)
+        if direct in ("mean+diff", "min"):  # under float32 the summary row is the mean
+            # of EU before widening (any row is a summary: Thm 24 – 26), R = widened EU − it
+            self._mean_diff(ar, eu, evou, v, low, mats.get("EU_UNWIDENED", eu))
         self.queries = [_Query(ar, self.beta[q], k) for q in range(v)]
 
-    def _mean_diff(self, ar, eu, evou, v, low=None):
-        """ĒU (v²), R = EU − ĒU (v²), N[q][m] (3v²) — or low's summary row and
-        N (subcubic_direct) —, Ē[m] (3v), C[m] (4v²)."""
+    def _mean_diff(self, ar, eu, evou, v, low=None, summed=None):
+        """ĒU (v²; the column means of `summed`, default EU), R = EU − ĒU (v²), N[q][m]
+        (3v²) — or low's summary row and N (subcubic_direct) —, Ē[m] (3v), C[m] (4v²)."""
         if low:
             mean, self.n = low.mean, low.n
         else:
-            mean = []
+            mean, summed = [], summed or eu
             for o in range(v):
                 ar.tick()
-                total = eu[0][o]
+                total = summed[0][o]
                 for q in range(1, v):
-                    total = ar.iadd(total, eu[q][o])
+                    total = ar.iadd(total, summed[q][o])
                 mean.append(ar.idiv(total, v))
             resid = [[ar.isub(eu[q][o], mean[o]) for o in range(v)] for q in range(v)]
             self.n = [_row_gaps(ar, row) for row in resid]

@@ -13,7 +13,7 @@ from math import comb
 import numpy as np
 
 from ...progress import progress_bar
-from . import NotApplicable
+from . import NotApplicable, float32_eu
 
 NAME = "cubic"
 TOL = 1e-7
@@ -27,17 +27,21 @@ CANCEL_TOL = 1e-9
 INPUTS = ["EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"]
 
 
-def certify(trace, progress=False):
+def certify(trace, progress=False, semantics="real"):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
     e, beta, evou, pvou, eu = (trace.matrix(n).mid for n in INPUTS)
+    inputs = INPUTS
+    if semantics == "float32":  # EU widened by Lemma G's δ, as the checker does
+        lo, hi, _ = float32_eu.widened(trace, trace.matrix("EU"))
+        eu, inputs = (hi, lo), INPUTS + float32_eu.weight_inputs()
     with np.errstate(all="ignore"):  # overflow gives inf/NaN bounds, which claim nothing
         good, exact, count, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
     hints = {"good": [[m, q, c, mask] + ([exact[(m, q, c)]] if (m, q, c) in exact else [])
                       for (m, q, c), mask in sorted(good.items()) if mask]}
-    line = trace.rule("cubic", INPUTS, count, hints)
+    line = trace.rule("cubic", inputs, count, hints)
     return line, count, stats
 
 
@@ -70,6 +74,10 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
     # top-3 of each EVOU row, for max_{o ∉ {m, t}} EVOU[t, o]
     order = np.argsort(-evou, axis=1)[:, :3]
     tokens = np.arange(v)
+    # eu: EU, or (upper, lower) ends of a wider enclosure: upper for the outputs o, lower
+    # for the max m (float32: EU ± δ)
+    eu_o, eu_m = eu if isinstance(eu, tuple) else (eu, eu)
+    eu = eu_o
     mag = CANCEL_TOL * 2 * (np.abs(eu).max() + np.abs(pvou).max() + np.abs(evou).max())
     good, exact, count, failed = {}, {}, 0, 0
     for q in progress_bar(range(v), "cubic search", enabled=progress):
@@ -79,9 +87,9 @@ def find_good_sets(v, k, e, beta, evou, pvou, eu, progress=False):
         sums = {c: (srt[:c].sum(), srt[::-1][:c].sum()) for c in range(1, k - 1)}
         sums[k - 1] = (b_total,)  # every non-query position: S = B, R = 0 exactly
         for m in range(q, v):
-            dvec = eu[q] - eu[q, m] + dp_max[m]
+            dvec = eu_o[q] - eu_m[q, m] + dp_max[m]
             x_m = dvec + evou[m] - evou[m, m]
-            x_q = eu[q] - eu[q, m] + dp_query[m] + evou[q] - evou[q, m]
+            x_q = eu_o[q] - eu_m[q, m] + dp_query[m] + evou[q] - evou[q, m]
             p = e[q, m] * x_m
             qv = beta[q, k - 1] * e[q, q] * x_q
             others = np.ones(v, bool)

@@ -27,7 +27,8 @@ from checker.rules import cubic as cubic_rule
 from checker.rules.exact import Plan
 
 from ...progress import progress_bar
-from . import NotApplicable
+from ..intervals import IMat
+from . import NotApplicable, float32_eu
 from .cubic import INPUTS, find_good_sets
 
 NAME = "exact"
@@ -38,13 +39,18 @@ BATCH = 8192  # residue sequences per numpy evaluation
 MAX_CHECKER_WORK = 10**10
 
 
-def certify(trace, progress=False):
+def certify(trace, progress=False, semantics="real"):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
     mats = {n: trace.matrix(n) for n in INPUTS}
     e, beta, evou, pvou, eu = (mats[n].mid for n in INPUTS)
+    inputs = INPUTS
+    if semantics == "float32":  # EU widened by Lemma G's δ, as the checker does
+        lo, hi, _ = float32_eu.widened(trace, mats["EU"])
+        mats["EU"], eu = IMat(lo, hi), (hi, lo)
+        inputs = INPUTS + float32_eu.weight_inputs()
     good, joint, cover, stats = find_good_sets(v, k, e, beta, evou, pvou, eu, progress)
     hints = {"good": [[m, q, c, mask] + ([joint[(m, q, c)]] if (m, q, c) in joint else [])
                       for (m, q, c), mask in sorted(good.items()) if mask]}
@@ -54,7 +60,7 @@ def certify(trace, progress=False):
                             "operations in the checker")
     certified, unresolved = predict_residue(plan, mats, v, k, progress)
     claim = cover + certified
-    line = trace.rule("exact", INPUTS, claim, hints)
+    line = trace.rule("exact", inputs, claim, hints)
     return line, claim, {**stats, "cover": cover, "residue": plan.residue,
                          "residue_certified": certified, "unresolved": unresolved,
                          "checker_residue_work": plan.work,

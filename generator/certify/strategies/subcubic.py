@@ -42,7 +42,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from ...progress import progress_bar
-from . import NotApplicable
+from . import NotApplicable, float32_eu
 from . import subcubic_attention as attention
 from . import subcubic_direct as low_eu
 
@@ -131,11 +131,14 @@ VARIANTS += (Options("min", 2, "rank1", "mean+recursive").name(),
              Options("min", 2, "rank1", "mean+recursive", "lowrank1").name())
 
 
-def certify(trace, progress=False, options: Options = Options()):
+def certify(trace, progress=False, options: Options = Options(), semantics="real"):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
+    if semantics == "float32" and options.eu != "full":
+        raise NotApplicable("float32: low-rank EU (eu=...) proves the real semantics only; "
+                            "the float32 proof widens EU itself (spec/rules.md)")
     inputs, extra, low = INPUTS, {}, None
     if options.eu != "full":  # low-rank EU: EU's factors instead of EU
         inputs = INPUTS[:-1] + low_eu.INPUTS
@@ -143,6 +146,9 @@ def certify(trace, progress=False, options: Options = Options()):
         extra["eu"], low = low_eu.hints(low_eu.HANDLERS[options.eu], x, w_u, b_u[0])
     beta, evou, pvou = (trace.matrix(n).mid for n in INPUTS[1:-1])
     eu = trace.matrix("EU").mid if low is None else None
+    if semantics == "float32":  # EU widened by Lemma G's δ, as the checker does
+        lo, hi, _ = float32_eu.widened(trace, trace.matrix("EU"))
+        eu, inputs = (hi, lo), list(inputs) + float32_eu.weight_inputs()
     if options.attn == "full":
         e = np.exp(trace.matrix("EQKE").mid)
     else:  # low-rank EQKE: a per-query-shifted enclosure from its factors (Lemma L)
@@ -162,12 +168,13 @@ def certify(trace, progress=False, options: Options = Options()):
     return line, count, {**stats, "options": dataclasses.asdict(options)}
 
 
-def row_gaps(mat):
-    """out[r, m] = max_{o≠m} mat[r, o] − mat[r, m] (rows of length ≥ 2)."""
+def row_gaps(mat, lower=None):
+    """out[r, m] = max_{o≠m} mat[r, o] − lower[r, m] (rows of length ≥ 2; lower = mat
+    unless given)."""
     srt = np.sort(mat, axis=1)
     best = np.repeat(srt[:, -1:], mat.shape[1], axis=1)
     best[np.arange(mat.shape[0]), mat.argmax(axis=1)] = srt[:, -2]
-    return best - mat
+    return best - (mat if lower is None else lower)
 
 
 class Tables:
@@ -183,13 +190,20 @@ class Tables:
         self.rho_pre = np.maximum.accumulate(self.rho, axis=0)  # (j, m)
         self.e_hi = np.maximum.accumulate(self.e_pair[1], axis=1)  # (q, j)
         self.e_lo = np.minimum.accumulate(self.e_pair[0], axis=1)
+        # eu: EU, or (upper, lower) ends of a wider enclosure (float32: EU ± δ)
+        eu_hi, eu_lo = eu if isinstance(eu, tuple) else (eu, eu)
         if direct in ("max_diff", "min"):
-            self.u = low[0] if low else row_gaps(eu)
+            self.u = low[0] if low else row_gaps(eu_hi, eu_lo)
         if direct in ("mean+diff", "min"):
-            mean = low[1] if low else eu.mean(axis=0)
-            self.n = low[2] if low else row_gaps(eu - mean[None, :])
-            self.e_bar = row_gaps(mean[None, :])[0]
-            self.c = np.diag(row_gaps(mean[None, :] + evou))
+            if low:
+                mean_hi = mean_lo = low[1]
+                self.n = low[2]
+            else:
+                # the checker's summary row: the mean of EU before widening (its midpoint)
+                mean_hi = mean_lo = (0.5 * eu_hi + 0.5 * eu_lo).mean(axis=0)
+                self.n = row_gaps(eu_hi - mean_lo[None, :], eu_lo - mean_hi[None, :])
+            self.e_bar = row_gaps(mean_hi[None, :], mean_lo[None, :])[0]
+            self.c = np.diag(row_gaps(mean_hi[None, :] + evou, mean_lo[None, :] + evou))
 
     def times(self, q, t, a):
         """The checker's upper bound of e_t·A for A ≤ a (the enclosure's end by sign)."""
