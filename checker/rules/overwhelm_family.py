@@ -48,7 +48,9 @@ Memory: the tables, the hints and the largest query position's structures
 (`table_elements`, `hint_elements`, `query_elements`) are charged to the memory limit
 before any is built; the clock is checked at every table row, product element, query
 position and bound of Lemma R.
-mpmath only.
+Under `--arith arb` the one-layer path of a free claim computes Lemma R's sums with Arb
+(overwhelm_family_arb.py; the inputs stay mpmath intervals, INPUT_ARITHMETIC); the rest,
+permutation claims and several layers run in mpmath.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ from .overwhelm import positions
 from .overwhelm_perm import dual_bound
 
 PROPERTY = "overwhelm"
-ARITHMETICS = ("mpmath",)
+ARITHMETICS = ("mpmath", "arb")  # arb: Lemma R's sums only (overwhelm_family_arb.py)
+INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
 FORM = "any"  # free and permutation claims
 ANY_FAMILY = True  # certificate.py: applies to every model family
 HINT_FIELDS = ("box", "pre", "diff", "dir", "dir_lo")
@@ -516,9 +519,14 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
                                             for p in positions(claim)), "tables")
     tables = Tables(dims, mats, charge)
     fun = Functionals(tables, claim.output)
+    at_query = AtQuery
+    if arith is not None and arith.name == "arb":  # Lemma R with Arb (the same bounds)
+        from . import overwhelm_family_arb
+
+        at_query = overwhelm_family_arb.query_checker(claim)
     for p in positions(claim):
         charge(0)  # enforces the time limit
-        AtQuery(tables, fun, claim, p, bounds[p]).check()
+        at_query(tables, fun, claim, p, bounds[p]).check()
     kind = ("every permutation (assignment duals)" if claim.free_perm is not None
             else f"{len(free)} free token(s)")
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), {kind}, "
