@@ -184,7 +184,8 @@ def centred_rows(mat: list, centre: bool) -> list:
     """Each row minus its mean (enclosed): (y W)_c = y·c(W) since c is linear."""
     if not centre:
         return mat
-    return [[x - iv.fsum(row) / len(row) for x in row] for row in mat]
+    means = [iv.fsum(row) / len(row) for row in mat]
+    return [[x - mean for x in row] for row, mean in zip(mat, means)]
 
 
 def centred(x: list, centre: bool) -> list:
@@ -517,13 +518,14 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     charge(_cost(dims, claim, len(claim.free_perm) if claim.free_perm is not None else len(free)))
     hold(charge, table_elements(dims) + max(query_elements(dims, claim, p)
                                             for p in positions(claim)), "tables")
-    tables = Tables(dims, mats, charge)
-    fun = Functionals(tables, claim.output)
-    at_query = AtQuery
-    if arith is not None and arith.name == "arb":  # Lemma R with Arb (the same bounds)
+    make_tables, at_query = Tables, AtQuery
+    if arith is not None and arith.name == "arb":  # the same tables, Lemma R with Arb
         from . import overwhelm_family_arb
 
+        make_tables = overwhelm_family_arb.BatchedTables
         at_query = overwhelm_family_arb.query_checker(claim)
+    tables = make_tables(dims, mats, charge)
+    fun = Functionals(tables, claim.output)
     for p in positions(claim):
         charge(0)  # enforces the time limit
         at_query(tables, fun, claim, p, bounds[p]).check()
