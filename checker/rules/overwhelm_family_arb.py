@@ -204,6 +204,10 @@ class ArbHead(Head):
             if lo is None or hi is None or not lo >= conv.zero:
                 self.usable = False
             self.w_ends[slot] = (lo, hi)
+        # per position, its slots as (table row, w_lo, w_hi), in the reference's order
+        row = head.tables.row
+        self.groups = [[(row(i, u),) + self.w_ends[(i, u)] for u in toks]
+                       for i, toks in enumerate(head.slots)]
 
     def average_below(self, y: list, col: int, lam: float, sign: int = 1,
                       key: int | None = None) -> bool:
@@ -214,13 +218,11 @@ class ArbHead(Head):
         lam_point = self.conv.arb(lam) if finite else None  # arf_set_d: exact
         if values is None or lam_point is None or not self.usable:
             return super().average_below(y, col, lam, sign, key)
-        zero, row, ends = self.conv.zero, self.tables.row, self.w_ends
-        total = None
-        for i, toks in enumerate(self.slots):
+        zero, total = self.conv.zero, None
+        for group in self.groups:  # position i
             best = None
-            for u in toks:
-                a = (values[row(i, u)] - lam_point).upper()  # up_diff
-                w_lo, w_hi = ends[(i, u)]
+            for r, w_lo, w_hi in group:  # token u: row r = Tables.row(i, u), w(i, u)
+                a = (values[r] - lam_point).upper()  # up_diff
                 b = ((w_lo if a < zero else w_hi) * a).upper()  # up_mul
                 if best is None or b > best:
                     best = b
