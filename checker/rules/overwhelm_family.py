@@ -48,9 +48,9 @@ Memory: the tables, the hints and the largest query position's structures
 (`table_elements`, `hint_elements`, `query_elements`) are charged to the memory limit
 before any is built; the clock is checked at every table row, product element, query
 position and bound of Lemma R.
-Under `--arith arb` the one-layer path of a free claim computes Lemma R's sums with Arb
-(overwhelm_family_arb.py; the inputs stay mpmath intervals, INPUT_ARITHMETIC); the rest,
-permutation claims and several layers run in mpmath.
+Under `--arith arb` the one-layer path builds the same tables by batched exact products and,
+for a free claim, computes Lemma R's sums with Arb (overwhelm_family_arb.py; the inputs stay
+mpmath intervals, INPUT_ARITHMETIC); the rest, Lemma R-perm and several layers run in mpmath.
 """
 
 from __future__ import annotations
