@@ -512,13 +512,16 @@ class CertificateChecker:
             raise Malformed(f"line {lineno}: rule {obj['rule']} for this claim takes inputs "
                             f"{sorted(wanted)}"[:300])
         ar = self.arith if self.arith.name in getattr(rule, "ARITHMETICS", ()) else MPMATH
+        # a rule may read its inputs as mpmath intervals whatever the back-end (it converts
+        # what it computes with `ar` itself: overwhelm_family)
+        rows_ar = MPMATH if getattr(rule, "INPUT_ARITHMETIC", None) == "mpmath" else ar
         matrices = {}
         for name, term in wanted.items():
             (value,) = self._refs([obj["inputs"][name]], lineno, 1)
             if value.term != term:
                 raise Rejected(f"line {lineno}: input {name} (line {obj['inputs'][name]}) is "
                                "not that quantity as defined in spec/overwhelm.md")
-            matrices[name] = value.rows(ar, self.tick)
+            matrices[name] = value.rows(rows_ar, self.tick)
         started, stored = time.monotonic(), self.stored
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),
                           RuleBudget(self, lineno, obj["rule"]), arith=ar)

@@ -48,7 +48,9 @@ Memory: the tables, the hints and the largest query position's structures
 (`table_elements`, `hint_elements`, `query_elements`) are charged to the memory limit
 before any is built; the clock is checked at every table row, product element, query
 position and bound of Lemma R.
-mpmath only.
+Under `--arith arb` the one-layer path builds the same tables by batched exact products and,
+for a free claim, computes Lemma R's sums with Arb (overwhelm_family_arb.py; the inputs stay
+mpmath intervals, INPUT_ARITHMETIC); the rest, Lemma R-perm and several layers run in mpmath.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ from .overwhelm import positions
 from .overwhelm_perm import dual_bound
 
 PROPERTY = "overwhelm"
-ARITHMETICS = ("mpmath",)
+ARITHMETICS = ("mpmath", "arb")  # arb: Lemma R's sums only (overwhelm_family_arb.py)
+INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
 FORM = "any"  # free and permutation claims
 ANY_FAMILY = True  # certificate.py: applies to every model family
 HINT_FIELDS = ("box", "pre", "diff", "dir", "dir_lo")
@@ -181,7 +184,8 @@ def centred_rows(mat: list, centre: bool) -> list:
     """Each row minus its mean (enclosed): (y W)_c = y·c(W) since c is linear."""
     if not centre:
         return mat
-    return [[x - iv.fsum(row) / len(row) for x in row] for row in mat]
+    means = [iv.fsum(row) / len(row) for row in mat]
+    return [[x - mean for x in row] for row, mean in zip(mat, means)]
 
 
 def centred(x: list, centre: bool) -> list:
@@ -514,11 +518,17 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
     charge(_cost(dims, claim, len(claim.free_perm) if claim.free_perm is not None else len(free)))
     hold(charge, table_elements(dims) + max(query_elements(dims, claim, p)
                                             for p in positions(claim)), "tables")
-    tables = Tables(dims, mats, charge)
+    make_tables, at_query = Tables, AtQuery
+    if arith is not None and arith.name == "arb":  # the same tables, Lemma R with Arb
+        from . import overwhelm_family_arb
+
+        make_tables = overwhelm_family_arb.BatchedTables
+        at_query = overwhelm_family_arb.query_checker(claim)
+    tables = make_tables(dims, mats, charge)
     fun = Functionals(tables, claim.output)
     for p in positions(claim):
         charge(0)  # enforces the time limit
-        AtQuery(tables, fun, claim, p, bounds[p]).check()
+        at_query(tables, fun, claim, p, bounds[p]).check()
     kind = ("every permutation (assignment duals)" if claim.free_perm is not None
             else f"{len(free)} free token(s)")
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), {kind}, "

@@ -1,0 +1,356 @@
+"""Rule overwhelm_family under `--arith arb` (checker/rules/overwhelm_family_arb.py): the
+same verdict as the mpmath reference on the shipped certificates, on the generator's
+certificates and forced certificates of tests/test_overwhelm_family.py's models and
+claims, and on its mutants (forged hints); Lemma R's Arb sum against exact rationals."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flint")
+
+from overwhelm_fixtures import check_lines, family_random, shipped  # noqa: E402
+from test_overwhelm_family import (  # noqa: E402
+    CASES,
+    SMALL_FAMILY,
+    _edit_hint,
+    _proved_lines,
+    _widest_pair,
+)
+
+from checker.errors import Malformed, Rejected  # noqa: E402
+from generator.overwhelm import certify  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _verdict(lines, arith):
+    """('accepted', theorem) or (error class, message) of checking `lines` with `arith`."""
+    try:
+        report = check_lines(lines, arith=arith)
+    except (Rejected, Malformed) as e:
+        return type(e).__name__, str(e)
+    return "accepted", str(report.facts.overwhelm)
+
+
+@pytest.fixture
+def arb_used(monkeypatch):
+    """Counts the Lemma R bounds the Arb heads decide themselves (not the reference)."""
+    from checker.rules import overwhelm_family_arb as arb_rule
+
+    calls = {"arb": 0}
+    original = arb_rule.ArbHead.average_below
+
+    def counting(self, y, col, lam, sign=1, key=None):
+        if not self.perm:
+            calls["arb"] += 1
+        return original(self, y, col, lam, sign, key)
+
+    monkeypatch.setattr(arb_rule.ArbHead, "average_below", counting)
+    return calls
+
+
+def _same(lines):
+    ref, fast = _verdict(lines, "mpmath"), _verdict(lines, "arb")
+    assert ref == fast
+    return ref
+
+
+@pytest.mark.parametrize("name, model, claims, expect_proofs", CASES, ids=[c[0] for c in CASES])
+def test_both_backends_agree_on_every_claim(name, model, claims, expect_proofs, arb_used):
+    loaded = model()
+    kinds = set()
+    for claim in claims():
+        verdict = certify(loaded, claim, float_shadow=False)
+        kinds.add(_same(verdict.lines)[0] if verdict.verdict == "proved" else "not proved")
+        forced = certify(loaded, verdict.claim, float_shadow=False, force=True)
+        kinds.add(_same(forced.lines)[0])
+    assert arb_used["arb"] > 0
+    if expect_proofs:
+        assert "accepted" in kinds, kinds
+    assert kinds - {"accepted", "not proved"}, kinds  # some forced claims are refused
+
+
+SHIPPED = sorted(
+    line.split()[:2] for line in (ROOT / "certs" / "POLICY").read_text().splitlines()
+    if line and not line.startswith("#") and ".overwhelm" in line.split()[0])
+
+
+@pytest.mark.parametrize("cert, model", SHIPPED, ids=[c for c, _ in SHIPPED])
+def test_shipped_family_certificates_agree(cert, model, arb_used):
+    """Every shipped overwhelm_family certificate (the v16 one takes seconds per back-end)."""
+    path = ROOT / "certs" / cert
+    lines = path.read_text().splitlines()
+    if not any(json.loads(x).get("rule") == "overwhelm_family" for x in lines):
+        pytest.skip("not an overwhelm_family certificate")
+    from checker import arith as backends
+    from checker.cli import check_file
+    from checker.limits import Limits
+
+    verdicts = []
+    for arith in ("mpmath", "arb"):
+        report = check_file(str(path), Limits(), str((ROOT / "certs" / model).resolve()),
+                            arith=backends.get(arith))
+        verdicts.append((str(report.facts.overwhelm), report.rule_notes[0].split(" (")[0]))
+    assert verdicts[0] == verdicts[1]
+
+
+# -- mutants (tests/test_overwhelm_family.py's forged hints) ----------------------------------
+
+def _shrink_upper(arr):
+    k = _widest_pair(arr)
+    arr[2 * k + 1] = (arr[2 * k] + arr[2 * k + 1]) / 2
+
+
+def _raise_lower(arr):
+    k = _widest_pair(arr)
+    arr[2 * k] = (arr[2 * k] + arr[2 * k + 1]) / 2
+
+
+def _lower_first(arr):
+    arr[0] -= 1.0
+
+
+def _plus_100(arr):
+    arr[:] = arr + 100.0
+
+
+def _negate(arr):
+    arr[:] = -arr
+
+
+def _tiny_shrink(arr):  # the smallest forgery: one ulp below the hinted upper end
+    k = _widest_pair(arr)
+    arr[2 * k + 1] = np.nextafter(arr[2 * k + 1], -np.inf)
+
+
+MUTANTS = [(1, 1, _shrink_upper), (3, 1, _shrink_upper), (2, 1, _raise_lower),
+           (3, 2, _shrink_upper), (1, 3, _lower_first), (2, 5, _plus_100), (2, 4, _negate),
+           (2, 1, _tiny_shrink), (3, 2, _tiny_shrink)]
+
+
+@pytest.mark.parametrize("entry, field, edit", MUTANTS)
+def test_mutants_get_the_same_verdict(entry, field, edit, arb_used):
+    verdict = _same(_edit_hint(_proved_lines(), entry, field, edit))
+    assert arb_used["arb"] > 0
+    if edit is not _tiny_shrink:
+        assert verdict[0] == "Rejected", verdict
+
+
+def test_unmodified_and_wrong_output_agree():
+    from checker.statement import Overwhelm
+
+    assert _same(_proved_lines())[0] == "accepted"
+    claim = Overwhelm((5,), 3, 4, free_cmp="<=", free=3)
+    assert _same(certify(shipped(SMALL_FAMILY), claim, float_shadow=False,
+                         force=True).lines)[0] == "Rejected"
+
+
+def test_permutation_claims_take_the_reference_path():
+    from checker.rules.overwhelm_family import AtQuery
+    from checker.rules.overwhelm_family_arb import query_checker
+    from checker.statement import Overwhelm
+
+    assert query_checker(Overwhelm((5, 1), 2, 5, free_perm=(0, 3, 4))) is AtQuery
+    loaded = family_random("ln_mlp_rope")
+    claim = Overwhelm((2, 3), 3, -1, free_perm=(0, 1))
+    _same(certify(loaded, claim, float_shadow=False, force=True).lines)
+
+
+# -- Lemma R with Arb against exact rationals ---------------------------------------------------
+
+def _heads(w_iv, y_slots, slots):
+    """A reference Head and its ArbHead over given weights (intervals) and slots."""
+    from mpmath import iv  # noqa: F401
+
+    from checker.rules.overwhelm_family import Head
+    from checker.rules.overwhelm_family_arb import ArbHead, _Converter
+
+    head = Head.__new__(Head)
+    head.slots, head.perm, head.w = slots, None, w_iv
+    width = max(len(t) for t in slots)
+    head.tables = type("T", (), {"row": staticmethod(lambda i, u: width * i + u)})()
+    return head, ArbHead(head, _Converter())
+
+
+def _frac(raw) -> Fraction:
+    """The raw mpmath number exactly."""
+    sign, man, exp, _ = raw
+    return (-1 if sign else 1) * Fraction(man) * Fraction(2) ** exp
+
+
+def _exact_sum(w_ends, y_ends, slots, lam, sign, width):
+    """max over W in [w_lo, w_hi], Y in [y_lo, y_hi] of Σ_i max_u W(Y·sign − λ) (exact):
+    per term the worst corner."""
+    total = Fraction(0)
+    for i, toks in enumerate(slots):
+        best = None
+        for u in toks:
+            (wl, wh), (yl, yh) = w_ends[(i, u)], y_ends[width * i + u]
+            a = (yh if sign > 0 else -yl) - Fraction(lam)
+            b = max(wl * a, wh * a)
+            best = b if best is None else max(best, b)
+        total += best
+    return total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_arb_lemma_r_against_exact_rationals(seed):
+    """The Arb sum decides like the reference and, when it accepts, the exact left side of
+    Lemma R (over every real of every enclosure) is < 0.  Adversarial: λ at the exact
+    optimum (ties), ± a few ulps; huge and tiny magnitudes; subnormal weights; cancellation
+    (y close to λ)."""
+    from mpmath import iv
+
+    rng = np.random.default_rng(seed)
+    slots = [[1], [0, 1, 2], [0, 1, 2], [0, 1, 2], [2]]
+    width, scale = 3, [1.0, 1e-300, 1e300, 1.0, 1e-5, 1.0][seed]
+    for trial in range(12):
+        w = rng.uniform(0.1, 3.0, size=(5, 3))
+        if trial % 4 == 1:
+            w[rng.integers(5), :] = 5e-324  # subnormal weights
+        y = rng.normal(size=(5, 3)) * scale
+        rad = np.abs(rng.normal(size=(5, 3))) * scale * (1e-12 if trial % 2 else 0.0)
+        w_iv = {(i, u): iv.mpf((float(w[i, u]), float(np.nextafter(w[i, u], np.inf))))
+                for i in range(5) for u in range(3)}
+        ymat = [[iv.mpf((float(y[i, u] - rad[i, u]), float(y[i, u] + rad[i, u])))]
+                for i in range(5) for u in range(3)]
+        head, fast = _heads(w_iv, ymat, slots)
+        w_ends = {k: tuple(map(_frac, v._mpi_)) for k, v in w_iv.items()}
+        y_ends = [tuple(map(_frac, r[0]._mpi_)) for r in ymat]
+        best = max(sum(w[i, t[i]] * y[i, t[i]] for i in range(5)) /
+                   sum(w[i, t[i]] for i in range(5)) for t in itertools.product(*slots))
+        candidates = [float(best), float(y[2, 1]), float(y[0, 1])]
+        for c in list(candidates):
+            candidates += [float(np.nextafter(c, np.inf)), float(np.nextafter(c, -np.inf)),
+                           c * (1 + 1e-9), c * (1 - 1e-9)]
+        for lam in candidates:
+            for sign in (1, -1):
+                lam_s = lam if sign > 0 else -lam
+                ref = head.average_below(ymat, 0, lam_s, sign)
+                got = fast.average_below(ymat, 0, lam_s, sign)
+                assert ref == got, (seed, trial, lam, sign)
+                if got:
+                    assert _exact_sum(w_ends, y_ends, slots, lam_s, sign, width) < 0
+
+
+def test_converter_points_are_exact():
+    from mpmath import mpf
+
+    from checker.rules.overwhelm_family_arb import _Converter
+
+    conv = _Converter()
+    rng = np.random.default_rng(3)
+    values = [0.0, -0.0, 5e-324, -5e-324, 1.7976931348623157e308, 2.0 ** -1074 * 3]
+    values += list(rng.normal(size=50) * 10.0 ** rng.integers(-300, 300, size=50))
+    for x in values:
+        raw = mpf(x)._mpf_
+        point = conv.point(raw)
+        assert point.rad() == 0
+        man, exp = point.mid().man_exp() if x else (0, 0)
+        assert Fraction(int(man)) * Fraction(2) ** int(exp) == Fraction(x)
+    for raw in (mpf("inf")._mpf_, mpf("-inf")._mpf_, mpf("nan")._mpf_):
+        assert conv.point(raw) is None
+
+
+def test_a_non_finite_column_takes_the_reference_path():
+    from mpmath import iv
+
+    slots = [[0], [0, 1]]
+    w_iv = {(i, u): iv.mpf(1.0) for i in range(2) for u in range(2)}
+    ymat = [[iv.mpf(0.5)], [iv.mpf((-1.0, float("inf")))], [iv.mpf(0.25)], [iv.mpf(0.25)]]
+    head, fast = _heads(w_iv, ymat, slots)
+    for lam in (0.0, 1.0, 1e300):
+        assert fast.average_below(ymat, 0, lam) == head.average_below(ymat, 0, lam)
+
+
+def test_a_weight_below_zero_is_rejected_as_by_the_reference():
+    from mpmath import iv
+
+    slots = [[0], [0, 1]]
+    w_iv = {(i, u): iv.mpf((-1e-30, 1.0)) for i in range(2) for u in range(2)}
+    ymat = [[iv.mpf(0.5)] for _ in range(4)]
+    head, fast = _heads(w_iv, ymat, slots)
+    for h in (head, fast):
+        with pytest.raises(Rejected, match="weight"):
+            h.average_below(ymat, 0, 1.0)
+
+
+# -- the batched tables: the reference's values bit for bit -----------------------------------
+
+def _raw(matrix):
+    return [[x._mpi_ for x in row] for row in matrix]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_matmul_is_the_reference_product(seed):
+    """exact_matmul == arith/mp.matmul entry by entry (raw endpoints): point × interval,
+    interval × point, interval × interval (the reference itself), with cancellation, huge
+    and tiny magnitudes, subnormals and zeros."""
+    from mpmath import iv
+
+    from checker.arith import mp
+    from checker.rules.overwhelm_family_arb import exact_matmul
+
+    rng = np.random.default_rng(seed)
+
+    def matrix(r, c, points):
+        mags = 10.0 ** rng.integers(-300, 300, size=(r, c)) if seed % 2 else np.ones((r, c))
+        mid = rng.normal(size=(r, c)) * mags
+        mid[rng.random((r, c)) < 0.1] = 0.0
+        mid[rng.random((r, c)) < 0.05] = 5e-324
+        rad = 0 if points else np.abs(rng.normal(size=(r, c))) * np.abs(mid) * 1e-3
+        return [[iv.mpf((float(a - e), float(a + e))) if not points else iv.mpf(float(a))
+                 for a, e in zip(m_row, r_row)]
+                for m_row, r_row in zip(mid, np.broadcast_to(rad, (r, c)))]
+
+    for r, n, c in [(1, 1, 1), (4, 7, 3), (9, 5, 8)]:
+        for a_points, b_points in [(False, True), (True, False), (True, True), (False, False)]:
+            a, b = matrix(r, n, a_points), matrix(n, c, b_points)
+            if not a_points:  # cancellation: a row against a column of opposite signs
+                b[0][0] = iv.mpf(1.0)
+            assert _raw(exact_matmul(a, b, lambda: None)) == _raw(mp.matmul(a, b, lambda: None))
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope", "small_trained"])
+def test_batched_tables_equal_the_reference(name):
+    from checker.rules import overwhelm_family as rule
+    from checker.rules.overwhelm_family import Tables
+    from checker.rules.overwhelm_family_arb import BatchedTables
+    from checker.statement import Overwhelm
+
+    loaded = shipped(SMALL_FAMILY) if name == "small_trained" else family_random(name)
+    seen = []
+
+    class Capture(Tables):  # the checker's own inputs (mpmath intervals)
+        def __init__(self, dims, mats, charge):
+            seen.append((dims, mats))
+            super().__init__(dims, mats, charge)
+
+    original, rule.Tables = rule.Tables, Capture
+    try:
+        claim = Overwhelm((1,), 2, 1, free_cmp="<=", free=2)
+        _verdict(certify(loaded, claim, float_shadow=False, force=True).lines, "mpmath")
+    finally:
+        rule.Tables = original
+    dims, mats = seen[0]
+    charges = [[], []]
+    ref = Tables(dims, mats, charges[0].append)
+    fast = BatchedTables(dims, mats, charges[1].append)
+    # the same work charged (the clock ticks, charge(0), are counted differently)
+    assert [c for c in charges[0] if c] == [c for c in charges[1] if c]
+
+    def flat(t, depth):
+        for _ in range(depth):
+            t = [x for part in t for x in part]
+        return [x._mpi_ for x in t]
+
+    for attr, depth in (("q", 3), ("key", 3), ("val", 3), ("resid0", 2)):
+        assert flat(getattr(ref.model, attr), depth) == flat(getattr(fast.model, attr), depth)
+    assert [_raw(m) for m in ref.vo] == [_raw(m) for m in fast.vo]
