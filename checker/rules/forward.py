@@ -204,14 +204,23 @@ def _count_with_float32_gap(dims, m, charge) -> tuple[int, str]:
     if at is None:
         return count, ""
     del model
+    limited = []  # the clock ran out: that stands (any other failure only names itself)
+
+    def clock(work):
+        try:
+            charge(0)
+        except Malformed:
+            limited.append(True)
+            raise
+
     try:
-        logits = model_class("float32")(dims, m, lambda work: charge(0)).logits(at)
+        logits = model_class("float32")(dims, m, clock).logits(at)
         top = max(at)
         lost = worst - min((logits[top] - x).a for o, x in enumerate(logits) if o != top)
         loss = f"a float32 evaluation may lose {float(lost.b):.2g} of it there"
-    except Malformed:  # a resource limit (the clock) stands
-        raise
     except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
+        if limited:
+            raise
         loss = f"no float32 bound there ({type(err).__name__}: {err})"[:300]
     return count, (f"; smallest certified margin {float(worst.a):.3g} at {list(at)}, {loss} "
                    "(spec/theorem.md §2c; gen-cert --semantics float32 proves the float32 "

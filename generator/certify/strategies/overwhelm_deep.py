@@ -58,6 +58,7 @@ class _Layer:
         self.w_o_c = [self.c_rows(w[att + "W_O"][j]) for j in range(f.n_heads)]
         self.b_o_c = self.c_vec(w[att + "b_O"])
         self.q, self.k, self.vo = {}, {}, {}
+        self.too_wide = False  # a score the checker would refuse (rule.EXP_LIMIT)
         if f.positional == "rotary":
             ang = rope_angles(dims)
             self.cos, self.sin = np.cos(ang), np.sin(ang)
@@ -123,6 +124,11 @@ class _Layer:
         rad = kr @ np.abs(qm) + np.abs(km) @ qr + kr @ qr
         scale = 1 / math.sqrt(self.dims.d_head)
         s_lo, s_hi = (mid - rad) * scale, (mid + rad) * scale
+        # the checker shifts by the state's own score midpoint and refuses a score farther
+        # than rule.EXP_LIMIT from it: such a state proves nothing (half the limit: margin)
+        own = (s_lo[keys.index((i, u))] + s_hi[keys.index((i, u))]) / 2
+        if not np.all(np.maximum(s_hi - own, own - s_lo) < rule.EXP_LIMIT / 2):
+            self.too_wide = True
         shift = s_hi.max()  # any real (the ratio is shift-invariant): no overflow
         return keys, np.exp(s_lo - shift), np.exp(s_hi - shift)
 
@@ -201,7 +207,7 @@ def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
                                      else 0)
             x = x - x.mean() if centre else x
             boxes[(i, u)] = (x.copy(), x.copy())
-    box_hints, diff_hints, candidates, best = [], [], [], None
+    box_hints, diff_hints, candidates, best, wide = [], [], [], None, False
     o, v, d = claim.output, dims.d_vocab, dims.d_model
     for index in range(f.n_layers):
         layer = _Layer(w, dims, index, boxes)
@@ -272,6 +278,9 @@ def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
             if best is None or bound[m] / scale > best.worst / best.scale:
                 best = FamilyMargin(float(bound[m]), scale, m, completion)
         boxes = new
+        wide = wide or layer.too_wide
+    if wide:  # the checker would refuse a score's enclosure: not proved (finite for JSON)
+        best.worst = 1e300
     best.hints = encode_hints(box_hints, diff_hints)
     best.candidates = candidates
     return best
