@@ -320,7 +320,13 @@ def attention_only_deltas(dims, w: dict) -> list:
       e_r = e_x + e_z|W_O| + γ_{h+2}((X + e_x) + |b_O| + (V + e_z)|W_O|) + (h+2)η
       δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
     and δ[q][o] = δ_o at X_q.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
-    ρ ≤ 1/2 (the linearisations e^x ≤ 1 + 2x, x ≤ 1); otherwise Overflow."""
+    ρ ≤ 1/2 (the linearisations e^x ≤ 1 + 2x, x ≤ 1); otherwise Overflow.
+
+    Exact magnitudes (Lemma G, "exact magnitudes"): X, K, V, X_q and Q are only used as
+    entrywise bounds of |x_i|, |k_i|, |v_i|, |x_{k−1}|, |q|; when every weight of E, P, W_Q,
+    W_K, W_V and their biases is a point, they are the exact entrywise maxima of those
+    magnitudes over every token and position (`_exact_magnitudes`), each ≤ the triangle
+    bound, so δ is ≤ the triangle-bound δ entrywise."""
     _COLUMNS.clear()
     try:
         return _deltas(dims, w)
@@ -333,6 +339,9 @@ def _deltas(dims, w: dict) -> list:
     mag = {name: _mag_matrix(w[name]) for name in w}
     e_mat, p_mat = mag["W_E"], mag["W_pos"]
     x = _plus([max(col) for col in zip(*e_mat)], [max(col) for col in zip(*p_mat)])
+    exact = _exact_magnitudes(w, k)  # None unless every input weight is a point
+    if exact is not None:
+        x = exact["X"]
 
     def project(x, name, bias):
         """(magnitude bound, error bound) of fl(x̃ W + b) over inputs of magnitude ≤ x."""
@@ -343,18 +352,81 @@ def _deltas(dims, w: dict) -> list:
         return real, err
 
     (kk, e_k), (val, e_v) = project(x, "W_K", "b_K"), project(x, "W_V", "b_V")
+    if exact is not None:
+        kk, val = exact["K"], exact["V"]
     _check_bounds(_plus(kk, e_k), _plus(val, e_v))
-    return [_query_deltas(dims, mag, _plus(row, mag["W_pos"][k - 1]), project, kk, e_k,
-                          val, e_v) for row in e_mat]
+    if exact is None:
+        queries = [(_plus(row, mag["W_pos"][k - 1]), None) for row in e_mat]
+    else:
+        queries = list(zip(exact["X_q"], exact["Q"]))
+    return [_query_deltas(dims, mag, x_q, project, kk, e_k, val, e_v, q_exact)
+            for x_q, q_exact in queries]
 
 
-def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v) -> list:
-    """Lemma G's δ_o for the query residual magnitude x (= X_q), every o."""
+def _points(rows) -> list | None:
+    """The exact rational entries of a matrix of point intervals; None if any has width."""
+    from .elementary import endpoints
+
+    out = []
+    for row in rows:
+        ends = [endpoints(x) for x in row]
+        if any(lo != hi for lo, hi in ends):
+            return None
+        out.append([lo for lo, _ in ends])
+    return out
+
+
+def _affine_rows(xs: list, mat: list, bias: list) -> list:
+    """The exact vectors x·mat + bias for each x in xs (rationals), by integer dot
+    products over common denominators."""
+    den = math.lcm(*(Fraction(a).denominator for row in (*mat, bias) for a in row))
+    cols = [[int(Fraction(row[j]) * den) for row in mat] for j in range(len(mat[0]))]
+    b = [int(Fraction(a) * den) for a in bias]
+    x_den = math.lcm(*(Fraction(a).denominator for x in xs for a in x))
+    out = []
+    for x in xs:
+        nums = [int(Fraction(a) * x_den) for a in x]
+        out.append([Fraction(sum(n * c for n, c in zip(nums, col)) + bj * x_den, den * x_den)
+                    for col, bj in zip(cols, b)])
+    return out
+
+
+def _entrywise_max_abs(vectors: list) -> list:
+    return [max(abs(a) for a in col) for col in zip(*vectors)]
+
+
+def _exact_magnitudes(w: dict, k: int) -> dict | None:
+    """Lemma G's magnitude bounds as the exact entrywise maxima over the residual
+    vectors x = E[t] + P[i] the model can see (spec/theorem.md §2c, Lemma G, "exact
+    magnitudes"): X = max_{t,i} |x|, K = max_{t,i} |x W_K + b_K|, V alike, and per query
+    token q, X_q = |E[q] + P[k−1]| and Q_q = |X_q-vector W_Q + b_Q|.  None (the caller keeps
+    the triangle-inequality bounds) unless every weight read here is a point interval."""
+    names = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
+    pts = {name: _points(w[name]) for name in names}
+    if any(p is None for p in pts.values()):
+        return None
+    emb, pos = pts["W_E"], pts["W_pos"]
+    xs = [[a + b for a, b in zip(e, p)] for e in emb for p in pos]
+    x_q = [[a + b for a, b in zip(e, pos[k - 1])] for e in emb]
+    return {
+        "X": _entrywise_max_abs(xs),
+        "K": _entrywise_max_abs(_affine_rows(xs, pts["W_K"], pts["b_K"][0])),
+        "V": _entrywise_max_abs(_affine_rows(xs, pts["W_V"], pts["b_V"][0])),
+        "X_q": [[abs(a) for a in x] for x in x_q],
+        "Q": [[abs(a) for a in q] for q in _affine_rows(x_q, pts["W_Q"], pts["b_Q"][0])],
+    }
+
+
+def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None) -> list:
+    """Lemma G's δ_o for the query residual magnitude x (= X_q), every o; q_exact, when
+    given, is the exact |q| (a tighter Q)."""
     u, eta = U, Fraction(ETA)
     d, h, k = dims.d_model, dims.d_head, dims.n_ctx
     e_x = _scaled(u, x)
     x_f = _plus(x, e_x)
     q, e_q = project(x, "W_Q", "b_Q")
+    if q_exact is not None:
+        q = q_exact
     c = Fraction(1, math.isqrt(h))  # ≥ 1/sqrt(h)
     qf, kf = _plus(q, e_q), _plus(kk, e_k)
     e_s = (c * (sum(a * b for a, b in zip(e_q, kf)) + sum(a * b for a, b in zip(q, e_k)))
