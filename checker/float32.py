@@ -313,9 +313,10 @@ def attention_only_deltas(dims, w: dict) -> list:
       e_x = uX;  e_q = e_x|W_Q| + γ_{d+1}((X + e_x)|W_Q| + |b_Q|) + (d+1)η  (e_k, e_v alike)
       e_s = c·(e_q·(K + e_k) + Q·e_k) + γ_{h+10}·c·(Q + e_q)·(K + e_k)
             + 3η(Σ(Q + e_q + K + e_k) + 2h + 1)                          (scores)
-      softmax: |ã_i − a_i| ≤ θ a_i + ν, θ = (1 + 4e_s)·α·(1 + γ_{k+1}) − 1,
+      softmax: |ã_i − a_i| ≤ θ a_i + ν, θ = (1 + 2e_s + 4e_s²)·α·(1 + γ_{k+1}) − 1,
             α = (1 + 2ρ)(1 + 8u)/((1 − ρ)(1 − 8u)), ρ = 2u(S + e_s), S = c·Q·K,
-            ν = (32k + 32)η   (softmax(s̃)/softmax(s) ∈ [e^{−2e_s}, e^{2e_s}], Lemma S)
+            ν = (32k + 32)η   (softmax(s̃)/softmax(s) ∈ [e^{−2e_s}, e^{2e_s}], Lemma S;
+            e^{2e_s} ≤ 1 + 2e_s + 4e_s², e^{−2e_s} ≥ 1 − 2e_s)
       e_z = (θ + kν)(V + e_v) + e_v + γ_k(1 + θ + kν)(V + e_v) + kη
       e_r = e_x + e_z|W_O| + γ_{h+2}((X + e_x) + |b_O| + (V + e_z)|W_O|) + (h+2)η
       δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
@@ -438,7 +439,7 @@ def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None) -> lis
         raise Overflow("float32: the attention scores' float error is too large for the "
                        "softmax error model (spec/theorem.md §2c, Lemma G)")
     alpha = (1 + 2 * rho) * (1 + 8 * u) / ((1 - rho) * (1 - 8 * u))
-    theta = (1 + 4 * e_s) * alpha * (1 + gamma_exact(k + 1)) - 1
+    theta = (1 + 2 * e_s + 4 * e_s * e_s) * alpha * (1 + gamma_exact(k + 1)) - 1
     nu = (32 * k + 32) * eta
     vf = _plus(val, e_v)
     spread = theta + k * nu
