@@ -358,9 +358,11 @@ def _deltas(dims, w: dict) -> list:
     _check_bounds(_plus(kk, e_k), _plus(val, e_v))
     if exact is None:
         queries = [(_plus(row, mag["W_pos"][k - 1]), None) for row in e_mat]
+        centre = None  # c = 0, H = V: the former e_z
     else:
         queries = list(zip(exact["X_q"], exact["Q"]))
-    return [_query_deltas(dims, mag, x_q, project, kk, e_k, val, e_v, q_exact)
+        centre = (exact["V_centre"], exact["V_half"])
+    return [_query_deltas(dims, mag, x_q, project, kk, e_k, val, e_v, q_exact, centre)
             for x_q, q_exact in queries]
 
 
@@ -409,18 +411,23 @@ def _exact_magnitudes(w: dict, k: int) -> dict | None:
     emb, pos = pts["W_E"], pts["W_pos"]
     xs = [[a + b for a, b in zip(e, p)] for e in emb for p in pos]
     x_q = [[a + b for a, b in zip(e, pos[k - 1])] for e in emb]
+    values = _affine_rows(xs, pts["W_V"], pts["b_V"][0])
     return {
         "X": _entrywise_max_abs(xs),
         "K": _entrywise_max_abs(_affine_rows(xs, pts["W_K"], pts["b_K"][0])),
-        "V": _entrywise_max_abs(_affine_rows(xs, pts["W_V"], pts["b_V"][0])),
+        "V": _entrywise_max_abs(values),
+        "V_centre": [abs(max(col) + min(col)) / 2 for col in zip(*values)],
+        "V_half": [(max(col) - min(col)) / 2 for col in zip(*values)],
         "X_q": [[abs(a) for a in x] for x in x_q],
         "Q": [[abs(a) for a in q] for q in _affine_rows(x_q, pts["W_Q"], pts["b_Q"][0])],
     }
 
 
-def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None) -> list:
+def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None,
+                  centre=None) -> list:
     """Lemma G's δ_o for the query residual magnitude x (= X_q), every o; q_exact, when
-    given, is the exact |q| (a tighter Q)."""
+    given, is the exact |q| (a tighter Q); centre, when given, is (|c|, H): every real
+    value vector v_i lies in [c − H, c + H] entrywise (Lemma G, "centred values")."""
     u, eta = U, Fraction(ETA)
     d, h, k = dims.d_model, dims.d_head, dims.n_ctx
     e_x = _scaled(u, x)
@@ -443,8 +450,10 @@ def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None) -> lis
     nu = (32 * k + 32) * eta
     vf = _plus(val, e_v)
     spread = theta + k * nu
-    e_z = [spread * a + ev + gamma_exact(k) * (1 + spread) * a + k * eta
-           for a, ev in zip(vf, e_v)]
+    mid, half = centre if centre is not None else ([0] * len(val), val)
+    drift = gamma_exact(k + 1) + k * nu  # |Σ ã_i − 1| (Lemma S)
+    e_z = [spread * (hv + ev) + cv * drift + ev + gamma_exact(k) * (1 + spread) * a + k * eta
+           for a, ev, hv, cv in zip(vf, e_v, half, mid)]
     w_o, b_o = mag["W_O"], mag["b_O"][0]
     e_r = [a + b + gamma_exact(h + 2) * (xf + bo + vw) + (h + 2) * eta
            for a, b, xf, bo, vw in zip(e_x, _vm(e_z, w_o), x_f, b_o,
