@@ -358,11 +358,12 @@ def _deltas(dims, w: dict) -> list:
     _check_bounds(_plus(kk, e_k), _plus(val, e_v))
     if exact is None:
         queries = [(_plus(row, mag["W_pos"][k - 1]), None) for row in e_mat]
-        centre = None  # c = 0, H = V: the former e_z
+        centre = keys = None  # c = 0, H = V: the former e_z; K for every key
     else:
         queries = list(zip(exact["X_q"], exact["Q"]))
         centre = (exact["V_centre"], exact["V_half"])
-    return [_query_deltas(dims, mag, x_q, project, kk, e_k, val, e_v, q_exact, centre)
+        keys = _IntRows(exact["keys"])
+    return [_query_deltas(dims, mag, x_q, project, kk, e_k, val, e_v, q_exact, centre, keys)
             for x_q, q_exact in queries]
 
 
@@ -412,9 +413,11 @@ def _exact_magnitudes(w: dict, k: int) -> dict | None:
     xs = [[a + b for a, b in zip(e, p)] for e in emb for p in pos]
     x_q = [[a + b for a, b in zip(e, pos[k - 1])] for e in emb]
     values = _affine_rows(xs, pts["W_V"], pts["b_V"][0])
+    keys = [[abs(a) for a in key] for key in _affine_rows(xs, pts["W_K"], pts["b_K"][0])]
     return {
         "X": _entrywise_max_abs(xs),
-        "K": _entrywise_max_abs(_affine_rows(xs, pts["W_K"], pts["b_K"][0])),
+        "K": [max(col) for col in zip(*keys)],
+        "keys": keys,
         "V": _entrywise_max_abs(values),
         "V_centre": [abs(max(col) + min(col)) / 2 for col in zip(*values)],
         "V_half": [(max(col) - min(col)) / 2 for col in zip(*values)],
@@ -423,11 +426,27 @@ def _exact_magnitudes(w: dict, k: int) -> dict | None:
     }
 
 
+class _IntRows:
+    """Non-negative rational vectors as integer rows over one denominator, for
+    max_j a·row_j (exact)."""
+
+    def __init__(self, rows: list):
+        self.den = math.lcm(*(Fraction(a).denominator for row in rows for a in row))
+        self.rows = [[int(Fraction(a) * self.den) for a in row] for row in rows]
+
+    def max_dot(self, a: list) -> Fraction:
+        a_den = math.lcm(*(Fraction(x).denominator for x in a))
+        nums = [int(Fraction(x) * a_den) for x in a]
+        best = max(sum(n * r for n, r in zip(nums, row)) for row in self.rows)
+        return Fraction(best, self.den * a_den)
+
+
 def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None,
-                  centre=None) -> list:
+                  centre=None, keys=None) -> list:
     """Lemma G's δ_o for the query residual magnitude x (= X_q), every o; q_exact, when
     given, is the exact |q| (a tighter Q); centre, when given, is (|c|, H): every real
-    value vector v_i lies in [c − H, c + H] entrywise (Lemma G, "centred values")."""
+    value vector v_i lies in [c − H, c + H] entrywise (Lemma G, "centred values"); keys,
+    when given, holds every exact |k_j| (Lemma G, "per-key scores")."""
     u, eta = U, Fraction(ETA)
     d, h, k = dims.d_model, dims.d_head, dims.n_ctx
     e_x = _scaled(u, x)
@@ -437,8 +456,11 @@ def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None,
         q = q_exact
     c = Fraction(1, math.isqrt(h))  # ≥ 1/sqrt(h)
     qf, kf = _plus(q, e_q), _plus(kk, e_k)
-    e_s = (c * (sum(a * b for a, b in zip(e_q, kf)) + sum(a * b for a, b in zip(q, e_k)))
-           + gamma_exact(h + 10) * c * sum(a * b for a, b in zip(qf, kf))
+    g = gamma_exact(h + 10)
+    coef = [c * a + g * c * b for a, b in zip(e_q, qf)]  # e_s = coef·|k_j| + rest, per key
+    top = (sum(a * b for a, b in zip(coef, kk)) if keys is None else keys.max_dot(coef))
+    e_s = (top + c * (sum(a * b for a, b in zip(e_q, e_k)) + sum(a * b for a, b in zip(q, e_k)))
+           + g * c * sum(a * b for a, b in zip(qf, e_k))
            + 3 * eta * (sum(qf) + sum(kf) + 2 * h + 1))
     s = c * sum(a * b for a, b in zip(q, kk))
     rho = 2 * u * (s + e_s)
