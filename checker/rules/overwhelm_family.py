@@ -225,7 +225,11 @@ class Tables:
     def project(self, a_columns: list) -> list:
         """Per head, VO_j · A for A (d × F) given as F columns: rows × F intervals."""
         a = ops.transpose(a_columns)
-        return [ops.matmul(vo, a, self.tick) for vo in self.vo]
+        return [self.matmul(vo, a) for vo in self.vo]
+
+    def matmul(self, a: list, b: list) -> list:
+        """ops.matmul(a, b) with the clock (the arb path's BatchedTables: the same values)."""
+        return ops.matmul(a, b, self.tick)
 
 
 # -- steps 2-3: attention weights and Lemma R ------------------------------------------------
@@ -413,7 +417,7 @@ class AtQuery:
             x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
                 if self.centre else self.x_p
             return forward.activate(f.act_fn, forward._add(
-                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]), self.t.model.charge)
+                self.t.matmul([x_in], m["W_in"])[0], m["b_in"][0]), self.t.model.charge)
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
@@ -435,13 +439,13 @@ class AtQuery:
         final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
         if hidden:
             final = forward._add(forward._add(
-                r_box, forward._vecmat(hidden, fun.w_out_c, self.t.tick)), fun.b_out_c)
-            mlp_g = forward._add(forward._vecmat(hidden, fun.out_g, self.t.tick), fun.b_out_g)
+                r_box, self.t.matmul([hidden], fun.w_out_c)[0]), fun.b_out_c)
+            mlp_g = forward._add(self.t.matmul([hidden], fun.out_g)[0], fun.b_out_g)
 
         def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
             if not hidden:
                 return iv.mpf(0)
-            col = ops.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e], self.t.tick)  # (d_mlp, 1)
+            col = self.t.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])  # (d_mlp, 1)
             return dot(hidden, [c[0] for c in col]) + dot(fun.b_out_c, [iv.mpf(x) for x in e])
 
         sigma = iv.mpf(1)
