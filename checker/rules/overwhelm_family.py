@@ -50,7 +50,9 @@ before any is built; the clock is checked at every table row, product element, q
 position and bound of Lemma R.
 Under `--arith arb` the one-layer path builds the same tables by batched exact products and,
 for a free claim, computes Lemma R's sums with Arb (overwhelm_family_arb.py; the inputs stay
-mpmath intervals, INPUT_ARITHMETIC); the rest, Lemma R-perm and several layers run in mpmath.
+mpmath intervals, INPUT_ARITHMETIC); LayerNorm, RoPE, the weights and the per-query products
+there are this module's operations bit for bit, faster (Tables.matmul, AtQuery.logit_const are
+its hooks); Lemma R-perm and several layers run in mpmath.
 """
 
 from __future__ import annotations
@@ -431,9 +433,17 @@ class AtQuery:
                                         self.t.model.charge)[0])
         return out
 
+    def logit_const(self, t: int):
+        """The constant of logit t − logit o: b_U[t] − b_U[o] (+ b_f·D_t with LayerNorm)."""
+        m, o, fun = self.m, self.claim.output, self.fun
+        const = m["b_U"][0][t] - m["b_U"][0][o]
+        if fun.b_f is not None:
+            const = const + dot(fun.d_u[t], fun.b_f)
+        return const
+
     def check(self) -> None:
         """Step 6: raise Rejected unless ℓ_m − ℓ_o < 0 for every m ≠ o."""
-        f, m, o, fun = self.f, self.m, self.claim.output, self.fun
+        f, o, fun = self.f, self.claim.output, self.fun
         r_box = self.box()
         hidden = self.hidden(r_box)
         final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
@@ -460,9 +470,7 @@ class AtQuery:
                                            for j in range(f.n_heads)], f"logit difference {t}",
                                           (None, key(self.t.dims, "diff", t))))
             numer = up_add(numer, upper(mlp_g[t]))
-            const = m["b_U"][0][t] - m["b_U"][0][o]
-            if fun.b_f is not None:
-                const = const + dot(fun.d_u[t], fun.b_f)
+            const = self.logit_const(t)
             if not below_zero(up_add(_upper_ratio(numer, sigma), upper(const))):
                 raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
                                f"logit {t} − logit {o} is not negative")

@@ -40,6 +40,11 @@ product x·y with y a point is [x_lo·y, x_hi·y] if y >= 0, else [x_hi·y, x_lo
 symmetrically for a point A; rounded outward by the same from_man_exp calls.  Any other
 case is arith/mp.matmul itself.
 
+LayerNorm, RoPE (raw_layer_norm, raw_rotate), the attention weights (raw_head) and the logit
+constants (once per claim) are the reference's own mpmath interval operations on raw (lo, hi)
+pairs, bit for bit; the per-query products (BatchedTables.matmul, int_matmul) are mp.matmul's
+loop on the constant operands' integer forms, converted once (spec/arithmetic.md).
+
 The conversions are done once per table (a column's upper ends and negated lower ends, on
 first use) and once per query position (the weights' ends), so the per-term work is four
 Arb operations on exact points.
@@ -262,6 +267,7 @@ class _Converter:
         self.arb, self.arf = flint.arb, flint.arf
         self.zero = flint.arb(0)
         self.columns = {}  # (id(table), col, sign) -> (table, [arb points]) or None
+        self.consts = {}  # (id(fun), o, t) -> (fun, AtQuery.logit_const(t))
         self.charge = None  # the rule's charge (set by ArbAtQuery): the caches' memory
 
     def point(self, raw):
@@ -340,7 +346,7 @@ class ArbAtQuery(AtQuery):
 
     def __init__(self, tables, fun, claim, p: int, hint: dict, conv: _Converter):
         # AtQuery.__init__ (a free claim: perm None) with each head's weights by raw_head
-        conv.charge = tables.model.charge
+        conv.charge, self.conv = tables.model.charge, conv
         self.t, self.fun, self.claim, self.p, self.hint = tables, fun, claim, p, hint
         self.f, self.m, self.centre = tables.f, tables.m, tables.centre
         s = len(claim.prefix)
@@ -352,6 +358,20 @@ class ArbAtQuery(AtQuery):
         self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = tables.matmul_t([self.base], fun.g)[0]  # (v,)
         self.base_a = tables.matmul_t([self.base], fun.a)[0] if fun.a else []
+
+    def logit_const(self, t: int):
+        """AtQuery.logit_const(t), computed once per (functionals, output, t) for the whole
+        claim (it does not depend on the query position): the same value."""
+        key = (id(self.fun), self.claim.output, t)
+        hit = self.conv.consts.get(key)
+        if hit is not None and hit[0] is self.fun:
+            return hit[1]
+        from ..certificate import hold
+
+        hold(self.conv.charge, 1, "logit constants")
+        const = super().logit_const(t)
+        self.conv.consts[key] = (self.fun, const)
+        return const
 
 
 def raw_head(tables, j: int, p: int, slots: list) -> Head:
