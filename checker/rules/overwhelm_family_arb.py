@@ -121,8 +121,9 @@ class _BatchedModel(forward._Model):
         for i in range(k):
             rows = product[i * v:(i + 1) * v]
             for n, (name, j) in enumerate(blocks):
-                bias = m["b_" + name][j]
-                tables[(name, j)].append([forward._add(p[n * h:(n + 1) * h], bias)
+                bias = _raws(m["b_" + name][j])  # forward._add(x, bias), bit for bit
+                tables[(name, j)].append([[iv.make_mpf(mpi_add(a._mpi_, b, iv.prec))
+                                           for a, b in zip(p[n * h:(n + 1) * h], bias)]
                                           for p in rows])
         self.q, self.key, self.val = [], [], []
         for j in range(f.n_heads):
