@@ -354,3 +354,82 @@ def test_batched_tables_equal_the_reference(name):
     for attr, depth in (("q", 3), ("key", 3), ("val", 3), ("resid0", 2)):
         assert flat(getattr(ref.model, attr), depth) == flat(getattr(fast.model, attr), depth)
     assert [_raw(m) for m in ref.vo] == [_raw(m) for m in fast.vo]
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope", "small_trained"])
+def test_raw_heads_equal_the_reference(name):
+    """raw_head's weights == Head's (raw endpoints), for every query position and head, and the
+    tables of every normalisation path (LayerNorm, RoPE) are the reference's (above)."""
+    from checker.rules import overwhelm_family as rule
+    from checker.rules.overwhelm_family import Head, Tables
+    from checker.rules.overwhelm_family_arb import raw_head
+    from checker.statement import Overwhelm
+
+    loaded = shipped(SMALL_FAMILY) if name == "small_trained" else family_random(name)
+    seen = []
+
+    class Capture(Tables):
+        def __init__(self, dims, mats, charge):
+            seen.append((dims, mats))
+            super().__init__(dims, mats, charge)
+
+    original, rule.Tables = rule.Tables, Capture
+    try:
+        claim = Overwhelm((1,), 2, 1, free_cmp="<=", free=2)
+        _verdict(certify(loaded, claim, float_shadow=False, force=True).lines, "mpmath")
+    finally:
+        rule.Tables = original
+    dims, mats = seen[0]
+    tables = Tables(dims, mats, lambda work: None)
+    free = list(range(dims.d_vocab))
+    for p in range(1, dims.n_ctx):
+        slots = [[1]] + [free] * (p - 1) + [[2]]
+        for j in range(dims.family.n_heads):
+            ref, fast = Head(tables, j, p, slots), raw_head(tables, j, p, slots)
+            assert fast.slots == ref.slots and fast.perm is None
+            assert {k: w._mpi_ for k, w in ref.w.items()} == \
+                {k: w._mpi_ for k, w in fast.w.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_raw_steps_are_the_reference_ops(seed):
+    """raw_dot, raw_rotate, raw_layer_norm == the reference's iv expressions bit for bit, on
+    random intervals with cancellation, huge and tiny magnitudes, subnormals and zeros; and
+    raw_dot's interval contains the exact rational Σ x_lo·y_lo (a point of the range)."""
+    from mpmath import iv
+
+    from checker.rules import forward
+    from checker.rules.overwhelm_family import dot
+    from checker.rules.overwhelm_family_arb import raw_dot, raw_layer_norm, raw_rotate
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 9)) * 2
+
+    def vec(points=False, scale=None):
+        mags = 10.0 ** rng.integers(-150, 150, size=n) if scale is None else np.full(n, scale)
+        mid = rng.normal(size=n) * mags
+        mid[rng.random(n) < 0.15] = 0.0
+        mid[rng.random(n) < 0.1] = 5e-324
+        rad = 0 * mid if points else np.abs(rng.normal(size=n)) * np.abs(mid) * 1e-3
+        return [iv.mpf((float(a - e), float(a + e))) for a, e in zip(mid, rad)]
+
+    raw = lambda xs: [x._mpi_ for x in xs]  # noqa: E731
+    prec = iv.prec
+    x, y = vec(scale=None if seed % 2 else 1.0), vec(scale=None if seed % 2 else 1.0)
+    y[0] = -x[0]  # cancellation
+    ref = dot(x, y)._mpi_
+    assert raw_dot(raw(x), raw(y), prec) == ref
+    lo, hi = (_frac(e) for e in ref)
+    exact = sum(_frac(a._mpi_[0]) * _frac(b._mpi_[0]) for a, b in zip(x, y))
+    assert lo <= exact <= hi
+    cos, sin = vec(scale=1.0), vec(scale=1.0)
+    for r in (n, n // 2 if (n // 2) % 2 == 0 else n):
+        assert raw_rotate(raw(x), raw(cos), raw(sin), r, prec) == \
+            raw(forward._rotate(x, cos, sin, r))
+    x = vec(scale=None if seed % 3 else 1.0)
+    w, b = vec(points=True, scale=1.0), vec(points=True, scale=1.0)
+    for eps in (1e-5, 5e-324, 1.0):
+        assert raw_layer_norm(raw(x), eps, raw(w), raw(b), prec) == \
+            raw(forward.layer_norm(x, eps, w, b))
+        assert raw_layer_norm(raw(x), eps, None, None, prec) == \
+            raw(forward.layer_norm(x, eps, None, None))

@@ -50,7 +50,9 @@ before any is built; the clock is checked at every table row, product element, q
 position and bound of Lemma R.
 Under `--arith arb` the one-layer path builds the same tables by batched exact products and,
 for a free claim, computes Lemma R's sums with Arb (overwhelm_family_arb.py; the inputs stay
-mpmath intervals, INPUT_ARITHMETIC); the rest, Lemma R-perm and several layers run in mpmath.
+mpmath intervals, INPUT_ARITHMETIC); LayerNorm, RoPE, the weights and the per-query products
+there are this module's operations bit for bit, faster (Tables.matmul, AtQuery.logit_const are
+its hooks); Lemma R-perm and several layers run in mpmath.
 """
 
 from __future__ import annotations
@@ -225,7 +227,11 @@ class Tables:
     def project(self, a_columns: list) -> list:
         """Per head, VO_j · A for A (d × F) given as F columns: rows × F intervals."""
         a = ops.transpose(a_columns)
-        return [ops.matmul(vo, a, self.tick) for vo in self.vo]
+        return [self.matmul(vo, a) for vo in self.vo]
+
+    def matmul(self, a: list, b: list) -> list:
+        """ops.matmul(a, b) with the clock (the arb path's BatchedTables: the same values)."""
+        return ops.matmul(a, b, self.tick)
 
 
 # -- steps 2-3: attention weights and Lemma R ------------------------------------------------
@@ -413,7 +419,7 @@ class AtQuery:
             x_in = forward.layer_norm(self.x_p, f.ln_eps, *ln_params(m, f, "ln2")) \
                 if self.centre else self.x_p
             return forward.activate(f.act_fn, forward._add(
-                forward._vecmat(x_in, m["W_in"], self.t.tick), m["b_in"][0]), self.t.model.charge)
+                self.t.matmul([x_in], m["W_in"])[0], m["b_in"][0]), self.t.model.charge)
         sigma = iv.mpf(1)
         if self.centre:
             sigma = ln_scale(r_box, f.ln_eps, *self.direction(0))
@@ -427,21 +433,29 @@ class AtQuery:
                                         self.t.model.charge)[0])
         return out
 
+    def logit_const(self, t: int):
+        """The constant of logit t − logit o: b_U[t] − b_U[o] (+ b_f·D_t with LayerNorm)."""
+        m, o, fun = self.m, self.claim.output, self.fun
+        const = m["b_U"][0][t] - m["b_U"][0][o]
+        if fun.b_f is not None:
+            const = const + dot(fun.d_u[t], fun.b_f)
+        return const
+
     def check(self) -> None:
         """Step 6: raise Rejected unless ℓ_m − ℓ_o < 0 for every m ≠ o."""
-        f, m, o, fun = self.f, self.m, self.claim.output, self.fun
+        f, o, fun = self.f, self.claim.output, self.fun
         r_box = self.box()
         hidden = self.hidden(r_box)
         final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
         if hidden:
             final = forward._add(forward._add(
-                r_box, forward._vecmat(hidden, fun.w_out_c, self.t.tick)), fun.b_out_c)
-            mlp_g = forward._add(forward._vecmat(hidden, fun.out_g, self.t.tick), fun.b_out_g)
+                r_box, self.t.matmul([hidden], fun.w_out_c)[0]), fun.b_out_c)
+            mlp_g = forward._add(self.t.matmul([hidden], fun.out_g)[0], fun.b_out_g)
 
         def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
             if not hidden:
                 return iv.mpf(0)
-            col = ops.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e], self.t.tick)  # (d_mlp, 1)
+            col = self.t.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])  # (d_mlp, 1)
             return dot(hidden, [c[0] for c in col]) + dot(fun.b_out_c, [iv.mpf(x) for x in e])
 
         sigma = iv.mpf(1)
@@ -456,9 +470,7 @@ class AtQuery:
                                            for j in range(f.n_heads)], f"logit difference {t}",
                                           (None, key(self.t.dims, "diff", t))))
             numer = up_add(numer, upper(mlp_g[t]))
-            const = m["b_U"][0][t] - m["b_U"][0][o]
-            if fun.b_f is not None:
-                const = const + dot(fun.d_u[t], fun.b_f)
+            const = self.logit_const(t)
             if not below_zero(up_add(_upper_ratio(numer, sigma), upper(const))):
                 raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
                                f"logit {t} − logit {o} is not negative")

@@ -40,6 +40,11 @@ product x·y with y a point is [x_lo·y, x_hi·y] if y >= 0, else [x_hi·y, x_lo
 symmetrically for a point A; rounded outward by the same from_man_exp calls.  Any other
 case is arith/mp.matmul itself.
 
+LayerNorm, RoPE (raw_layer_norm, raw_rotate), the attention weights (raw_head) and the logit
+constants (once per claim) are the reference's own mpmath interval operations on raw (lo, hi)
+pairs, bit for bit; the per-query products (BatchedTables.matmul, int_matmul) are mp.matmul's
+loop on the constant operands' integer forms, converted once (spec/arithmetic.md).
+
 The conversions are done once per table (a column's upper ends and negated lower ends, on
 first use) and once per query position (the weights' ends), so the per-term work is four
 Arb operations on exact points.
@@ -50,13 +55,15 @@ from __future__ import annotations
 import math
 
 from mpmath import iv
-from mpmath.libmp import from_man_exp, fzero, round_ceiling, round_floor
+from mpmath.libmp import from_int, from_man_exp, fzero, round_ceiling, round_floor
+from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_sub, mpi_zero
 
 from ..arith import mp
 from ..arith.arb import flint_module
-from ..numbers import WORKING_PRECISION
+from ..elementary import sqrt_interval
+from ..numbers import WORKING_PRECISION, exp_interval
 from . import forward
-from .overwhelm_family import AtQuery, Head, Tables
+from .overwhelm_family import AtQuery, Head, Tables, alphabet, centred
 
 
 def exact_matmul(a: list, b: list, tick) -> list:
@@ -104,7 +111,7 @@ class _BatchedModel(forward._Model):
         self.charge = charge
         self.scale = forward.inv_sqrt_interval(h)
         self.resid0 = [[self.embed(t, i) for t in self.ticking(range(v))] for i in range(k)]
-        normed = [[self.norm("ln1", x) for x in self.ticking(row)] for row in self.resid0]
+        normed = [[self.norm_raw("ln1", x) for x in self.ticking(row)] for row in self.resid0]
         blocks = [(name, j) for name in "QKV" for j in range(f.n_heads)]
         # the columns of every W_name[head] side by side: d × (3·n_heads·h)
         w_all = [[x for name, j in blocks for x in m["W_" + name][j * d + r]] for r in range(d)]
@@ -114,15 +121,17 @@ class _BatchedModel(forward._Model):
         for i in range(k):
             rows = product[i * v:(i + 1) * v]
             for n, (name, j) in enumerate(blocks):
-                bias = m["b_" + name][j]
-                tables[(name, j)].append([forward._add(p[n * h:(n + 1) * h], bias)
+                bias = _raws(m["b_" + name][j])  # forward._add(x, bias), bit for bit
+                tables[(name, j)].append([[iv.make_mpf(mpi_add(a._mpi_, b, iv.prec))
+                                           for a, b in zip(p[n * h:(n + 1) * h], bias)]
                                           for p in rows])
         self.q, self.key, self.val = [], [], []
         for j in range(f.n_heads):
             q, key, val = (tables[(name, j)] for name in "QKV")
             if f.positional == "rotary":
-                q = [[self.rotate(x, i) for x in self.ticking(row)] for i, row in enumerate(q)]
-                key = [[self.rotate(x, i) for x in self.ticking(row)]
+                q = [[self.rotate_raw(x, i) for x in self.ticking(row)]
+                     for i, row in enumerate(q)]
+                key = [[self.rotate_raw(x, i) for x in self.ticking(row)]
                        for i, row in enumerate(key)]
             self.q.append(q)
             self.key.append(key)
@@ -130,6 +139,30 @@ class _BatchedModel(forward._Model):
         self.w_o = [[m["W_O"][j * h:(j + 1) * h] for j in range(f.n_heads)]]
         self.path = []
         self.position_work = forward.position_cost(dims)
+
+    def norm_raw(self, which: str, x: list) -> list:
+        """self.norm(which, x), bit for bit: LayerNorm / LNPre by raw_layer_norm (the same
+        operations), any other normalisation by the reference."""
+        norm = self.f.normalization
+        if norm not in ("LN", "LNPre"):
+            return self.norm(which, x)
+        w = b = None
+        if norm == "LN":
+            name = forward.layer_short(0, which)
+            w, b = _raws(self.m[name + ".w"][0]), _raws(self.m[name + ".b"][0])
+        return [iv.make_mpf(y) for y in raw_layer_norm(_raws(x), self.f.ln_eps, w, b, iv.prec)]
+
+    def rotate_raw(self, x: list, i: int) -> list:
+        """self.rotate(x, i), bit for bit (raw_rotate: the same operations)."""
+        out = raw_rotate(_raws(x), _raws(self.m["ROPE_COS"][i]), _raws(self.m["ROPE_SIN"][i]),
+                         self.f.rotary_dim, iv.prec)
+        return [iv.make_mpf(y) for y in out]
+
+
+def _raws(xs: list) -> list:
+    """The raw (lo, hi) of each entry, as mpmath's interval operations convert it (an
+    iv.mpf as is; a number exactly, ivmpf.convert)."""
+    return [x._mpi_ if hasattr(x, "_mpi_") else iv.convert(x)._mpi_ for x in xs]
 
 
 class BatchedTables(Tables):
@@ -152,6 +185,79 @@ class BatchedTables(Tables):
             w_o_c = centred_rows(m["W_O"][j * h:(j + 1) * h], self.centre)
             rows = [self.model.val[j][i][u] for i, u in keys]
             self.vo.append(exact_matmul(rows, w_o_c, self.tick))
+        self.ints = {}  # id(matrix) -> (matrix, IntMatrix): the constant operands' integers
+
+    def integers(self, m: list):
+        """m's IntMatrix, kept (charged to the memory limit: two integers per entry) when m
+        is a matrix (>= 2 rows and columns: the tables' and functionals' constants; the
+        per-query vectors and columns are converted afresh)."""
+        if len(m) < 2 or len(m[0]) < 2:
+            return IntMatrix(m)
+        hit = self.ints.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        from ..certificate import hold
+
+        hold(self.model.charge, 2 * len(m) * len(m[0]), "integer forms of the tables")
+        out = IntMatrix(m)
+        self.ints[id(m)] = (m, out)
+        return out
+
+    def matmul(self, a: list, b: list) -> list:
+        """ops.matmul(a, b)'s value entry by entry (int_matmul), the constant operands'
+        integers converted once."""
+        return int_matmul(self.integers(a).rows(), self.integers(b).cols(), self.tick)
+
+    def matmul_t(self, a: list, b_rows: list) -> list:
+        """ops.matmul(a, ops.transpose(b_rows))'s value entry by entry."""
+        return int_matmul(self.integers(a).rows(), self.integers(b_rows).rows(), self.tick)
+
+
+class IntMatrix:
+    """A matrix of intervals as arith/mp._to_integers makes it (integer endpoints lo, hi
+    and the common exponent E: entry [i][j] = [lo·2^E, hi·2^E] exactly), in row and (lazily)
+    column order."""
+
+    def __init__(self, m: list):
+        self.lo, self.hi, self.exp = mp._to_integers(m)
+        self._cols = None
+
+    def rows(self):
+        return self.lo, self.hi, self.exp
+
+    def cols(self):
+        if self._cols is None:
+            self._cols = ([list(c) for c in zip(*self.lo)], [list(c) for c in zip(*self.hi)],
+                          self.exp)
+        return self._cols
+
+
+def int_matmul(a_rows, b_cols, tick) -> list:
+    """arith/mp.matmul's loop on integer forms: a's rows (lo, hi, E_a) and b's columns
+    (lo, hi, E_b); entry (i, j) is Σ_k min / max of the endpoint products (one product when
+    both are points), exact, rounded outward once at exponent E_a + E_b (mp._from_integers).
+    The same integers as mp.matmul's (mp._to_integers of the same matrix, or of its
+    transpose: the same entries, the same minimum exponent), so the same values."""
+    a_lo, a_hi, a_exp = a_rows
+    b_lo_cols, b_hi_cols, b_exp = b_cols
+    exponent, out = a_exp + b_exp, []
+    for x_lo, x_hi in zip(a_lo, a_hi):
+        row = []
+        for y_lo, y_hi in zip(b_lo_cols, b_hi_cols):
+            tick()
+            lo = hi = 0
+            for x0, x1, y0, y1 in zip(x_lo, x_hi, y_lo, y_hi):
+                if x0 == x1 and y0 == y1:
+                    p = x0 * y0
+                    lo += p
+                    hi += p
+                else:
+                    p = (x0 * y0, x0 * y1, x1 * y0, x1 * y1)
+                    lo += min(p)
+                    hi += max(p)
+            row.append(mp._from_integers(lo, hi, exponent))
+        out.append(row)
+    return out
 
 
 class _Converter:
@@ -162,6 +268,8 @@ class _Converter:
         self.arb, self.arf = flint.arb, flint.arf
         self.zero = flint.arb(0)
         self.columns = {}  # (id(table), col, sign) -> (table, [arb points]) or None
+        self.consts = {}  # (id(fun), o, t) -> (fun, AtQuery.logit_const(t))
+        self.charge = None  # the rule's charge (set by ArbAtQuery): the caches' memory
 
     def point(self, raw):
         """The mpmath raw number `raw` as an exact Arb point; None if not finite."""
@@ -177,6 +285,10 @@ class _Converter:
         hit = self.columns.get(key)
         if hit is not None and hit[0] is table:
             return hit[1]
+        if self.charge is not None:  # the memory limit, before the column is built
+            from ..certificate import hold
+
+            hold(self.charge, len(table), "Arb column caches")
         out = []
         for row in table:
             lo, hi = row[col]._mpi_
@@ -234,8 +346,49 @@ class ArbAtQuery(AtQuery):
     """overwhelm_family.AtQuery whose heads compute Lemma R with Arb."""
 
     def __init__(self, tables, fun, claim, p: int, hint: dict, conv: _Converter):
-        super().__init__(tables, fun, claim, p, hint)
-        self.heads = [ArbHead(head, conv) for head in self.heads]
+        # AtQuery.__init__ (a free claim: perm None) with each head's weights by raw_head
+        conv.charge, self.conv = tables.model.charge, conv
+        self.t, self.fun, self.claim, self.p, self.hint = tables, fun, claim, p, hint
+        self.f, self.m, self.centre = tables.f, tables.m, tables.centre
+        s = len(claim.prefix)
+        free = list(alphabet(tables.dims, claim))
+        slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
+        self.heads = [ArbHead(raw_head(tables, j, p, slots), conv)
+                      for j in range(self.f.n_heads)]
+        self.x_p = tables.model.resid0[p][claim.query]
+        self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
+        self.base_g = tables.matmul_t([self.base], fun.g)[0]  # (v,)
+        self.base_a = tables.matmul_t([self.base], fun.a)[0] if fun.a else []
+
+    def logit_const(self, t: int):
+        """AtQuery.logit_const(t), computed once per (functionals, output, t) for the whole
+        claim (it does not depend on the query position): the same value."""
+        key = (id(self.fun), self.claim.output, t)
+        hit = self.conv.consts.get(key)
+        if hit is not None and hit[0] is self.fun:
+            return hit[1]
+        from ..certificate import hold
+
+        hold(self.conv.charge, 1, "logit constants")
+        const = super().logit_const(t)
+        self.conv.consts[key] = (self.fun, const)
+        return const
+
+
+def raw_head(tables, j: int, p: int, slots: list) -> Head:
+    """Head(tables, j, p, slots) (free claim), its weights bit for bit: each score
+    dot(q, key)·scale by raw_dot and one mpi_mul, the shift from the reference's score at
+    (p, query), then exp_interval(s − shift) (mpi_sub) as the reference."""
+    model, prec = tables.model, iv.prec
+    q = _raws(model.q[j][p][slots[p][0]])
+    scale = model.scale._mpi_
+    scores = {(i, u): mpi_mul(raw_dot(q, _raws(model.key[j][i][u]), prec), scale, prec)
+              for i, toks in enumerate(model.ticking(slots)) for u in toks}
+    shift = iv.mpf(iv.make_mpf(scores[(p, slots[p][0])]).mid)._mpi_
+    head = Head.__new__(Head)
+    head.slots, head.tables, head.perm = slots, tables, None
+    head.w = {k: exp_interval(iv.make_mpf(mpi_sub(x, shift, prec))) for k, x in scores.items()}
+    return head
 
 
 def query_checker(claim):
@@ -245,3 +398,53 @@ def query_checker(claim):
         return AtQuery
     conv = _Converter()
     return lambda tables, fun, claim, p, hint: ArbAtQuery(tables, fun, claim, p, hint, conv)
+
+
+# -- the reference's scalar interval steps on raw mpmath intervals ---------------------------
+# Each helper below performs exactly the reference's sequence of mpmath interval operations
+# (the same libmpi functions, in the same order, at the same precision iv.prec), on the raw
+# (lo, hi) pairs instead of iv.mpf objects: the results are the reference's bit for bit; only
+# the per-operation object overhead (type dispatch, conversion, allocation) is saved.
+
+def raw_dot(x: list, y: list, prec: int):
+    """overwhelm_family.dot(x, y)'s raw interval: iv.fsum(a·b) = ((0 + x0·y0) + x1·y1) + ...
+    (iv.fsum is sum(args, iv.zero)), each step mpi_mul / mpi_add at `prec`."""
+    total = mpi_zero
+    for a, b in zip(x, y):
+        total = mpi_add(total, mpi_mul(a, b, prec), prec)
+    return total
+
+
+def raw_rotate(x: list, cos_row: list, sin_row: list, rotary_dim: int, prec: int) -> list:
+    """forward._rotate on raw intervals: (a·cos − b·sin, b·cos + a·sin) per pair."""
+    half = rotary_dim // 2
+    out = list(x)
+    for j in range(half):
+        a, b, c, s = x[j], x[j + half], cos_row[j], sin_row[j]
+        out[j] = mpi_sub(mpi_mul(a, c, prec), mpi_mul(b, s, prec), prec)
+        out[j + half] = mpi_add(mpi_mul(b, c, prec), mpi_mul(a, s, prec), prec)
+    return out
+
+
+def raw_layer_norm(x: list, eps: float, w: list | None, b: list | None, prec: int) -> list:
+    """forward.layer_norm on raw intervals, step for step: mean = fsum(x)/n, c = x − mean,
+    var = fsum(|c|·|c|)/n (elementary.square_interval), scale = sqrt_interval(var + eps),
+    y = c/scale (· w + b)."""
+    n = len(x)
+    n_raw = (from_int(n), from_int(n))
+    total = mpi_zero
+    for a in x:
+        total = mpi_add(total, a, prec)
+    mean = mpi_div(total, n_raw, prec)
+    c = [mpi_sub(a, mean, prec) for a in x]
+    total = mpi_zero
+    for a in c:
+        m = mpi_abs(a, prec)
+        total = mpi_add(total, mpi_mul(m, m, prec), prec)
+    var = mpi_div(total, n_raw, prec)
+    eps_raw = iv.mpf(eps)._mpi_
+    scale = sqrt_interval(iv.make_mpf(mpi_add(var, eps_raw, prec)))._mpi_
+    y = [mpi_div(a, scale, prec) for a in c]
+    if w is None:
+        return y
+    return [mpi_add(mpi_mul(a, wi, prec), bi, prec) for a, wi, bi in zip(y, w, b)]
