@@ -102,7 +102,16 @@ def matmul(a, b, tick):
     """
     a_lo, a_hi, a_exp = _to_integers(a)
     b_lo, b_hi, b_exp = _to_integers(b)
-    b_lo_cols, b_hi_cols = list(zip(*b_lo)), list(zip(*b_hi))
+    return int_matmul((a_lo, a_hi, a_exp), (list(zip(*b_lo)), list(zip(*b_hi)), b_exp), tick)
+
+
+def int_matmul(a_rows, b_cols, tick) -> list:
+    """matmul's loop on integer forms: a's rows (lo, hi, E_a) and b's columns (lo, hi, E_b);
+    entry (i, j) is Σ_k min / max of the endpoint products (one product when both are
+    points), exact, rounded outward once at exponent E_a + E_b.  (rules/overwhelm_family_arb
+    calls it on integer forms it keeps between products.)"""
+    a_lo, a_hi, a_exp = a_rows
+    b_lo_cols, b_hi_cols, b_exp = b_cols
     out = []
     for x_lo, x_hi in zip(a_lo, a_hi):
         row = []

@@ -233,31 +233,10 @@ class IntMatrix:
 
 
 def int_matmul(a_rows, b_cols, tick) -> list:
-    """arith/mp.matmul's loop on integer forms: a's rows (lo, hi, E_a) and b's columns
-    (lo, hi, E_b); entry (i, j) is Σ_k min / max of the endpoint products (one product when
-    both are points), exact, rounded outward once at exponent E_a + E_b (mp._from_integers).
-    The same integers as mp.matmul's (mp._to_integers of the same matrix, or of its
-    transpose: the same entries, the same minimum exponent), so the same values."""
-    a_lo, a_hi, a_exp = a_rows
-    b_lo_cols, b_hi_cols, b_exp = b_cols
-    exponent, out = a_exp + b_exp, []
-    for x_lo, x_hi in zip(a_lo, a_hi):
-        row = []
-        for y_lo, y_hi in zip(b_lo_cols, b_hi_cols):
-            tick()
-            lo = hi = 0
-            for x0, x1, y0, y1 in zip(x_lo, x_hi, y_lo, y_hi):
-                if x0 == x1 and y0 == y1:
-                    p = x0 * y0
-                    lo += p
-                    hi += p
-                else:
-                    p = (x0 * y0, x0 * y1, x1 * y0, x1 * y1)
-                    lo += min(p)
-                    hi += max(p)
-            row.append(mp._from_integers(lo, hi, exponent))
-        out.append(row)
-    return out
+    """arith/mp.matmul's own loop on integer forms (mp.int_matmul): the same integers as
+    mp.matmul's (mp._to_integers of the same matrix, or of its transpose: the same entries,
+    the same minimum exponent), so the same values."""
+    return mp.int_matmul(a_rows, b_cols, tick)
 
 
 class _Converter:
