@@ -34,6 +34,7 @@ Print Assumptions SubcubicGap.coeffs_max_diff.
 Print Assumptions SubcubicGap.coeffs_mean_diff.
 Print Assumptions SubcubicGap.coeffs_min_shift.
 Print Assumptions SubcubicGap.subcubic_class_sound.
+Print Assumptions SubcubicGap.subcubic_two_gap_sound.
 Print Assumptions Counterexamples.E2_lower_end_every_sign_false.
 Print Assumptions Counterexamples.E2_upper_end_every_sign_false.
 Print Assumptions Counterexamples.gap_strict_overcount_false.

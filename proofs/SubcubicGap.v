@@ -209,6 +209,77 @@ Proof.
   unfold a, b in *. nra.
 Qed.
 
+(* a sum that is zero except at one position j < n *)
+Lemma sumR_at : forall (j : nat) (x : R) len, (j < len)%nat ->
+  sumR (fun i => if (i =? j)%nat then x else 0) len = x.
+Proof.
+  intros j x len Hj. induction len as [|len IH]; [lia|]. simpl.
+  destruct (Nat.eqb_spec len j) as [->|Hne].
+  - assert (Hz : sumR (fun i => if (i =? j)%nat then x else 0) j = 0).
+    { clear IH Hj. assert (Hgen : forall p, (p <= j)%nat ->
+        sumR (fun i => if (i =? j)%nat then x else 0) p = 0).
+      { induction p as [|p IHp]; intros Hp; simpl; [reflexivity|].
+        destruct (Nat.eqb_spec p j); [lia|]. rewrite IHp by lia. lra. }
+      apply Hgen; lia. }
+    rewrite Hz. lra.
+  - rewrite IH by lia. lra.
+Qed.
+
+(** Lemma 6b (two-gap entries) and its per-sequence step: every non-query
+    token is m or <= m - g, and every one but the token at a position j holding
+    a non-max token is m or <= m - g2 (so "at most one token above m - g2", with
+    c >= 1: j is that token's position, or any non-max position if there is
+    none); mu1 bounds the tokens <= m - g, mu2 those <= m - g2, wd >= beta_i
+    (mu1 - mu2) for every i (the checker's w_delta); then f2(S) + wd < 0 at both
+    placement extremes gives the sign form for every o <> m. *)
+Theorem subcubic_two_gap_sound : forall tok g g2 j mu1 mu2 wd Slo Shi,
+  (forall i, (i < n)%nat -> tok i = m \/ (tok i + g <= m)%nat) ->
+  (j < n)%nat -> tok j <> m ->
+  (forall i, (i < n)%nat -> i <> j -> tok i = m \/ (tok i + g2 <= m)%nat) ->
+  (forall t, (t + g <= m)%nat -> e t * (aP + rho t) <= mu1) ->
+  (forall t, (t + g2 <= m)%nat -> e t * (aP + rho t) <= mu2) ->
+  (forall i, (i < n)%nat -> beta i * (mu1 - mu2) <= wd) ->
+  Slo <= SPg tok <= Shi ->
+  (Bg - Slo) * e m * aM + bq * e q * aQ + Slo * mu2 + wd < 0 ->
+  (Bg - Shi) * e m * aM + bq * e q * aQ + Shi * mu2 + wd < 0 ->
+  forall o, o <> m -> SigmaG tok o < 0.
+Proof.
+  intros tok g g2 j mu1 mu2 wd Slo Shi Htok Hj Hjm Htok2 Hmu1 Hmu2 Hwd HS Hlo Hhi o Ho.
+  eapply Rle_lt_trans; [apply lemma5; assumption|].
+  assert (Hle : sumR (fun i => if (tok i =? m)%nat then beta i * e m * aM
+                               else beta i * e (tok i) * (aP + rho (tok i))) n
+                <= sumR (fun i => (if (tok i =? m)%nat then beta i * e m * aM
+                                   else beta i * mu2)
+                                  + (if (i =? j)%nat then beta j * (mu1 - mu2) else 0)) n).
+  { apply sumR_le. intros i Hi. assert (Hb := beta_pos i Hi).
+    destruct ((tok i =? m)%nat) eqn:E.
+    - apply Nat.eqb_eq in E. destruct (Nat.eqb_spec i j) as [->|]; [contradiction|lra].
+    - apply Nat.eqb_neq in E. destruct (Nat.eqb_spec i j) as [->|Hne].
+      + destruct (Htok j Hj) as [|Hg]; [contradiction|]. specialize (Hmu1 _ Hg).
+        assert (beta j * e (tok j) * (aP + rho (tok j)) <= beta j * mu1)
+          by (rewrite Rmult_assoc; apply Rmult_le_compat_l; lra). lra.
+      + destruct (Htok2 i Hi Hne) as [|Hg]; [contradiction|]. specialize (Hmu2 _ Hg).
+        assert (beta i * e (tok i) * (aP + rho (tok i)) <= beta i * mu2)
+          by (rewrite Rmult_assoc; apply Rmult_le_compat_l; lra). lra. }
+  rewrite sumR_plus, sumR_at in Hle by assumption.
+  assert (Hj2 := Hwd j Hj).
+  rewrite (sumR_if (fun i => (tok i =? m)%nat) (fun i => beta i * e m * aM) (fun i => beta i * mu2))
+    in Hle.
+  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then 0 else beta i * mu2)
+                    (fun i => (if (tok i =? m)%nat then 0 else beta i) * mu2)) in Hle
+    by (intros; destruct (_ =? _)%nat; ring).
+  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then beta i * e m * aM else 0)
+                    (fun i => (beta i - (if (tok i =? m)%nat then 0 else beta i)) * (e m * aM)))
+    in Hle by (intros; destruct (_ =? _)%nat; ring).
+  rewrite sumR_scal_r, sumR_scal_r, sumR_minus in Hle. fold (SPg tok) in Hle. fold Bg in Hle.
+  set (a := Bg * e m * aM + bq * e q * aQ + wd). set (b := mu2 - e m * aM).
+  assert (Hf : forall S, (Bg - S) * e m * aM + bq * e q * aQ + S * mu2 + wd = a + b * S)
+    by (intros; unfold a, b; ring).
+  rewrite Hf in Hlo, Hhi.
+  assert (a + b * SPg tok < 0) by (apply (affine_neg_at_ends a b Slo Shi); assumption).
+  unfold a, b in *. nra.
+Qed.
+
 End GapLemmas.
 
 (** Lemma 5's coefficients, direct = "max_diff": U >= EU[q,o] - EU[q,m],

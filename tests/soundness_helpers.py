@@ -102,12 +102,17 @@ def accepted_inputs(lines):
 
 def subcubic_covered(gaps, v, k):
     """The sequences a subcubic_gap table covers (spec/rules.md §subcubic_gap), for
-    gaps mapping (max m, query q, count c) to an entry whose first item is the gap g."""
+    gaps mapping (max m, query q, count c) to the entry's (g, h) or, for a two-gap
+    entry, (g, h, g2, h2): every non-max token ≤ m − g, and for a two-gap entry at
+    most one of them > m − g2 (Lemma 6b)."""
     out = set()
     for seq in itertools.product(range(v), repeat=k):
         q, m = seq[-1], max(seq)
         lower = [t for t in seq[:-1] if t < m]
         entry = gaps.get((m, q, len(lower)))
-        if entry is not None and all(t <= m - entry[0] for t in lower):
-            out.add(seq)
+        if entry is None or not all(t <= m - entry[0] for t in lower):
+            continue
+        if len(entry) == 4 and sum(t > m - entry[2] for t in lower) > 1:
+            continue
+        out.add(seq)
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+from math import comb
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_forged_gap_is_rejected(cert):
     """A gap one smaller than the generator's (the smallest that held) covers
     one more token per slot: its bound is not negative."""
     def edit(rule, lines):
-        entry = _entry(rule, lambda e: e[2] >= 1 and e[3] >= 2)
+        entry = _entry(rule, lambda e: len(e) == 5 and e[2] >= 1 and e[3] >= 2)
         m, _, c, g, _ = entry
         entry[3] = g - 1
         raise_claim(rule, lines, (m - g + 2) ** c - (m - g + 1) ** c)
@@ -91,6 +92,34 @@ def test_forged_entry_is_rejected(cert):
         check(mutate(cert, edit))
 
 
+def _two_gap_count(m, c, g, g2, k=4):
+    free = m - g2 + 1
+    return comb(k - 1, c) * (free ** c + c * (g2 - g) * free ** (c - 1))
+
+
+def test_forged_two_gap_entry_is_rejected(cert):
+    """A two-gap entry claimed one token wider than the generator's — its first gap
+    one smaller, or a one-gap entry g turned into (g − 1, g) — is not provable.  Had the
+    generator been able to prove either it would have emitted it (it keeps the entry
+    covering most)."""
+    rule = next(x for x in cert if x["kind"] == "rule")
+    entries = rule["hints"]["gaps"]
+    two = [e for e in entries if len(e) == 7 and e[3] >= 2]
+    one = [e for e in entries if len(e) == 5 and e[2] >= 2 and e[3] >= 2]
+    assert two and one, "the fixture has no entry to forge from: the test would be vacuous"
+    for index, forged in ((entries.index(two[0]), "two"), (entries.index(one[0]), "one")):
+        def edit(rule, lines, index=index, forged=forged):
+            e = rule["hints"]["gaps"][index]
+            m, c, g = e[0], e[2], e[3]
+            before = (_two_gap_count(m, c, g, e[5]) if forged == "two"
+                      else comb(3, c) * (m - g + 1) ** c)
+            e[:] = (e[:3] + [g - 1, e[4], e[5], e[6]] if forged == "two"
+                    else e[:3] + [g - 1, e[4], g, e[4]])
+            raise_claim(rule, lines, _two_gap_count(m, c, g - 1, e[5]) - before)
+        with pytest.raises(Rejected, match="not negative"):
+            check(mutate(cert, edit))
+
+
 @pytest.mark.parametrize("edit, needle", [
     (lambda r: _entry(r, lambda e: e[2] >= 1).__setitem__(3, 0), "tokens >= max"),
     (lambda r: _entry(r, lambda e: e[2] >= 1).__setitem__(4, 99), "near band"),
@@ -101,6 +130,11 @@ def test_forged_entry_is_rejected(cert):
     (lambda r: r["hints"]["gaps"].append([5, 7, 1, 1, 1]), "out of range"),
     (lambda r: r["hints"]["gaps"].append([5, 2, 1, 1.0, 1]), "bad hint entry"),
     (lambda r: r.__setitem__("hints", None), "hints must be"),
+    (lambda r: r["hints"]["gaps"].append([5, 2, 0, 0, 0, 1, 1]), "two-gap"),
+    (lambda r: r["hints"]["gaps"].append([5, 2, 2, 2, 2, 2, 2]), "two-gap"),
+    (lambda r: r["hints"]["gaps"].append([5, 2, 2, 2, 2, 6, 6]), "two-gap"),
+    (lambda r: r["hints"]["gaps"].append([5, 2, 2, 2, 2, 4, 3]), "two-gap"),
+    (lambda r: r["hints"]["gaps"].append([5, 2, 2, 2, 2, 4]), "bad hint entry"),
 ])
 def test_malformed_hints_are_refused(cert, edit, needle):
     with pytest.raises(Malformed, match=needle):

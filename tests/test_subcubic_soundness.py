@@ -98,14 +98,19 @@ def certify(weights, tmp_path, strategy):
 
 def covered(hints, v, k):
     """Every sequence the gap table covers: query q, max m, c non-max tokens
-    at non-query positions, all ≤ m − g, for a confirmed entry (m, q, c)."""
-    gaps = {(m, q, c): g for m, q, c, g, _ in hints["gaps"]}
+    at non-query positions, all ≤ m − g, for a confirmed entry (m, q, c); for a
+    two-gap entry [m, q, c, g, h, g2, h2] at most one of them > m − g2.  Written
+    from the spec, independently of the rule's parser."""
+    gaps = {tuple(e[:3]): e[3:] for e in hints["gaps"]}
     for seq in itertools.product(range(v), repeat=k):
         q, m = seq[-1], max(seq)
         lower = [t for t in seq[:-1] if t < m]
-        g = gaps.get((m, q, len(lower)))
-        if g is not None and all(t <= m - g for t in lower):
-            yield seq
+        entry = gaps.get((m, q, len(lower)))
+        if entry is None or not all(t <= m - entry[0] for t in lower):
+            continue
+        if len(entry) == 4 and sum(t > m - entry[2] for t in lower) > 1:
+            continue
+        yield seq
 
 
 def assert_all_correct(weights, sequences, what):
@@ -138,6 +143,30 @@ def test_every_covered_sequence_is_correct(case, strategy, tmp_path, capsys):
     n = assert_all_correct(weights, covered(rule["hints"], v, k), f"{name} {strategy}")
     assert n == proven, "counting formula disagrees with enumeration"
     assert proven <= count_correct(weights, progress=False).correct
+
+
+def test_two_gap_entries_are_used_and_counted_right(tmp_path, capsys):
+    """Not vacuous: on trained k = 4 models the default strategy emits two-gap
+    entries, they cover more than one gap per entry does, and their sequences are
+    enumerated and confirmed one by one (the count formula of Lemma 6b included)."""
+    found = 0
+    for name in ("v12k4-trained", "v10k4-half-trained", "v8k4-flat-attention"):
+        weights = CASES[name]()
+        v, k = weights.dims.d_vocab, weights.dims.n_ctx
+        counts = {}
+        for strategy in ("subcubic:direct=min,near=2,gaps=1", "subcubic:direct=min,near=2"):
+            model_path, cert, lines = certify(weights, tmp_path, strategy)
+            assert check_cert([str(cert), "--model", str(model_path), "--json",
+                               "--jobs", "1"]) == 0
+            counts[strategy] = json.loads(capsys.readouterr().out)["correct"]
+            rule = next(json.loads(s) for s in lines if '"kind":"rule"' in s)
+            two = [e for e in rule["hints"]["gaps"] if len(e) == 7]
+            if two:
+                found += len(two)
+                n = assert_all_correct(weights, covered(rule["hints"], v, k), name)
+                assert n == counts[strategy]
+        assert counts["subcubic:direct=min,near=2"] >= counts["subcubic:direct=min,near=2,gaps=1"]
+    assert found > 0, "no two-gap entry on any test model: the test would be vacuous"
 
 
 def test_trained_models_are_certified_nontrivially(tmp_path, capsys):

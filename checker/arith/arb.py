@@ -149,6 +149,9 @@ class ArbArithmetic(Arithmetic):
     def upper(self, x):
         return x.upper()
 
+    def bound_point(self, a):
+        return a.upper()  # bounds are already radius-0 balls (every up_* ends in upper())
+
     def up_add(self, a, b):
         return (a + b).upper()
 

@@ -95,6 +95,11 @@ class Arithmetic:
         """An upper bound of the reals in element x."""
         raise NotImplementedError
 
+    def bound_point(self, a):
+        """The point element equal to the upper bound a, exactly (a bound used as a
+        number: subcubic_gap's two-gap entries subtract one bound from another)."""
+        raise NotImplementedError
+
     def up_add(self, a, b):
         """An upper bound of X + Y given X <= a, Y <= b."""
         raise NotImplementedError

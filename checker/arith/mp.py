@@ -8,7 +8,7 @@ only back-end the checker-only install needs.
 
 from __future__ import annotations
 
-from mpmath import iv
+from mpmath import iv, mpf
 from mpmath.libmp import (
     from_man_exp,
     fzero,
@@ -80,6 +80,10 @@ class MpmathArithmetic(Arithmetic):
         (w_lo, w_hi), prec = w._mpi_, numbers.WORKING_PRECISION
         return [mpf_mul(w_lo if mpf_lt(x, fzero) else w_hi, x, prec, round_ceiling)
                 for x in xs]
+
+    def bound_point(self, a):
+        x = mpf(a)  # a raw mpmath number, exactly
+        return iv.mpf((x, x))
 
     upper = staticmethod(numbers.upper)
     up_add = staticmethod(numbers.up_add)

@@ -18,6 +18,11 @@ which is affine in S: the rule checks f < 0 at the two extreme subset sums.
 The gap g and the near band h (tokens m−h < t ≤ m−g bounded one by one,
 tokens ≤ m−h through prefix maxima) are hints; the rule proves
   Σ_{(m,q,c) confirmed} C(k−1, c)·(m − g + 1)^c        (c = 0: 1).
+A two-gap entry (m, q, c, g, h, g2, h2) covers the sequences whose c non-max
+tokens are all ≤ m − g with at most one of them > m − g2 (g < g2 ≤ m): every
+position is bounded by μ2 (gap g2) except one, which adds at most
+β_max·(μ1 − μ2) (Lemma 6b); it proves
+  C(k−1, c)·((m − g2 + 1)^c + c·(g2 − g)·(m − g2 + 1)^(c−1)).
 Cost: O(v²·k + Σ (h − g)) scalar operations, counted exactly (`work`).
 """
 
@@ -122,7 +127,10 @@ def entry_work(dims, gaps: dict, direct: str, extremes) -> int:
     total += len({q for _, q in pairs})  # β_{k−1}·e_q
     exps = {(q, u) for m, q in pairs for u in (q, m)}
     total += sum(2 if c in (0, k - 1) else 8 for (_, _, c) in gaps)
-    for m, q, g, h in {(m, q, g, h) for (m, q, c), (g, h) in gaps.items() if c > 0}:
+    # a two-gap entry: δ̄ and its product (2), one more addition per placement
+    total += sum(2 + _n_placements(c, k) for (_, _, c), gh in gaps.items() if len(gh) == 4)
+    for m, q, g, h in {(m, q) + band for (m, q, c), gh in gaps.items() if c > 0
+                       for band in _bands(gh)}:
         near, far = len(_near(m, g, h)), m - h >= 0
         total += (3 if far else 0) + 2 * near + (near if far else near - 1)
         exps |= {(q, u) for u in _near(m, g, h)}
@@ -178,7 +186,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     charge(entries)
     expected += entries
     proven, pairs, w_query, mus = 0, {}, {}, {}
-    for (m, q, c), (g, h) in sorted(gaps.items()):
+    for (m, q, c), gh in sorted(gaps.items()):
         charge(0)  # the time limit
         if q not in w_query:
             w_query[q] = t.query_weight(q)  # the ends of β_{k−1}·e_q
@@ -188,9 +196,15 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
             pairs[(q, m)] = (ar.mul(w_lo if ar.ar.below_zero(a_q) else w_hi, a_q),
                              t.e_times(q, m, a_m), a_p)
         term_q, term_m, a_p = pairs[(q, m)]
-        if c > 0 and (q, m, g, h) not in mus:
-            mus[(q, m, g, h)] = _mu(ar, t, q, m, g, h, a_p)
-        proven += _confirm(ar, t, q, m, c, g, term_q, term_m, mus.get((q, m, g, h)))
+        for g, h in _bands(gh) if c > 0 else ():
+            if (q, m, g, h) not in mus:
+                mus[(q, m, g, h)] = _mu(ar, t, q, m, g, h, a_p)
+        if len(gh) == 2:
+            g, h = gh
+            proven += _confirm(ar, t, q, m, c, g, term_q, term_m, mus.get((q, m, g, h)))
+        else:
+            proven += _confirm_two(ar, t, q, m, c, gh, term_q, term_m,
+                                   [mus[(q, m) + band] for band in _bands(gh)])
     if ar.count != expected:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: subcubic_gap counted {ar.count} operations, "
                         f"charged {expected}")
@@ -204,6 +218,12 @@ def _near(m, g, h):
 
 def _n_placements(c, k):
     return 1 if c == k - 1 else 2
+
+
+def _bands(gh):
+    """The (gap, near band) pairs of an entry's hint: (g, h), and (g2, h2) for a
+    two-gap entry."""
+    return [gh[:2]] if len(gh) == 2 else [gh[:2], gh[2:]]
 
 
 class _Tables:
@@ -355,6 +375,8 @@ class _Query:
             rests = [ar.isub(self.b_total, x) for x in sums] if c < n else [None, None]
             self.sums[c] = list(zip(rests, sums))
         self.w_last = beta_row[k - 1]
+        # points ≤ every non-query β_i, ≥ every one (two-gap entries; no operation)
+        self.beta_lo, self.beta_hi = los[0], his[0]
 
 
 def _confirm(ar, t: _Tables, q, m, c, g, term_q, term_m, mu):
@@ -373,6 +395,31 @@ def _confirm(ar, t: _Tables, q, m, c, g, term_q, term_m, mu):
                                "cannot be shown positive")
             _require(ar, ar.add(ar.add(term_q, ar.mul(s, mu)), ar.mul(rest, term_m)), q, m, c, g)
     return comb(t.k - 1, c) * (m - g + 1) ** c
+
+
+def _confirm_two(ar, t: _Tables, q, m, c, gh, term_q, term_m, mus):
+    """Confirm a two-gap entry (m, q, c, g, h, g2, h2) (Lemma 6b): every non-max
+    token ≤ m − g, at most one > m − g2.  With μ1 (gap g), μ2 (gap g2) and
+    δ̄ ≥ μ1 − μ2, the one token above m − g2, at position j, adds at most
+    β_j·δ̄ ≤ wδ := (δ̄ ≥ 0 ? max_i upper β_i : min_i lower β_i)·δ̄ to what μ2
+    gives, so f2(S) + wδ < 0 at each placement extreme (f2: f with μ2) suffices.
+    Return the number of sequences it covers."""
+    g, _, g2, _ = gh
+    mu1, mu2 = mus
+    qd = t.queries[q]
+    d_bar = ar.minus(mu1, ar.ar.bound_point(mu2))  # ≥ μ1 − μ2 (both numbers)
+    w_delta = ar.mul(qd.beta_lo if ar.ar.below_zero(d_bar) else qd.beta_hi, d_bar)
+    if c == t.k - 1:  # S = B
+        _require(ar, ar.add(ar.add(term_q, ar.mul(qd.b_total, mu2)), w_delta), q, m, c, g)
+    else:
+        for rest, s in qd.sums[c]:
+            if not ar.ar.is_nonnegative(rest):
+                raise Rejected(f"subcubic_gap: query {q}: the attention outside {c} positions "
+                               "cannot be shown positive")
+            f2 = ar.add(ar.add(term_q, ar.mul(s, mu2)), ar.mul(rest, term_m))
+            _require(ar, ar.add(f2, w_delta), q, m, c, g)
+    free = m - g2 + 1  # tokens ≤ m − g2
+    return comb(t.k - 1, c) * (free ** c + c * (g2 - g) * free ** (c - 1))
 
 
 def _mu(ar, t: _Tables, q, m, g, h, a_p):
@@ -433,26 +480,33 @@ def _prefix(items, combine, tick=lambda: None):
 
 
 def parse_hints(hints, v, k):
-    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h], ...]}
+    """{"direct": "max_diff" | "mean+diff" | "min", "gaps": [[m, q, c, g, h(, g2, h2)], ...]}
     (and optionally "attention": subcubic_attention.parse, "eu": subcubic_direct.parse) ->
-    (direct, {(m, q, c): (g, h)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤ m + 1 and
-    g ≤ m (every covered token is < m); for c = 0, g = h = 0."""
+    (direct, {(m, q, c): (g, h) or (g, h, g2, h2)}), validated: for c ≥ 1, 1 ≤ g ≤ h ≤
+    m + 1 and g ≤ m (every covered token is < m); for c = 0, g = h = 0; a two-gap entry
+    has c ≥ 1, g < g2 ≤ m and g2 ≤ h2 ≤ m + 1."""
     if not (isinstance(hints, dict) and set(hints) - {"attention", "eu"} == {"direct", "gaps"}
             and hints["direct"] in DIRECT and isinstance(hints["gaps"], list)):
         raise Malformed('rule subcubic_gap: hints must be {"direct": "max_diff", "mean+diff" '
                         'or "min", "gaps": [[m, q, c, g, h], ...]}')
     gaps = {}
     for entry in hints["gaps"]:
-        if not (isinstance(entry, list) and len(entry) == 5 and all(type(x) is int for x in entry)):
+        if not (isinstance(entry, list) and len(entry) in (5, 7)
+                and all(type(x) is int for x in entry)):
             raise Malformed(f"rule subcubic_gap: bad hint entry {str(entry)[:80]}")
-        m, q, c, g, h = entry
+        m, q, c, g, h = entry[:5]
         max_c = k - 1 if q == m else k - 2
         if not (0 <= q <= m < v and 0 <= c <= max_c):
             raise Malformed(f"rule subcubic_gap: hint entry {entry[:3]} is out of range")
         if c == 0 and (g, h) != (0, 0) or c > 0 and not (1 <= g <= m and g <= h <= m + 1):
             raise Malformed(f"rule subcubic_gap: hint {entry} covers tokens >= max, or has "
                             "a bad gap or near band")
+        if len(entry) == 7:  # two-gap: at most one token in (m − g2, m − g]
+            g2, h2 = entry[5:]
+            if not (c >= 1 and g < g2 <= m and g2 <= h2 <= m + 1):
+                raise Malformed(f"rule subcubic_gap: two-gap hint {entry} needs c >= 1, "
+                                "g < g2 <= m and g2 <= h2 <= m + 1")
         if (m, q, c) in gaps:
             raise Malformed(f"rule subcubic_gap: duplicate hint for {entry[:3]}")
-        gaps[(m, q, c)] = (g, h)
+        gaps[(m, q, c)] = tuple(entry[3:])
     return hints["direct"], gaps

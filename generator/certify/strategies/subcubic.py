@@ -30,6 +30,10 @@ subcubic --list`, `--strategy subcubic:direct=mean+diff,near=4`):
   eu      the direct path's source: "full" (EU multiplied out; the default) or
           a low-rank handler that never forms EU (subcubic_direct.HANDLERS:
           quad, quad_mean, svd_query, lowrank0/1/2/4; spec/rules.md §low-rank EU).
+  gaps    2 (the default): an entry with c ≥ 2 non-max tokens may have a second,
+          larger gap g2 with at most one token above m − g2 (spec/rules.md Lemma 6b),
+          kept where it covers more; 1: one gap per entry (the rule before two-gap
+          entries).
 """
 
 from __future__ import annotations
@@ -68,11 +72,13 @@ class Options:
     attn: Attn = "full"
     err: Err = "cs"  # only with attn != "full"
     eu: Eu = "full"
+    gaps: int = 2  # 1 or 2 gaps per entry (Lemma 6b)
 
     def name(self) -> str:
         low_rank = "" if self.attn == "full" else f",attn={self.attn},err={self.err}"
         eu = "" if self.eu == "full" else f",eu={self.eu}"
-        return f"{NAME}:direct={self.direct},near={self.near}{low_rank}{eu}"
+        gaps = "" if self.gaps == 2 else f",gaps={self.gaps}"
+        return f"{NAME}:direct={self.direct},near={self.near}{low_rank}{eu}{gaps}"
 
     @staticmethod
     def parse(text: str) -> Options:
@@ -83,15 +89,19 @@ class Options:
         fields = {}
         for part in filter(None, rest.split(",")):
             key, eq, value = part.partition("=")
-            if not eq or key not in ("direct", "near", "attn", "err", "eu") or key in fields:
+            if (not eq or key not in ("direct", "near", "attn", "err", "eu", "gaps")
+                    or key in fields):
                 raise ValueError(f"bad option {part!r} (options: direct=..., near=N, attn=..., "
-                                 "err=..., eu=...)")
+                                 "err=..., eu=..., gaps=1|2)")
             fields[key] = value
-        options = Options(direct=fields.get("direct", Options.direct),
-                          near=int(fields.get("near", Options.near)),
+        try:
+            near, gaps = int(fields.get("near", Options.near)), int(fields.get("gaps", 2))
+        except ValueError:
+            raise ValueError(f"bad options {text!r}: near and gaps take integers") from None
+        options = Options(direct=fields.get("direct", Options.direct), near=near,
                           attn=fields.get("attn", Options.attn), err=fields.get("err", Options.err),
-                          eu=fields.get("eu", Options.eu))
-        if (options.direct not in get_args(Direct) or options.near < 0
+                          eu=fields.get("eu", Options.eu), gaps=gaps)
+        if (options.direct not in get_args(Direct) or options.near < 0 or gaps not in (1, 2)
                 or options.attn not in get_args(Attn) or options.err not in get_args(Err)
                 or options.attn == "full" and "err" in fields or options.eu not in get_args(Eu)):
             raise ValueError(f"bad options {text!r}; choose from {[o.name() for o in grid()]}")
@@ -102,8 +112,8 @@ def grid() -> list[Options]:
     """Every named option combination (`--list`)."""
     attention = [("full", Options.err)] + [(a, e) for a in get_args(Attn)[1:]
                                            for e in get_args(Err)]
-    return [Options(d, n, a, e, eu) for eu in get_args(Eu) for a, e in attention
-            for d in get_args(Direct) for n in NEAR_CHOICES]
+    return [Options(d, n, a, e, eu, gaps) for gaps in (2, 1) for eu in get_args(Eu)
+            for a, e in attention for d in get_args(Direct) for n in NEAR_CHOICES]
 
 
 # For certify-zoo (generator/zoo/catalog.py): the variants it runs and the
@@ -253,8 +263,9 @@ def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False,
     if the checker can show B − S_c^hi >= 0 from them (it rejects otherwise)."""
     beta_lo, beta_hi = beta_bounds if beta_bounds is not None else (beta, beta)
     t = Tables(e, beta, evou, pvou, eu, k, options.direct, low)
-    gaps, count, lost = {}, 0, 0
+    gaps, count, lost, two = {}, 0, 0, 0
     for q in progress_bar(range(v), "subcubic gap search", enabled=progress):
+        b_ends = (beta_lo[q, :k - 1].min(), beta_hi[q, :k - 1].max())  # the rule's w_δ factor
         b = beta[q, :k - 1]
         srt = np.sort(b)
         b_total = b.sum()
@@ -284,12 +295,46 @@ def find_gaps(v, k, e, beta, evou, pvou, eu, options: Options, progress=False,
                     bound = term_q + s * mu + rest * term_m
                     scale = abs(term_q) + s * mu_scale + abs(rest * term_m)
                     ok &= bound < -TOL * scale
-                if ok.any():
-                    g = int(np.argmax(ok)) + 1
-                    h = min(g + options.near, m + 1)
-                    gaps[(m, q, c)] = (g, h)
-                    count += comb(k - 1, c) * (m - g + 1) ** c
-                    lost += comb(k - 1, c) * (m ** c - (m - g + 1) ** c)
-                else:
-                    lost += comb(k - 1, c) * m ** c
-    return gaps, count, {"gap_entries": len(gaps), "sequences_lost_to_gaps": lost}
+                g = int(np.argmax(ok)) + 1 if ok.any() else None
+                best = (comb(k - 1, c) * (m - g + 1) ** c, (g, min(g + options.near, m + 1))) \
+                    if g else (0, None)
+                if options.gaps == 2 and c >= 2:
+                    pair = two_gaps(mu, mu_scale, term_q, term_m, b_total, sums, b_ends, c, k,
+                                    m, best[0])
+                    if pair is not None:
+                        (g1, g2), n = pair
+                        best = (n, (g1, min(g1 + options.near, m + 1),
+                                    g2, min(g2 + options.near, m + 1)))
+                        two += 1
+                if best[1] is not None:
+                    gaps[(m, q, c)] = best[1]
+                    count += best[0]
+                lost += comb(k - 1, c) * m ** c - best[0]
+    return gaps, count, {"gap_entries": len(gaps), "two_gap_entries": two,
+                         "sequences_lost_to_gaps": lost}
+
+
+def two_gaps(mu, mu_scale, term_q, term_m, b_total, sums, b_ends, c, k, m, to_beat):
+    """The two-gap entry (g, g2), 1 ≤ g < g2 ≤ m, covering the most sequences —
+    ((g, g2), count) if it covers more than `to_beat`, else None.  Mirrors the rule's
+    _confirm_two (Lemma 6b): f with μ(g2), plus (β_lo or β_hi)·(μ(g) − μ(g2)) by the
+    sign, below −TOL relative to its terms at every placement extreme.  O(m²)."""
+    g1, g2 = np.meshgrid(np.arange(1, m + 1), np.arange(1, m + 1), indexing="ij")
+    mu1, mu2 = mu[g1 - 1], mu[g2 - 1]
+    d = mu1 - mu2
+    w = np.where(d >= 0, b_ends[1], b_ends[0]) * d
+    ok = g1 < g2
+    for s in sums:
+        rest = 0.0 if c == k - 1 else b_total - s
+        bound = term_q + s * mu2 + rest * term_m + w
+        scale = (abs(term_q) + s * mu_scale[g2 - 1] + abs(rest * term_m)
+                 + np.abs(w) + b_ends[1] * mu_scale[g1 - 1])
+        ok &= bound < -TOL * scale
+    if not ok.any():
+        return None
+    free = (m - g2 + 1).astype(float)  # ranked in float, counted exactly below
+    rank = np.where(ok, free ** c + c * (g2 - g1) * free ** (c - 1), -1.0)
+    i = np.unravel_index(int(np.argmax(rank)), rank.shape)
+    g, g_2 = int(g1[i]), int(g2[i])
+    n = comb(k - 1, c) * ((m - g_2 + 1) ** c + c * (g_2 - g) * (m - g_2 + 1) ** (c - 1))
+    return ((g, g_2), n) if n > to_beat else None
