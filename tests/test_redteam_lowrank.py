@@ -159,6 +159,15 @@ def widened(hints, v, k, rng, n_single: int = 3):
         else:
             gaps.append(list(widest[x]))
         yield f"one:{x}", dict(hints, gaps=gaps)
+    # a one-gap entry (g ≥ 2, c ≥ 2) turned into the two-gap entry (g − 1, g): one more
+    # token allowed at one position (Lemma 6b)
+    singles = [i for i, e in enumerate(hints["gaps"]) if len(e) == 5 and e[2] >= 2 and e[3] >= 2]
+    if singles:
+        i = singles[int(rng.integers(len(singles)))]
+        gaps = copy.deepcopy(hints["gaps"])
+        m, q, c, g, h = gaps[i]
+        gaps[i] = [m, q, c, g - 1, h, g, h]
+        yield f"two:{(m, q, c)}", dict(hints, gaps=gaps)
 
 
 def mutants(hints, dims, rng):
