@@ -269,30 +269,30 @@ def activation(real: list, x: list) -> list:
 # --- Lemma G: δ[q][o] for the attention-only model (brute_force; cubic, exact, subcubic_gap
 # by widening EU) ------------------------------------------------------------------------------
 #
-# Two kinds of numbers (spec/theorem.md §2c, Lemma G, "computation"): the model's own signed
-# quantities (x = E[t] + P[i], keys, values, queries, W_O·W_U, the OV rows) are computed
-# EXACTLY as integers times a power of two (`_Dyadic`, products by `int_matmul`: Python
-# integers, or FLINT's fmpz_mat under --arith arb: the same integers); everything after them
-# is a sum of products of non-negative numbers, computed in binary64 rounded up at every step
-# (`_up`, `abs_sum`, `_abs_dot`), so each number is ≥ the exact real bound it stands for.  The
-# same Python code computes δ under every back-end, so δ, hence every verdict, is the same.
+# Two kinds of numbers (spec/theorem.md §2c, "how the checker computes δ"): the model's signed
+# quantities (x = E[t] + P[i], keys, values, queries, W_O·W_U, the OV rows) are EXACT, integers
+# times a power of two (`_Dyadic`); every later quantity is a sum of products of non-negative
+# numbers, in binary64 rounded up at every step (`_up`, `abs_sum`, `_abs_dot`), its matrix
+# products exact integer products rounded up once (`_up_matmul`).  Exact integer products are
+# `int_matmul`: Python integers, or FLINT's fmpz_mat under --arith arb — the same integers, so
+# δ (hence every verdict that reads it) is bit for bit the same under every back-end.
 
 _TINY = 2.0 ** -1000  # an upper bound of every dyadic n·2^e with bits(n) + e ≤ −1000
 
 
 def _up_dyadic(n: int, e: int) -> float:
-    """A binary64 ≥ n·2^e for an integer n ≥ 0: the value itself when it is a binary64
-    (n < 2^53 and the result normal), else the binary64 after the nearest one.
+    """A binary64 ≥ n·2^e for an integer n ≥ 0: the value itself when it is a binary64,
+    else the binary64 after the nearest one.
 
-    Proof: if bits(n) + e ≤ −1000 then n·2^e < 2^(bits(n) + e) ≤ 2^-1000.  Otherwise
-    n·2^e ≥ 2^(bits(n) − 1 + e) ≥ 2^-1001 is in binary64's normal range, float(n) is n
-    rounded to nearest (CPython's correctly rounded int → float; exact for bits(n) ≤ 53)
-    and ldexp scales it exactly, so the result is within half an ulp of n·2^e and the
-    next binary64 above it is ≥ n·2^e.  Beyond the range: OverflowError, +inf (which
-    every range check refuses)."""
+    Proof: write n·2^e = n'·2^e' with n' odd (exact).  If bits(n') + e' ≤ −1000 then
+    n·2^e < 2^(bits(n') + e') ≤ 2^-1000.  Otherwise n·2^e ≥ 2^(bits(n') − 1 + e') ≥ 2^-1001
+    lies in binary64's normal range, float(n') is n' rounded to nearest (CPython's int →
+    float is correctly rounded; exact for bits(n') ≤ 53) and ldexp scales it exactly, so
+    the result is n·2^e itself (bits ≤ 53) or within half an ulp of it, and the next
+    binary64 above is ≥ n·2^e.  Beyond the range: +inf, which every range check refuses."""
     if n == 0:
         return 0.0
-    zeros = (n & -n).bit_length() - 1  # n·2^e = (n >> zeros)·2^(e + zeros), exactly
+    zeros = (n & -n).bit_length() - 1
     n, e = n >> zeros, e + zeros
     if n.bit_length() + e <= -1000:
         return _TINY
@@ -312,22 +312,17 @@ class _Dyadic:
 
     @classmethod
     def from_points(cls, name: str, matrix) -> _Dyadic:
-        """The exact values of a matrix of point mpmath intervals (a weight line: its
-        float32 values).  Refused (Overflow, fail closed) if an entry has width or is not
+        """The exact values of a weight matrix given as rows of binary64 numbers or of point
+        mpmath intervals.  Refused (Overflow, fail closed) if an entry has width or is not
         finite: Lemma G is computed from the weights themselves."""
-        pairs = []
-        for row in matrix:
-            out = []
-            for x in row:
-                lo, hi = x._mpi_
-                sign, man, exp, _ = lo
-                if lo != hi or (man == 0 and exp != 0):
-                    raise Overflow(f"float32: Lemma G needs {name} as exact float32 values "
-                                   "(a point per entry)")
-                out.append((-man if sign else man, exp))
-            pairs.append(out)
+        pairs = [[_exact_point(name, x) for x in row] for row in matrix]
         exp = min((e for row in pairs for m, e in row if m), default=0)
         return cls([[m << (e - exp) if m else 0 for m, e in row] for row in pairs], exp)
+
+    @classmethod
+    def from_floats(cls, rows: list) -> _Dyadic:
+        """Finite binary64 numbers, exactly (each is an odd integer times a power of two)."""
+        return cls.from_points("a bound", rows)
 
     def at(self, exp: int) -> list:
         """The integer rows at a common exponent exp ≤ self.exp (exact)."""
@@ -338,49 +333,71 @@ class _Dyadic:
         """self · other, exact."""
         return _Dyadic(int_matmul(self.rows, other.rows), self.exp + other.exp)
 
-    def plus_row(self, bias: _Dyadic) -> _Dyadic:
-        """Every row plus the one row of bias, exact."""
-        exp = min(self.exp, bias.exp)
-        (b,) = bias.at(exp)
-        return _Dyadic([[a + c for a, c in zip(row, b)] for row in self.at(exp)], exp)
-
     def abs_up(self) -> list:
         """|entries| as binary64 upper bounds (rows)."""
         return [[_up_dyadic(abs(a), self.exp) for a in row] for row in self.rows]
 
-    def column_max_abs_up(self, rows=None) -> list:
-        """max over the rows (all, or the given range) of |entry|, per column, rounded up."""
-        pick = self.rows if rows is None else self.rows[rows]
-        return [_up_dyadic(max(abs(a) for a in col), self.exp) for col in zip(*pick)]
+    def column_max_abs_up(self) -> list:
+        """max over the rows of |entry|, per column, rounded up."""
+        return [_up_dyadic(max(abs(a) for a in col), self.exp) for col in zip(*self.rows)]
+
+
+def _exact_point(name: str, x) -> tuple[int, int]:
+    """(m, e) with x = m·2^e exactly, for a finite binary64 x or a point mpmath interval."""
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise Overflow(f"float32: {name} is not finite")
+        num, den = x.as_integer_ratio()  # den a power of two
+        return num, 1 - den.bit_length()
+    lo, hi = x._mpi_
+    sign, man, exp, _ = lo
+    if lo != hi or (man == 0 and exp != 0):
+        raise Overflow(f"float32: Lemma G needs {name} as exact float32 values (a point per "
+                       "entry)")
+    return (-man if sign else man), exp
 
 
 def python_int_matmul(a: list, b: list) -> list:
     """The exact integer product of a (r × n) and b (n × c), as rows (Python integers).
-    The --arith arb back-end passes FLINT's fmpz_mat product instead: the same integers."""
+    The --arith arb back-end passes FLINT's fmpz_mat product (arith/arb.py): the same."""
     cols = [list(c) for c in zip(*b)]
     return [[sum(map(operator.mul, row, col)) for col in cols] for row in a]
 
 
+def _up_matmul(a: list, b: list, int_matmul) -> list:
+    """Binary64 upper bounds of the exact product a·b of non-negative binary64 matrices
+    (rows): both exactly as integers times a power of two, one exact integer product,
+    each entry rounded up (`_up_dyadic`)."""
+    return _Dyadic.from_floats(a).times(_Dyadic.from_floats(b), int_matmul).abs_up()
+
+
+def _up_max_dot(rows: list, coefs: list, int_matmul) -> list:
+    """For each coefficient vector c (non-negative binary64), a binary64 ≥ max_j c·rows[j]
+    (rows non-negative binary64): the exact products, their exact maximum, rounded up."""
+    ints = _Dyadic.from_floats(rows).times(_Dyadic.from_floats([list(c) for c in zip(*coefs)]),
+                                           int_matmul)
+    return [_up_dyadic(max(col), ints.exp) for col in zip(*ints.rows)]
+
+
 def delta_work(dims) -> int:
     """The scalar operations attention_only_deltas performs, charged to --max-work
-    (spec/rules.md §float32 by widening EU): the exact products (keys, values, queries,
-    W_O·W_U, the OV rows) and, per query token, its products with |W_Q|, |W_K|, |W_U|, the
-    per-key score bound over all v·k keys and the v OV ranges."""
+    (spec/rules.md §float32 by widening EU): the exact products (E·W and P·W for keys,
+    values, queries and OV rows; W_O·W_U, W_V·W_O·W_U) and the products with |W_Q|, |W_K|,
+    |W_U| and the v·k key rows, for every query token."""
     v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
-    exact = 2 * v * k * d * h + v * d * h + h * d * v + v * k * h * v
-    per_query = 2 * d * h + v * k * (h + d) + d * v + 3 * v
+    exact = 3 * (v + k) * d * h + v * d * h + 2 * h * d * v + (v + k + 1) * h * v
+    per_query = 2 * d * h + v * k * (h + d) + d * v + 8 * (d + h + v)
     return exact + v * per_query + 3 * d * h + h * v
 
 
 def attention_only_deltas(dims, w: dict, int_matmul=None) -> list:
     """δ with |ℓ̃_o(t) − ℓ_o(t)| ≤ δ[q][o] for every sequence t with query token q, every
     output o and every binary32 execution ℓ̃ of the attention-only model of
-    spec/theorem.md §2 (the float program of §2c): Lemma G (§2c) with its tightenings,
-    from the weights (point mpmath matrices, by short name), as Fractions (each the
-    binary64 upper bound `_deltas` computes).  int_matmul: the exact integer matrix
-    product (default: Python integers)."""
-    exact = _ExactTables(dims, w, int_matmul or python_int_matmul)
-    return [[Fraction(x) for x in row] for row in _deltas(dims, exact)]
+    spec/theorem.md §2 (the float program of §2c): Lemma G with its tightenings (§2c), from
+    the weights (rows of binary64 or of point mpmath intervals, by short name), as binary64
+    upper bounds.  int_matmul: an exact integer matrix product (default: Python's)."""
+    int_matmul = int_matmul or python_int_matmul
+    return _deltas(dims, _ExactTables(dims, w, int_matmul), int_matmul)
 
 
 class _ExactTables:
@@ -388,37 +405,46 @@ class _ExactTables:
     errors", "exact OV rows"), from the weights as exact rationals: every residual vector
     x_j = E[t] + P[i] (key j = (t, i), row i·v + t; the rows i = k − 1 are the query
     residuals x_q), key k_j = x_j W_K + b_K, value v_j = x_j W_V + b_V, query
-    q = x_q W_Q + b_Q, M = W_O·W_U and the OV rows v_j·M, each exact (integers); then
-    as binary64 upper bounds: X = max_j |x_j|, K = max_j |k_j|, V = max_j |v_j| (entrywise),
-    per key [|k_j|, |x_j|], per query token |x_q|, |q|, and per query token q and output o
-    the centre |c| and half-range H of {OV_j[o] : j = (t, i), i < k − 1} ∪ {OV_(q, k−1)[o]}."""
+    q = x_q W_Q + b_Q, M = W_O·W_U and the OV rows v_j·M, each exact; then as binary64
+    upper bounds: X = max_j |x_j|, K = max_j |k_j|, V = max_j |v_j| (entrywise), per key
+    [|k_j|, |x_j|], per query token |x_q| and |q|, per query token q and output o the centre
+    |c| and half-range H of {OV_j[o] : j = (t, i), i < k − 1} ∪ {OV_(q, k−1)[o]}, |M| and the
+    weights' magnitudes."""
 
     def __init__(self, dims, w: dict, int_matmul):
         v, k = dims.d_vocab, dims.n_ctx
         pts = {name: _Dyadic.from_points(name, w[name])
                for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U",
-                            "b_Q", "b_K", "b_V")}
+                            "b_Q", "b_K", "b_V", "b_O", "b_U")}
         emb, pos = pts["W_E"], pts["W_pos"]
-        exp = min(emb.exp, pos.exp)
-        e_rows, p_rows = emb.at(exp), pos.at(exp)
-        xs = _Dyadic([[a + b for a, b in zip(e, p)] for p in p_rows for e in e_rows], exp)
-        keys = xs.times(pts["W_K"], int_matmul).plus_row(pts["b_K"])
-        values = xs.times(pts["W_V"], int_matmul).plus_row(pts["b_V"])
-        query_rows = slice((k - 1) * v, k * v)
-        x_q = _Dyadic(xs.rows[query_rows], xs.exp)
-        queries = x_q.times(pts["W_Q"], int_matmul).plus_row(pts["b_Q"])
-        ov = values.times(pts["W_O"].times(pts["W_U"], int_matmul), int_matmul)
-        self.X, self.K, self.V = (m.column_max_abs_up() for m in (xs, keys, values))
+        xs = _key_table(emb, pos, None, None, int_matmul)
+        keys = _key_table(emb, pos, pts["W_K"], pts["b_K"], int_matmul)
+        values = _key_table(emb, pos, pts["W_V"], pts["b_V"], int_matmul)
+        last = _Dyadic(pos.rows[k - 1:k], pos.exp)
+        queries = _key_table(emb, last, pts["W_Q"], pts["b_Q"], int_matmul)
+        m = pts["W_O"].times(pts["W_U"], int_matmul)
+        ov = _key_table(emb, pos, pts["W_V"].times(m, int_matmul),
+                        pts["b_V"].times(m, int_matmul), int_matmul)
+        self.X, self.K, self.V = (t.column_max_abs_up() for t in (xs, keys, values))
         self.key_rows = [kr + xr for kr, xr in zip(keys.abs_up(), xs.abs_up())]
-        self.x_q, self.q = x_q.abs_up(), queries.abs_up()
+        self.x_q = _Dyadic(xs.rows[(k - 1) * v:], xs.exp).abs_up()
+        self.q = queries.abs_up()
         self.ov_centre, self.ov_half = _ov_ranges(ov, v, k)
-        self.M = _Dyadic(int_matmul(pts["W_O"].rows, pts["W_U"].rows),
-                         pts["W_O"].exp + pts["W_U"].exp).abs_up()
-        self.mag = {name: m.abs_up() for name, m in pts.items()}
-        self.cols = {name: _abs_columns(self.mag[name])
-                     for name in ("W_Q", "W_K", "W_V", "W_O", "W_U")}
-        self.mag.update((name, _Dyadic.from_points(name, w[name]).abs_up())
-                        for name in ("b_O", "b_U"))
+        self.M = m.abs_up()
+        self.mag = {name: t.abs_up() for name, t in pts.items()}
+
+
+def _key_table(emb: _Dyadic, pos: _Dyadic, mat, bias, int_matmul) -> _Dyadic:
+    """The exact rows (E[t] + P[i])·mat + bias for every token t and row i of pos (row
+    i·v + t), computed as E·mat + P·mat + bias (linearity: (v + k)·d products instead of
+    v·k·d); without mat, the residual vectors E[t] + P[i] themselves."""
+    if mat is not None:
+        emb, pos = emb.times(mat, int_matmul), pos.times(mat, int_matmul)
+    exp = min(emb.exp, pos.exp, emb.exp if bias is None else bias.exp)
+    bias_row = [0] * len(emb.rows[0]) if bias is None else bias.at(exp)[0]
+    e_rows = emb.at(exp)
+    return _Dyadic([[a + b + c for a, b, c in zip(e, p, bias_row)]
+                    for p in pos.at(exp) for e in e_rows], exp)
 
 
 def _ov_ranges(ov: _Dyadic, v: int, k: int) -> tuple[list, list]:
@@ -439,8 +465,7 @@ def _ov_ranges(ov: _Dyadic, v: int, k: int) -> tuple[list, list]:
     return centre, half
 
 
-def _abs_columns(rows) -> list:
-    """The columns of |W| as binary64 (exact for float32 weights: upper bounds in general)."""
+def _columns(rows: list) -> list:
     return [list(col) for col in zip(*rows)]
 
 
@@ -464,61 +489,59 @@ def _const_up(x: list, c: float) -> list:
     return [_up(a + c) for a in x]
 
 
-def _scalar_up(x: Fraction) -> float:
-    return _up_fraction(x)
-
-
-def _deltas(dims, ex: _ExactTables) -> list:
+def _deltas(dims, ex: _ExactTables, int_matmul) -> list:
     """Lemma G (spec/theorem.md §2c, the bound as the checker computes it): for every query
     token q, with binary64 upper bounds throughout (u = 2^-24, η = 2^-149, γ_n, c ≥ 1/√h
-    (c² h ≥ 1 checked exactly), cu = u + γ_{d+1}(1 + u), ν = (32k + 32)η,
+    with c²h ≥ 1 checked exactly, cu = u + γ_{d+1}(1 + u), ν = (32k + 32)η,
     drift = γ_{k+1} + kν):
       e_q = cu·|x_q||W_Q| + γ_{d+1}|b_Q| + (d+1)η, and alike e_k at X, e_v at X
-      a = c·e_q + γ_{h+10}·c·(|q| + e_q),  b = a + c·|q|,  β = cu·|W_K|·b
-      e_s = max_j (a·|k_j| + β·|x_j|) + b·(γ_{d+1}|b_K| + (d+1)η)
-            + 3η(Σ(|q| + e_q + K + e_k) + 2h + 1)                    (per-key key errors)
-      ρ = 2u(c·|q|·K + e_s),  α = (1 + 2ρ)(1 + 8u)/((1 − ρ)(1 − 8u))
-      θ' = γ_{k+1} + (α − 1)/2 + e_s + 2e_s²                         (softmax, centred)
-      Z = (1 + γ_k)(1 + drift)(V + e_v) + kη                         (≥ |z̃|)
-      e_z = (1 + drift)·e_v + γ_k(1 + drift)(V + e_v) + kη           (the values' error)
+      e_s, ρ                                      (`_score_errors`: per-key key errors)
+      θ' = γ_{k+1} + (α − 1)/2 + e_s + 2e_s²      (`_softmax_rate`: centred values)
+      Z = (1 + γ_k)(1 + drift)(V + e_v) + kη                          (≥ |z̃|)
+      e_z = (1 + drift)·e_v + γ_k(1 + drift)(V + e_v) + kη            (the values' error)
       ρ_r = γ_{h+2}(x_f + |b_O| + Z|W_O|) + (h+2)η,  x_f = (1 + u)|x_q|
-      r̄ = x_f + |b_O| + Z|W_O| + ρ_r                                 (≥ |r̃|)
+      r̄ = x_f + |b_O| + Z|W_O| + ρ_r                                  (≥ |r̃|)
       δ_o = [(u|x_q| + ρ_r + γ_{d+1}r̄)|W_U|]_o + γ_{d+1}|b_U|_o + (d+1)η
-            + [e_z|W_O·W_U|]_o + (θ' + kν)·H_q[o] + drift·|c_q[o]|    (exact OV rows)
-    refused (Overflow) unless e_s ≤ 1/8, ρ ≤ 1/2 and every magnitude below bounds a float
-    value or partial sum < 2^126 (the
-    scores' partial sums through e_s ≤ 1/8 and ρ ≤ 1/2)."""
+            + [e_z|W_O·W_U|]_o + (θ' + kν)·H_q[o] + drift·|c_q[o]|     (exact OV rows)
+    Refused (Overflow) unless every magnitude bounding a float value or partial sum is
+    < 2^126 (the scores' through e_s ≤ 1/8 and ρ ≤ 1/2, `_score_errors`)."""
     u, eta = float(U), ETA
     d, h, k = dims.d_model, dims.d_head, dims.n_ctx
-    mag, cols = ex.mag, ex.cols
+    mag = ex.mag
     g_d, g_k, g_h2 = gamma(d + 1), gamma(k), gamma(h + 2)
     nu = _up((32 * k + 32) * eta)
     drift = _up(gamma(k + 1) + _up(k * nu))
-    e_k = _projection_error(dims, _vm_up(ex.X, cols["W_K"]), mag["b_K"][0])
-    e_v = _projection_error(dims, _vm_up(ex.X, cols["W_V"]), mag["b_V"][0])
+    xw_k, xw_v = _vm_up(ex.X, _columns(mag["W_K"])), _vm_up(ex.X, _columns(mag["W_V"]))
+    e_k = _projection_error(dims, xw_k, mag["b_K"][0])
+    e_v = _projection_error(dims, xw_v, mag["b_V"][0])
+    k_sum, v_sum = _sum_up(xw_k, mag["b_K"][0]), _sum_up(xw_v, mag["b_V"][0])
     vf, kf = _sum_up(ex.V, e_v), _sum_up(ex.K, e_k)
     z_mag = _const_up(_scaled_up(_up((1 + g_k) * _up(1 + drift)), vf), k * eta)
     e_z = _sum_up(_scaled_up(_up(1 + drift), e_v),
                   _const_up(_scaled_up(_up(g_k * _up(1 + drift)), vf), k * eta))
-    z_wo = _vm_up(z_mag, cols["W_O"])
-    values_part = _vm_up(e_z, _abs_columns(ex.M))  # [e_z |W_O·W_U|]_o, for every query
+    z_wo = _vm_up(z_mag, _columns(mag["W_O"]))
+    values_part = _vm_up(e_z, _columns(ex.M))  # [e_z |W_O·W_U|]_o, for every query
     b_o, b_u = mag["b_O"][0], mag["b_U"][0]
     u_const = [_up(_up(g_d * b) + (d + 1) * eta) for b in b_u]
-    _check_range_all(ex.X, kf, vf, z_mag, _sum_up(_vm_up(ex.X, cols["W_K"]), mag["b_K"][0]),
-                     _sum_up(_vm_up(ex.X, cols["W_V"]), mag["b_V"][0]))
-    out = []
-    for x_q, q, centre, half in zip(ex.x_q, ex.q, ex.ov_centre, ex.ov_half):
-        e_s, rho = _score_error(dims, ex, x_q, q, kf)
-        spread = _softmax_rate(e_s, rho, k, nu)
+    _check_range_all(ex.X, kf, vf, z_mag, k_sum, v_sum)
+    scores = _score_errors(dims, ex, kf, int_matmul)
+    to_u, rates = [], []
+    for x_q, (e_s, rho) in zip(ex.x_q, scores):
         x_f = _scaled_up(_up(1 + u), x_q)
         inner = _sum_up(x_f, b_o, z_wo)
         rho_r = _const_up(_scaled_up(g_h2, inner), (h + 2) * eta)
         r_mag = _sum_up(inner, rho_r)
-        to_u = _sum_up(_scaled_up(u, x_q), rho_r, _scaled_up(g_d, r_mag))
+        to_u.append(_sum_up(_scaled_up(u, x_q), rho_r, _scaled_up(g_d, r_mag)))
+        rates.append(_softmax_rate(e_s, rho, k, nu))
+        # every partial sum of r̃·W_U + b_U is ≤ Σ r̄ · max|W_U| + max|b_U|
+        _check_range_all(r_mag, [_up(_up(abs_sum(r_mag) * max(map(max, mag["W_U"])))
+                                     + max(b_u))])
+    residual_part = _up_matmul(to_u, mag["W_U"], int_matmul)
+    out = []
+    for rp_row, spread, centre, half in zip(residual_part, rates, ex.ov_centre, ex.ov_half):
         row = [abs_sum([rp, uc, vp, _up(spread * hv), _up(drift * cv)])
-               for rp, uc, vp, hv, cv in zip(_vm_up(to_u, cols["W_U"]), u_const, values_part,
-                                             half, centre)]
-        _check_range_all(x_f, r_mag, _sum_up(_vm_up(r_mag, cols["W_U"]), b_u, row))
+               for rp, uc, vp, hv, cv in zip(rp_row, u_const, values_part, half, centre)]
+        _check_range_all(row)
         out.append(row)
     return out
 
@@ -534,34 +557,47 @@ def _projection_error(dims, p: list, bias: list) -> list:
     return [_up(_up(cu * a) + _up(_up(g * b) + tail)) for a, b in zip(p, bias)]
 
 
-def _score_error(dims, ex: _ExactTables, x_q: list, q: list, kf: list) -> tuple[float, float]:
-    """(e_s, ρ) for the query token with |x_q|, |q| (spec/theorem.md §2c, Lemma G, "per-key
-    key errors"): e_s ≥ |s̃_j − s_j| for every key j of a sequence with this query and
-    every float execution, ρ ≥ u(|s̃_j| + |max s̃|); kf ≥ |k̃_j| for every key.  With
+def _score_errors(dims, ex: _ExactTables, kf: list, int_matmul) -> list:
+    """(e_s, ρ) per query token (spec/theorem.md §2c, Lemma G, "per-key key errors"):
+    e_s ≥ |s̃_j − s_j| for every key j of a sequence with that query and every float
+    execution, ρ ≥ u(|s̃_j| + |max s̃|); kf ≥ |k̃_j| for every key.  With
     e_k(j) = cu·|x_j||W_K| + γ_{d+1}|b_K| + (d+1)η the error of key j, the score bound
-    c(e_q·(|k_j| + e_k(j)) + |q|·e_k(j)) + γ_{h+10}c(|q| + e_q)·(|k_j| + e_k(j)) + 3η(...)
-    is a·|k_j| + b·e_k(j) + 3η(...) = a·|k_j| + β·|x_j| + b·(γ_{d+1}|b_K| + (d+1)η) + 3η(...),
-    maximised over the exact key rows [|k_j|, |x_j|].  Refused (Overflow) unless e_s ≤ 1/8
-    and ρ ≤ 1/2."""
-    u, eta, h = float(U), ETA, dims.d_head
-    mag, cols = ex.mag, ex.cols
-    c, g_s, g_d = _score_scale(h), gamma(h + 10), gamma(dims.d_model + 1)
+    c(e_q·(|k_j| + e_k(j)) + |q|·e_k(j)) + γ_{h+10}c(|q| + e_q)·(|k_j| + e_k(j)) + r₀ is
+    a·|k_j| + b·e_k(j) + r₀ = a·|k_j| + β·|x_j| + b·(γ_{d+1}|b_K| + (d+1)η) + r₀ with
+    a = c·e_q + γ_{h+10}c(|q| + e_q), b = a + c|q|, β = cu·|W_K|bᵀ,
+    r₀ = 3η(Σ(|q| + e_q + K + e_k) + 2h + 1), maximised over the exact key rows
+    [|k_j|, |x_j|] (one exact product of the v·k key rows with every query's [a, β]).
+    Refused (Overflow) unless e_s ≤ 1/8 and ρ ≤ 1/2 (then every score and every partial
+    sum of a score's dot product is < 2^126)."""
+    u, eta, d, h = float(U), ETA, dims.d_model, dims.d_head
+    mag = ex.mag
+    c, g_s, g_d = _score_scale(h), gamma(h + 10), gamma(d + 1)
     cu = _up(u + _up(g_d * (1 + u)))
-    e_q = _projection_error(dims, _vm_up(x_q, cols["W_Q"]), mag["b_Q"][0])
-    qf = _sum_up(q, e_q)
-    a = _sum_up(_scaled_up(c, e_q), _scaled_up(_up(g_s * c), qf))
-    b = _sum_up(a, _scaled_up(c, q))
-    beta = _scaled_up(cu, [_abs_dot(row, b) for row in mag["W_K"]])
-    coef = a + beta  # against the key rows [|k_j|, |x_j|]
-    key_const = [_up(_up(g_d * x) + (dims.d_model + 1) * eta) for x in mag["b_K"][0]]
-    e_s = _up(_up(max(_abs_dot(coef, row) for row in ex.key_rows) + _abs_dot(b, key_const))
-              + _up(3 * eta * _up(abs_sum(qf) + abs_sum(kf) + 2 * h + 1)))
-    rho = _up(2 * u * _up(_up(c * _abs_dot(q, ex.K)) + e_s))
-    _check_range_all(qf, _sum_up(_vm_up(x_q, cols["W_Q"]), mag["b_Q"][0]))
-    if not (e_s <= 0.125 and rho <= 0.5):
-        raise Overflow("float32: the attention scores' float error is too large for the "
-                       "softmax error model (spec/theorem.md §2c, Lemma G)")
-    return e_s, rho
+    xw = _up_matmul(ex.x_q, mag["W_Q"], int_matmul)
+    key_const = [_up(_up(g_d * x) + (d + 1) * eta) for x in mag["b_K"][0]]
+    rows_a, rows_b, rest = [], [], []
+    for q, p in zip(ex.q, xw):
+        e_q = _projection_error(dims, p, mag["b_Q"][0])
+        qf = _sum_up(q, e_q)
+        _check_range_all(qf, _sum_up(p, mag["b_Q"][0]))
+        a = _sum_up(_scaled_up(c, e_q), _scaled_up(_up(g_s * c), qf))
+        b = _sum_up(a, _scaled_up(c, q))
+        rows_a.append(a)
+        rows_b.append(b)
+        rest.append(_up(_abs_dot(b, key_const)
+                        + _up(3 * eta * _up(abs_sum(qf) + abs_sum(kf) + 2 * h + 1))))
+    beta = _up_matmul(rows_b, _columns(mag["W_K"]), int_matmul)  # b·|W_K|ᵀ per query
+    coefs = [a + _scaled_up(cu, bw) for a, bw in zip(rows_a, beta)]
+    tops = _up_max_dot(ex.key_rows, coefs, int_matmul)
+    out = []
+    for q, top, r in zip(ex.q, tops, rest):
+        e_s = _up(top + r)
+        rho = _up(2 * u * _up(_up(c * _abs_dot(q, ex.K)) + e_s))
+        if not (e_s <= 0.125 and rho <= 0.5):
+            raise Overflow("float32: the attention scores' float error is too large for the "
+                           "softmax error model (spec/theorem.md §2c, Lemma G)")
+        out.append((e_s, rho))
+    return out
 
 
 def _score_scale(h: int) -> float:
@@ -590,24 +626,27 @@ def _check_range_all(*vectors) -> None:
                            "outside the error model of spec/theorem.md §2c)")
 
 
-def attention_only_delta(dims, w: dict) -> Fraction:
+def attention_only_delta(dims, w: dict) -> float:
     """max over q, o of attention_only_deltas: one δ for every sequence and output."""
     return max(max(row) for row in attention_only_deltas(dims, w))
 
 
-def widened_eu(dims, w: dict, lo: tuple, hi: tuple) -> tuple[tuple, tuple, Fraction]:
+def widened_eu(dims, w: dict, lo: tuple, hi: tuple,
+               int_matmul=None) -> tuple[tuple, tuple, float]:
     """EU's recorded enclosure (row-major binary64 ends, EU[q, o] at q·v + o) widened entry
     by entry to [lo − δ[q][o], hi + δ[q][o]], rounded outward to binary64, with
     δ = attention_only_deltas (Lemma G), and max δ.  Rules cubic, exact and subcubic_gap
     run unchanged on it to prove the float32 semantics (spec/rules.md §float32 by
-    widening EU)."""
-    deltas = attention_only_deltas(dims, w)
+    widening EU).  Each end is the nearest binary64 of an exact difference or sum moved one
+    binary64 outward (the next binary64 above the nearest one of x is ≥ x), δ first taken
+    to a binary64 ≥ it (exact for the binary64 values attention_only_deltas returns)."""
+    deltas = attention_only_deltas(dims, w, int_matmul)
     v = dims.d_vocab
     if len(lo) != v * v or len(hi) != v * v:
         raise AssertionError("float32: EU is not v×v")  # exit 2: an internal error
-    flat = [x for row in deltas for x in row]
-    new_lo = tuple(-_up_fraction(x - Fraction(a)) for a, x in zip(lo, flat))
-    new_hi = tuple(_up_fraction(Fraction(b) + x) for b, x in zip(hi, flat))
+    flat = [_up_fraction(Fraction(x)) for row in deltas for x in row]
+    new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
+    new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
     return new_lo, new_hi, max(flat)
 
 
