@@ -253,46 +253,98 @@ def _vec_mat(x, m):
 def test_score_error_is_the_per_key_formula():
     """_score_errors' e_s (one exact integer product of the key rows with [a, β]) equals the
     per-key formula of spec/theorem.md §2c — max over keys j of c(e_q·(|k_j| + e_k(j)) +
-    |q|·e_k(j)) + γ_{h+10}c(|q| + e_q)·(|k_j| + e_k(j)) + 3η(…) — computed here key by key in
-    exact rationals; it is ≥ it (rounded up) and within 10⁻¹² of it."""
+    |q|·e_k(j)) + γ_{h+10}c(|q| + e_q)·(|k_j| + e_k(j)) + 3η(…) — computed key by key in
+    exact rationals (`_formula`); it is ≥ it (rounded up) and within 10⁻¹² of it."""
     for w in (_random_attn_only(4, scale=1.5), _split_attention(1), _adversarial(2, 2.0)):
-        v, k, d, h = w.dims.d_vocab, w.dims.n_ctx, w.dims.d_model, w.dims.d_head
-        x = _exact(w)
-        u, eta = fp.U, Fraction(fp.ETA)
-        g_d, g_s = fp.gamma_exact(d + 1), fp.gamma_exact(h + 10)
-        cu, c = u + g_d * (1 + u), Fraction(fp._score_scale(h))
-        tail = (d + 1) * eta
-        abs_ = lambda vec: [abs(a) for a in vec]  # noqa: E731
-        mags = {n: [abs_(r) for r in x[n]] for n in ("W_Q", "W_K")}
-        keys = []
-        for i in range(k):
-            for t in range(v):
-                xj = [a + b for a, b in zip(x["W_E"][t], x["W_pos"][i])]
-                kj = [a + b for a, b in zip(_vec_mat(xj, x["W_K"]), x["b_K"][0])]
-                ekj = [cu * a + g_d * abs(b) + tail
-                       for a, b in zip(_vec_mat(abs_(xj), mags["W_K"]), x["b_K"][0])]
-                keys.append((abs_(kj), ekj, abs_(xj)))
-        big_x = [max(col) for col in zip(*(xj for _, _, xj in keys))]
-        big_k = [max(col) for col in zip(*(kj for kj, _, _ in keys))]
-        e_k = [cu * a + g_d * abs(b) + tail
-               for a, b in zip(_vec_mat(big_x, mags["W_K"]), x["b_K"][0])]
+        want, _ = _formula(w)
         ex = fp._ExactTables(w.dims, _interval_weights(w), fp.python_int_matmul)
-        kf = [float(a + b) for a, b in zip(big_k, e_k)]
-        got = fp._score_errors(w.dims, ex, fp._sum_up(ex.K, [float(a) for a in e_k]),
-                               fp.python_int_matmul)
-        for t in range(v):
-            xq = [a + b for a, b in zip(x["W_E"][t], x["W_pos"][k - 1])]
-            q = abs_([a + b for a, b in zip(_vec_mat(xq, x["W_Q"]), x["b_Q"][0])])
-            e_q = [cu * a + g_d * abs(b) + tail
-                   for a, b in zip(_vec_mat(abs_(xq), mags["W_Q"]), x["b_Q"][0])]
-            r0 = 3 * eta * (sum(q) + sum(e_q) + sum(map(Fraction, kf)) + 2 * h + 1)
-            want = max(c * (sum(a * (b + e) for a, b, e in zip(e_q, kj, ekj))
-                            + sum(a * e for a, e in zip(q, ekj)))
-                       + g_s * c * sum((a + b) * (kk + e)
-                                       for a, b, kk, e in zip(q, e_q, kj, ekj))
-                       for kj, ekj, _ in keys) + r0
-            e_s = Fraction(got[t][0])
-            assert want <= e_s <= want * (1 + Fraction(1, 10 ** 12)), (t, float(want), got[t])
+        k_err = fp._projection_error(w.dims, fp._vm_up(ex.X, fp._columns(ex.mag["W_K"])),
+                                     ex.mag["b_K"][0])
+        got = fp._score_errors(w.dims, ex, fp._sum_up(ex.K, k_err), fp.python_int_matmul)
+        for (e_s, _), e in zip(got, want):
+            assert e <= Fraction(e_s) <= e * (1 + Fraction(1, 10 ** 12)), (float(e), e_s)
+
+
+def _formula(w) -> tuple[list, list]:
+    """(e_s per query token, δ[q][o]) by the formulas of spec/theorem.md §2c ("per-key key
+    errors", "exact OV rows"), written out here in exact rationals key by key and sequence
+    by sequence, independently of float32.py's batched products."""
+    v, k, d, h = w.dims.d_vocab, w.dims.n_ctx, w.dims.d_model, w.dims.d_head
+    x = _exact(w)
+    u, eta = fp.U, Fraction(fp.ETA)
+    g = fp.gamma_exact
+    cu, c = u + g(d + 1) * (1 + u), Fraction(fp._score_scale(h))
+    tail = (d + 1) * eta
+    abs_ = lambda vec: [abs(a) for a in vec]  # noqa: E731
+    mags = {n: [abs_(r) for r in x[n]] for n in NAMES}
+    b = {n: mags[n][0] for n in ("b_Q", "b_K", "b_V", "b_O", "b_U")}
+
+    def err(p, bias):  # the projection error cu·p + γ_{d+1}|b| + (d+1)η
+        return [cu * a + g(d + 1) * bb + tail for a, bb in zip(p, bias)]
+
+    xs = {(t, i): [a + bb for a, bb in zip(x["W_E"][t], x["W_pos"][i])]
+          for t in range(v) for i in range(k)}
+    keys = {j: [a + bb for a, bb in zip(_vec_mat(xj, x["W_K"]), x["b_K"][0])]
+            for j, xj in xs.items()}
+    vals = {j: [a + bb for a, bb in zip(_vec_mat(xj, x["W_V"]), x["b_V"][0])]
+            for j, xj in xs.items()}
+    big_x = [max(abs(a) for a in col) for col in zip(*xs.values())]
+    big_k = [max(abs(a) for a in col) for col in zip(*keys.values())]
+    big_v = [max(abs(a) for a in col) for col in zip(*vals.values())]
+    e_k = err(_vec_mat(big_x, mags["W_K"]), b["b_K"])
+    e_v = err(_vec_mat(big_x, mags["W_V"]), b["b_V"])
+    e_kj = {j: err(_vec_mat(abs_(xj), mags["W_K"]), b["b_K"]) for j, xj in xs.items()}
+    nu = (32 * k + 32) * eta
+    drift = g(k + 1) + k * nu
+    vf = [a + e for a, e in zip(big_v, e_v)]
+    z_mag = [(1 + g(k)) * (1 + drift) * a + k * eta for a in vf]
+    e_z = [(1 + drift) * e + g(k) * (1 + drift) * a + k * eta for e, a in zip(e_v, vf)]
+    m = [_vec_mat(row, x["W_U"]) for row in x["W_O"]]
+    ov = {j: _vec_mat(vj, m) for j, vj in vals.items()}
+    values_part = _vec_mat(e_z, [abs_(r) for r in m])
+    z_wo = _vec_mat(z_mag, mags["W_O"])
+    r0_k = sum(big_k) + sum(e_k)
+    all_e_s, all_delta = [], []
+    for q in range(v):
+        xq = xs[(q, k - 1)]
+        qq = abs_([a + bb for a, bb in zip(_vec_mat(xq, x["W_Q"]), x["b_Q"][0])])
+        e_q = err(_vec_mat(abs_(xq), mags["W_Q"]), b["b_Q"])
+        e_s = max(c * (sum(a * (abs(kk) + e) for a, kk, e in zip(e_q, keys[j], e_kj[j]))
+                       + sum(a * e for a, e in zip(qq, e_kj[j])))
+                  + g(h + 10) * c * sum((a + ee) * (abs(kk) + e)
+                                        for a, ee, kk, e in zip(qq, e_q, keys[j], e_kj[j]))
+                  for j in xs) + 3 * eta * (sum(qq) + sum(e_q) + r0_k + 2 * h + 1)
+        rho = 2 * u * (c * sum(a * kk for a, kk in zip(qq, big_k)) + e_s)
+        alpha = (1 + 2 * rho) * (1 + 8 * u) / ((1 - rho) * (1 - 8 * u))
+        rate = g(k + 1) + (alpha - 1) / 2 + e_s + 2 * e_s * e_s + k * nu
+        x_f = [(1 + u) * abs(a) for a in xq]
+        inner = [a + bb + zz for a, bb, zz in zip(x_f, b["b_O"], z_wo)]
+        rho_r = [g(h + 2) * a + (h + 2) * eta for a in inner]
+        r_bar = [a + rr for a, rr in zip(inner, rho_r)]
+        to_u = [u * abs(a) + rr + g(d + 1) * rb for a, rr, rb in zip(xq, rho_r, r_bar)]
+        held = [ov[(t, i)] for t in range(v) for i in range(k - 1)] + [ov[(q, k - 1)]]
+        lo = [min(col) for col in zip(*held)]
+        hi = [max(col) for col in zip(*held)]
+        all_delta.append([rp + g(d + 1) * bu + tail + vp + rate * (h_ - l_) / 2
+                          + drift * abs(h_ + l_) / 2
+                          for rp, bu, vp, l_, h_ in zip(_vec_mat(to_u, mags["W_U"]),
+                                                        b["b_U"], values_part, lo, hi)])
+        all_e_s.append(e_s)
+    return all_e_s, all_delta
+
+
+def test_delta_is_the_formula():
+    """The checker's δ is ≥ the formula of spec/theorem.md §2c computed here in exact
+    rationals, and within 10⁻¹² of it: no term dropped, loosened or misplaced (a mutant
+    without the values' error term e_z|W_O·W_U|, which the float32 executions above do not
+    reach, fails here)."""
+    for w in (_random_attn_only(4, scale=1.5), _split_attention(1), _adversarial(2, 2.0),
+              _tight()):
+        _, want = _formula(w)
+        got = _deltas(w)
+        for rg, rw in zip(got, want):
+            for a, b in zip(rg, rw):
+                assert b <= Fraction(a) <= b * (1 + Fraction(1, 10 ** 12)) + Fraction(2) ** -1000
 
 
 def test_ov_ranges_are_the_sequences_ov_entries():
