@@ -445,7 +445,7 @@ class CertificateChecker:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
             if widen and name in rule.FLOAT32_INPUTS:  # read for δ only, never by the rule
-                weights[name] = value.matrix
+                weights[name] = _weight_rows(value)
                 continue
             matrices[name], values[name] = value.rows(ar, self.tick), value
         widened = ""
@@ -454,8 +454,10 @@ class CertificateChecker:
 
             eu = values["EU"]
             budget0 = RuleBudget(self, lineno, obj["rule"])
-            budget0(2 * len(eu.lo))  # δ and the two widened ends per entry
-            lo, hi, worst = float32.widened_eu(self.dims, weights, eu.lo, eu.hi)
+            # δ's own operations (float32.delta_work) and the two widened ends per entry
+            budget0(float32.delta_work(self.dims) + 2 * len(eu.lo))
+            lo, hi, worst = float32.widened_eu(self.dims, weights, eu.lo, eu.hi,
+                                               ar.int_matmul)
             values["EU"] = Value(eu.term, lo, hi, eu.shape)
             # subcubic_gap's summary row is the mean of EU before widening (spec/rules.md)
             matrices["EU_UNWIDENED"] = matrices["EU"]
@@ -695,6 +697,16 @@ def _family_mismatch(family: Family, file_family: Family, no_config: bool) -> st
                 "({'model': model.state_dict(), 'config': model.cfg.to_dict()}) or put "
                 "<stem>.config.json beside the file")
     return f"the certificate's model family is not the model file's: {diff}"
+
+
+def _weight_rows(value: Value) -> list:
+    """A weight line's entries for float32's Lemma G: its recorded binary64 values as rows
+    (a weight line is one exact float32 per entry), or, if any entry has width, its mpmath
+    rows (which Lemma G refuses)."""
+    if value.lo != value.hi:
+        return value.matrix
+    cols = value.shape[1]
+    return [list(value.lo[i:i + cols]) for i in range(0, len(value.lo), cols)]
 
 
 def _float32_bits(values) -> bytes:

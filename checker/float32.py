@@ -30,6 +30,7 @@ each bound is an upper bound of the exact real quantity.
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 
 from mpmath import iv
@@ -265,255 +266,387 @@ def activation(real: list, x: list) -> list:
             for p, a in zip(real, x)]
 
 
-# --- a global bound for the attention-only model (rule brute_force under float32) ------------
+# --- Lemma G: δ[q][o] for the attention-only model (brute_force; cubic, exact, subcubic_gap
+# by widening EU) ------------------------------------------------------------------------------
+#
+# Two kinds of numbers (spec/theorem.md §2c, "how the checker computes δ"): the model's signed
+# quantities (x = E[t] + P[i], keys, values, queries, W_O·W_U, the OV rows) are EXACT, integers
+# times a power of two (`_Dyadic`); every later quantity is a sum of products of non-negative
+# numbers, in binary64 rounded up at every step (`_up`, `abs_sum`, `_abs_dot`), its matrix
+# products exact integer products rounded up once (`_up_matmul`).  Exact integer products are
+# `int_matmul`: Python integers, or FLINT's fmpz_mat under --arith arb — the same integers, so
+# δ (hence every verdict that reads it) is bit for bit the same under every back-end.
 
-def _mag_matrix(rows) -> list:
-    """Exact |entries| (Fractions) of an interval matrix: the larger end's magnitude."""
-    from .elementary import endpoints
-
-    return [[max(abs(e) for e in endpoints(x)) for x in row] for row in rows]
-
-
-def _vm(x: list, mat: list) -> list:
-    """x·|mat| for non-negative x (exact rationals), as integer dot products over common
-    denominators (the same rationals as Σ_i x_i·mat[i][j], faster)."""
-    key = id(mat)
-    if key not in _COLUMNS or _COLUMNS[key][0] is not mat:
-        den = math.lcm(*(Fraction(b).denominator for row in mat for b in row))
-        cols = [[int(Fraction(row[j]) * den) for row in mat] for j in range(len(mat[0]))]
-        _COLUMNS[key] = (mat, cols, den)
-    _, cols, den = _COLUMNS[key]
-    x = [Fraction(a) for a in x]
-    x_den = math.lcm(*(a.denominator for a in x))
-    nums = [a.numerator * (x_den // a.denominator) for a in x]
-    return [Fraction(sum(n * c for n, c in zip(nums, col)), den * x_den) for col in cols]
+_TINY = 2.0 ** -1000  # an upper bound of every dyadic n·2^e with bits(n) + e ≤ −1000
 
 
-_COLUMNS: dict = {}  # id(matrix) -> (matrix, integer columns, denominator), per δ computation
+def _up_dyadic(n: int, e: int) -> float:
+    """A binary64 ≥ n·2^e for an integer n ≥ 0: the value itself when it is a binary64,
+    else the binary64 after the nearest one.
 
-
-def _plus(*vectors) -> list:
-    return [sum(t) for t in zip(*vectors)]
-
-
-def _scaled(c, x: list) -> list:
-    return [c * a for a in x]
-
-
-def attention_only_deltas(dims, w: dict) -> list:
-    """δ with |ℓ̃_o(t) − ℓ_o(t)| ≤ δ for every sequence t, every output o and every
-    binary32 execution ℓ̃ of the attention-only model of spec/theorem.md §2 (the float
-    program of §2c), computed exactly in rationals from the weights' magnitudes.
-
-    Lemma G (spec/theorem.md §2c).  With X = max_{i,t} (|E[t]| + |P[i]|) entrywise (a
-    bound of every |x_i|), X_q = |E[q]| + |P[k−1]| for the query position (X_q replaces X
-    in e_q, Q, and in e_r and R: the residual's x_{k−1}), and e_· the entrywise errors,
-    rounding-error analysis of the steps of §2c gives, with magnitude bounds
-    Q = X|W_Q| + |b_Q| (K, V likewise), c ≥ 1/sqrt(h):
-      e_x = uX;  e_q = e_x|W_Q| + γ_{d+1}((X + e_x)|W_Q| + |b_Q|) + (d+1)η  (e_k, e_v alike)
-      e_s = c·(e_q·(K + e_k) + Q·e_k) + γ_{h+10}·c·(Q + e_q)·(K + e_k)
-            + 3η(Σ(Q + e_q + K + e_k) + 2h + 1)                          (scores)
-      softmax: |ã_i − a_i| ≤ θ a_i + ν, θ = (1 + 2e_s + 4e_s²)·α·(1 + γ_{k+1}) − 1,
-            α = (1 + 2ρ)(1 + 8u)/((1 − ρ)(1 − 8u)), ρ = 2u(S + e_s), S = c·Q·K,
-            ν = (32k + 32)η   (softmax(s̃)/softmax(s) ∈ [e^{−2e_s}, e^{2e_s}], Lemma S;
-            e^{2e_s} ≤ 1 + 2e_s + 4e_s², e^{−2e_s} ≥ 1 − 2e_s)
-      e_z = (θ + kν)(V + e_v) + e_v + γ_k(1 + θ + kν)(V + e_v) + kη
-      e_r = e_x + e_z|W_O| + γ_{h+2}((X + e_x) + |b_O| + (V + e_z)|W_O|) + (h+2)η
-      δ_o = e_r|U| + γ_{d+1}((R + e_r)|U| + |b_U|) + (d+1)η,  R = X + V|W_O| + |b_O|
-    and δ[q][o] = δ_o at X_q.  Every bound is checked below 2^126 (range), and e_s ≤ 1/8,
-    ρ ≤ 1/2 (the linearisations e^x ≤ 1 + 2x, x ≤ 1); otherwise Overflow.
-
-    Exact magnitudes (Lemma G, "exact magnitudes"): X, K, V, X_q and Q are only used as
-    entrywise bounds of |x_i|, |k_i|, |v_i|, |x_{k−1}|, |q|; when every weight of E, P, W_Q,
-    W_K, W_V and their biases is a point, they are the exact entrywise maxima of those
-    magnitudes over every token and position (`_exact_magnitudes`), each ≤ the triangle
-    bound, so δ is ≤ the triangle-bound δ entrywise."""
-    _COLUMNS.clear()
+    Proof: write n·2^e = n'·2^e' with n' odd (exact).  If bits(n') + e' ≤ −1000 then
+    n·2^e < 2^(bits(n') + e') ≤ 2^-1000.  Otherwise n·2^e ≥ 2^(bits(n') − 1 + e') ≥ 2^-1001
+    lies in binary64's normal range, float(n') is n' rounded to nearest (CPython's int →
+    float is correctly rounded; exact for bits(n') ≤ 53) and ldexp scales it exactly, so
+    the result is n·2^e itself (bits ≤ 53) or within half an ulp of it, and the next
+    binary64 above is ≥ n·2^e.  Beyond the range: +inf, which every range check refuses."""
+    if n == 0:
+        return 0.0
+    zeros = (n & -n).bit_length() - 1
+    n, e = n >> zeros, e + zeros
+    if n.bit_length() + e <= -1000:
+        return _TINY
     try:
-        return _deltas(dims, w)
-    finally:
-        _COLUMNS.clear()
+        f = math.ldexp(float(n), e)
+    except OverflowError:
+        return _INF
+    return f if n.bit_length() <= 53 else math.nextafter(f, _INF)
 
 
-def _deltas(dims, w: dict) -> list:
-    u, eta, d, k = U, Fraction(ETA), dims.d_model, dims.n_ctx
-    mag = {name: _mag_matrix(w[name]) for name in w}
-    e_mat, p_mat = mag["W_E"], mag["W_pos"]
-    x = _plus([max(col) for col in zip(*e_mat)], [max(col) for col in zip(*p_mat)])
-    exact = _exact_magnitudes(w, k)  # None unless every input weight is a point
-    if exact is not None:
-        x = exact["X"]
+class _Dyadic:
+    """An exact rational matrix as integer rows and one exponent: entry [i][j] is
+    rows[i][j]·2^exp."""
 
-    def project(x, name, bias):
-        """(magnitude bound, error bound) of fl(x̃ W + b) over inputs of magnitude ≤ x."""
-        m, b, e_x = mag[name], mag[bias][0], _scaled(u, x)
-        real = _plus(_vm(x, m), b)
-        err = [a + gamma_exact(d + 1) * (f + bb) + (d + 1) * eta
-               for a, f, bb in zip(_vm(e_x, m), _vm(_plus(x, e_x), m), b)]
-        return real, err
+    def __init__(self, rows: list, exp: int):
+        self.rows, self.exp = rows, exp
 
-    (kk, e_k), (val, e_v) = project(x, "W_K", "b_K"), project(x, "W_V", "b_V")
-    if exact is not None:
-        kk, val = exact["K"], exact["V"]
-    _check_bounds(_plus(kk, e_k), _plus(val, e_v))
-    if exact is None:
-        queries = [(_plus(row, mag["W_pos"][k - 1]), None) for row in e_mat]
-        centre = keys = None  # c = 0, H = V: the former e_z; K for every key
-    else:
-        queries = list(zip(exact["X_q"], exact["Q"]))
-        centre = (exact["V_centre"], exact["V_half"])
-        keys = _IntRows(exact["keys"])
-    return [_query_deltas(dims, mag, x_q, project, kk, e_k, val, e_v, q_exact, centre, keys)
-            for x_q, q_exact in queries]
+    @classmethod
+    def from_points(cls, name: str, matrix) -> _Dyadic:
+        """The exact values of a weight matrix given as rows of binary64 numbers or of point
+        mpmath intervals.  Refused (Overflow, fail closed) if an entry has width or is not
+        finite: Lemma G is computed from the weights themselves."""
+        pairs = [[_exact_point(name, x) for x in row] for row in matrix]
+        exp = min((e for row in pairs for m, e in row if m), default=0)
+        return cls([[m << (e - exp) if m else 0 for m, e in row] for row in pairs], exp)
 
+    @classmethod
+    def from_floats(cls, rows: list) -> _Dyadic:
+        """Finite binary64 numbers, exactly (each is an odd integer times a power of two)."""
+        return cls.from_points("a bound", rows)
 
-def _points(rows) -> list | None:
-    """The exact rational entries of a matrix of point intervals; None if any has width."""
-    from .elementary import endpoints
+    def at(self, exp: int) -> list:
+        """The integer rows at a common exponent exp ≤ self.exp (exact)."""
+        s = self.exp - exp
+        return [[a << s for a in row] for row in self.rows]
 
-    out = []
-    for row in rows:
-        ends = [endpoints(x) for x in row]
-        if any(lo != hi for lo, hi in ends):
-            return None
-        out.append([lo for lo, _ in ends])
-    return out
+    def times(self, other: _Dyadic, int_matmul) -> _Dyadic:
+        """self · other, exact."""
+        return _Dyadic(int_matmul(self.rows, other.rows), self.exp + other.exp)
+
+    def abs_up(self) -> list:
+        """|entries| as binary64 upper bounds (rows)."""
+        return [[_up_dyadic(abs(a), self.exp) for a in row] for row in self.rows]
+
+    def column_max_abs_up(self) -> list:
+        """max over the rows of |entry|, per column, rounded up."""
+        return [_up_dyadic(max(abs(a) for a in col), self.exp) for col in zip(*self.rows)]
 
 
-def _affine_rows(xs: list, mat: list, bias: list) -> list:
-    """The exact vectors x·mat + bias for each x in xs (rationals), by integer dot
-    products over common denominators."""
-    den = math.lcm(*(Fraction(a).denominator for row in (*mat, bias) for a in row))
-    cols = [[int(Fraction(row[j]) * den) for row in mat] for j in range(len(mat[0]))]
-    b = [int(Fraction(a) * den) for a in bias]
-    x_den = math.lcm(*(Fraction(a).denominator for x in xs for a in x))
-    out = []
-    for x in xs:
-        nums = [int(Fraction(a) * x_den) for a in x]
-        out.append([Fraction(sum(n * c for n, c in zip(nums, col)) + bj * x_den, den * x_den)
-                    for col, bj in zip(cols, b)])
-    return out
+def _exact_point(name: str, x) -> tuple[int, int]:
+    """(m, e) with x = m·2^e exactly, for a finite binary64 x or a point mpmath interval."""
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise Overflow(f"float32: {name} is not finite")
+        num, den = x.as_integer_ratio()  # den a power of two
+        return num, 1 - den.bit_length()
+    lo, hi = x._mpi_
+    sign, man, exp, _ = lo
+    if lo != hi or (man == 0 and exp != 0):
+        raise Overflow(f"float32: Lemma G needs {name} as exact float32 values (a point per "
+                       "entry)")
+    return (-man if sign else man), exp
 
 
-def _entrywise_max_abs(vectors: list) -> list:
-    return [max(abs(a) for a in col) for col in zip(*vectors)]
+def python_int_matmul(a: list, b: list) -> list:
+    """The exact integer product of a (r × n) and b (n × c), as rows (Python integers).
+    The --arith arb back-end passes FLINT's fmpz_mat product (arith/arb.py): the same."""
+    cols = [list(c) for c in zip(*b)]
+    return [[sum(map(operator.mul, row, col)) for col in cols] for row in a]
 
 
-def _exact_magnitudes(w: dict, k: int) -> dict | None:
-    """Lemma G's magnitude bounds as the exact entrywise maxima over the residual
-    vectors x = E[t] + P[i] the model can see (spec/theorem.md §2c, Lemma G, "exact
-    magnitudes"): X = max_{t,i} |x|, K = max_{t,i} |x W_K + b_K|, V alike, and per query
-    token q, X_q = |E[q] + P[k−1]| and Q_q = |X_q-vector W_Q + b_Q|.  None (the caller keeps
-    the triangle-inequality bounds) unless every weight read here is a point interval."""
-    names = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
-    pts = {name: _points(w[name]) for name in names}
-    if any(p is None for p in pts.values()):
-        return None
-    emb, pos = pts["W_E"], pts["W_pos"]
-    xs = [[a + b for a, b in zip(e, p)] for e in emb for p in pos]
-    x_q = [[a + b for a, b in zip(e, pos[k - 1])] for e in emb]
-    values = _affine_rows(xs, pts["W_V"], pts["b_V"][0])
-    keys = [[abs(a) for a in key] for key in _affine_rows(xs, pts["W_K"], pts["b_K"][0])]
-    return {
-        "X": _entrywise_max_abs(xs),
-        "K": [max(col) for col in zip(*keys)],
-        "keys": keys,
-        "V": _entrywise_max_abs(values),
-        "V_centre": [abs(max(col) + min(col)) / 2 for col in zip(*values)],
-        "V_half": [(max(col) - min(col)) / 2 for col in zip(*values)],
-        "X_q": [[abs(a) for a in x] for x in x_q],
-        "Q": [[abs(a) for a in q] for q in _affine_rows(x_q, pts["W_Q"], pts["b_Q"][0])],
-    }
+def _up_matmul(a: list, b: list, int_matmul) -> list:
+    """Binary64 upper bounds of the exact product a·b of non-negative binary64 matrices
+    (rows): both exactly as integers times a power of two, one exact integer product,
+    each entry rounded up (`_up_dyadic`)."""
+    return _Dyadic.from_floats(a).times(_Dyadic.from_floats(b), int_matmul).abs_up()
 
 
-class _IntRows:
-    """Non-negative rational vectors as integer rows over one denominator, for
-    max_j a·row_j (exact)."""
-
-    def __init__(self, rows: list):
-        self.den = math.lcm(*(Fraction(a).denominator for row in rows for a in row))
-        self.rows = [[int(Fraction(a) * self.den) for a in row] for row in rows]
-
-    def max_dot(self, a: list) -> Fraction:
-        a_den = math.lcm(*(Fraction(x).denominator for x in a))
-        nums = [int(Fraction(x) * a_den) for x in a]
-        best = max(sum(n * r for n, r in zip(nums, row)) for row in self.rows)
-        return Fraction(best, self.den * a_den)
+def _up_max_dot(rows: list, coefs: list, int_matmul) -> list:
+    """For each coefficient vector c (non-negative binary64), a binary64 ≥ max_j c·rows[j]
+    (rows non-negative binary64): the exact products, their exact maximum, rounded up."""
+    ints = _Dyadic.from_floats(rows).times(_Dyadic.from_floats([list(c) for c in zip(*coefs)]),
+                                           int_matmul)
+    return [_up_dyadic(max(col), ints.exp) for col in zip(*ints.rows)]
 
 
-def _query_deltas(dims, mag, x, project, kk, e_k, val, e_v, q_exact=None,
-                  centre=None, keys=None) -> list:
-    """Lemma G's δ_o for the query residual magnitude x (= X_q), every o; q_exact, when
-    given, is the exact |q| (a tighter Q); centre, when given, is (|c|, H): every real
-    value vector v_i lies in [c − H, c + H] entrywise (Lemma G, "centred values"); keys,
-    when given, holds every exact |k_j| (Lemma G, "per-key scores")."""
-    u, eta = U, Fraction(ETA)
+def delta_work(dims) -> int:
+    """The scalar operations attention_only_deltas performs, charged to --max-work
+    (spec/rules.md §float32 by widening EU): the exact products (E·W and P·W for keys,
+    values, queries and OV rows; W_O·W_U, W_V·W_O·W_U) and the products with |W_Q|, |W_K|,
+    |W_U| and the v·k key rows, for every query token."""
+    v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
+    exact = 3 * (v + k) * d * h + v * d * h + 2 * h * d * v + (v + k + 1) * h * v
+    per_query = 2 * d * h + v * k * (h + d) + d * v + 8 * (d + h + v)
+    return exact + v * per_query + 3 * d * h + h * v
+
+
+def attention_only_deltas(dims, w: dict, int_matmul=None) -> list:
+    """δ with |ℓ̃_o(t) − ℓ_o(t)| ≤ δ[q][o] for every sequence t with query token q, every
+    output o and every binary32 execution ℓ̃ of the attention-only model of
+    spec/theorem.md §2 (the float program of §2c): Lemma G with its tightenings (§2c), from
+    the weights (rows of binary64 or of point mpmath intervals, by short name), as binary64
+    upper bounds.  int_matmul: an exact integer matrix product (default: Python's)."""
+    int_matmul = int_matmul or python_int_matmul
+    return _deltas(dims, _ExactTables(dims, w, int_matmul), int_matmul)
+
+
+class _ExactTables:
+    """Lemma G's exact quantities (spec/theorem.md §2c, "exact magnitudes", "per-key key
+    errors", "exact OV rows"), from the weights as exact rationals: every residual vector
+    x_j = E[t] + P[i] (key j = (t, i), row i·v + t; the rows i = k − 1 are the query
+    residuals x_q), key k_j = x_j W_K + b_K, value v_j = x_j W_V + b_V, query
+    q = x_q W_Q + b_Q, M = W_O·W_U and the OV rows v_j·M, each exact; then as binary64
+    upper bounds: X = max_j |x_j|, K = max_j |k_j|, V = max_j |v_j| (entrywise), per key
+    [|k_j|, |x_j|], per query token |x_q| and |q|, per query token q and output o the centre
+    |c| and half-range H of {OV_j[o] : j = (t, i), i < k − 1} ∪ {OV_(q, k−1)[o]}, |M| and the
+    weights' magnitudes."""
+
+    def __init__(self, dims, w: dict, int_matmul):
+        v, k = dims.d_vocab, dims.n_ctx
+        pts = {name: _Dyadic.from_points(name, w[name])
+               for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U",
+                            "b_Q", "b_K", "b_V", "b_O", "b_U")}
+        emb, pos = pts["W_E"], pts["W_pos"]
+        xs = _key_table(emb, pos, None, None, int_matmul)
+        keys = _key_table(emb, pos, pts["W_K"], pts["b_K"], int_matmul)
+        values = _key_table(emb, pos, pts["W_V"], pts["b_V"], int_matmul)
+        last = _Dyadic(pos.rows[k - 1:k], pos.exp)
+        queries = _key_table(emb, last, pts["W_Q"], pts["b_Q"], int_matmul)
+        m = pts["W_O"].times(pts["W_U"], int_matmul)
+        ov = _key_table(emb, pos, pts["W_V"].times(m, int_matmul),
+                        pts["b_V"].times(m, int_matmul), int_matmul)
+        self.X, self.K, self.V = (t.column_max_abs_up() for t in (xs, keys, values))
+        self.key_rows = [kr + xr for kr, xr in zip(keys.abs_up(), xs.abs_up())]
+        self.x_q = _Dyadic(xs.rows[(k - 1) * v:], xs.exp).abs_up()
+        self.q = queries.abs_up()
+        self.ov_centre, self.ov_half = _ov_ranges(ov, v, k)
+        self.M = m.abs_up()
+        self.mag = {name: t.abs_up() for name, t in pts.items()}
+
+
+def _key_table(emb: _Dyadic, pos: _Dyadic, mat, bias, int_matmul) -> _Dyadic:
+    """The exact rows (E[t] + P[i])·mat + bias for every token t and row i of pos (row
+    i·v + t), computed as E·mat + P·mat + bias (linearity: (v + k)·d products instead of
+    v·k·d); without mat, the residual vectors E[t] + P[i] themselves."""
+    if mat is not None:
+        emb, pos = emb.times(mat, int_matmul), pos.times(mat, int_matmul)
+    exp = min(emb.exp, pos.exp, emb.exp if bias is None else bias.exp)
+    bias_row = [0] * len(emb.rows[0]) if bias is None else bias.at(exp)[0]
+    e_rows = emb.at(exp)
+    return _Dyadic([[a + b + c for a, b, c in zip(e, p, bias_row)]
+                    for p in pos.at(exp) for e in e_rows], exp)
+
+
+def _ov_ranges(ov: _Dyadic, v: int, k: int) -> tuple[list, list]:
+    """Per query token q and output o, |c| and H (binary64, rounded up) with c = (hi + lo)/2,
+    H = (hi − lo)/2, lo and hi the least and greatest OV_j[o] over the keys a sequence with
+    query q can hold: j = (t, i) for every token t at every position i < k − 1, and (q, k − 1)
+    (exact integers; /2 is one more power of two)."""
+    rest = ov.rows[:(k - 1) * v]
+    lo_rest = [min(col) for col in zip(*rest)] if rest else None
+    hi_rest = [max(col) for col in zip(*rest)] if rest else None
+    centre, half = [], []
+    for q in range(v):
+        own = ov.rows[(k - 1) * v + q]
+        lo = own if lo_rest is None else [min(a, b) for a, b in zip(own, lo_rest)]
+        hi = own if hi_rest is None else [max(a, b) for a, b in zip(own, hi_rest)]
+        centre.append([_up_dyadic(abs(a + b), ov.exp - 1) for a, b in zip(lo, hi)])
+        half.append([_up_dyadic(b - a, ov.exp - 1) for a, b in zip(lo, hi)])
+    return centre, half
+
+
+def _columns(rows: list) -> list:
+    return [list(col) for col in zip(*rows)]
+
+
+def _vm_up(x: list, cols: list) -> list:
+    """x·|W| for non-negative binary64 x and the columns of |W|, each entry rounded up."""
+    return [_abs_dot(x, col) for col in cols]
+
+
+def _sum_up(*vectors) -> list:
+    """The entrywise sum of non-negative binary64 vectors, rounded up."""
+    return [abs_sum(list(t)) for t in zip(*vectors)]
+
+
+def _scaled_up(c: float, x: list) -> list:
+    """c·x for non-negative binary64 c and x, each entry rounded up."""
+    return [_up(c * a) for a in x]
+
+
+def _const_up(x: list, c: float) -> list:
+    """x + c entrywise (non-negative binary64), rounded up."""
+    return [_up(a + c) for a in x]
+
+
+def _deltas(dims, ex: _ExactTables, int_matmul) -> list:
+    """Lemma G (spec/theorem.md §2c, the bound as the checker computes it): for every query
+    token q, with binary64 upper bounds throughout (u = 2^-24, η = 2^-149, γ_n, c ≥ 1/√h
+    with c²h ≥ 1 checked exactly, cu = u + γ_{d+1}(1 + u), ν = (32k + 32)η,
+    drift = γ_{k+1} + kν):
+      e_q = cu·|x_q||W_Q| + γ_{d+1}|b_Q| + (d+1)η, and alike e_k at X, e_v at X
+      e_s, ρ                                      (`_score_errors`: per-key key errors)
+      θ' = γ_{k+1} + (α − 1)/2 + e_s + 2e_s²      (`_softmax_rate`: centred values)
+      Z = (1 + γ_k)(1 + drift)(V + e_v) + kη                          (≥ |z̃|)
+      e_z = (1 + drift)·e_v + γ_k(1 + drift)(V + e_v) + kη            (the values' error)
+      ρ_r = γ_{h+2}(x_f + |b_O| + Z|W_O|) + (h+2)η,  x_f = (1 + u)|x_q|
+      r̄ = x_f + |b_O| + Z|W_O| + ρ_r                                  (≥ |r̃|)
+      δ_o = [(u|x_q| + ρ_r + γ_{d+1}r̄)|W_U|]_o + γ_{d+1}|b_U|_o + (d+1)η
+            + [e_z|W_O·W_U|]_o + (θ' + kν)·H_q[o] + drift·|c_q[o]|     (exact OV rows)
+    Refused (Overflow) unless every magnitude bounding a float value or partial sum is
+    < 2^126 (the scores' through e_s ≤ 1/8 and ρ ≤ 1/2, `_score_errors`)."""
+    u, eta = float(U), ETA
     d, h, k = dims.d_model, dims.d_head, dims.n_ctx
-    e_x = _scaled(u, x)
-    x_f = _plus(x, e_x)
-    q, e_q = project(x, "W_Q", "b_Q")
-    if q_exact is not None:
-        q = q_exact
-    c = Fraction(1, math.isqrt(h))  # ≥ 1/sqrt(h)
-    qf, kf = _plus(q, e_q), _plus(kk, e_k)
-    g = gamma_exact(h + 10)
-    coef = [c * a + g * c * b for a, b in zip(e_q, qf)]  # e_s = coef·|k_j| + rest, per key
-    top = (sum(a * b for a, b in zip(coef, kk)) if keys is None else keys.max_dot(coef))
-    e_s = (top + c * (sum(a * b for a, b in zip(e_q, e_k)) + sum(a * b for a, b in zip(q, e_k)))
-           + g * c * sum(a * b for a, b in zip(qf, e_k))
-           + 3 * eta * (sum(qf) + sum(kf) + 2 * h + 1))
-    s = c * sum(a * b for a, b in zip(q, kk))
-    rho = 2 * u * (s + e_s)
-    if e_s > Fraction(1, 8) or rho > Fraction(1, 2):
-        raise Overflow("float32: the attention scores' float error is too large for the "
-                       "softmax error model (spec/theorem.md §2c, Lemma G)")
-    alpha = (1 + 2 * rho) * (1 + 8 * u) / ((1 - rho) * (1 - 8 * u))
-    theta = (1 + 2 * e_s + 4 * e_s * e_s) * alpha * (1 + gamma_exact(k + 1)) - 1
-    nu = (32 * k + 32) * eta
-    vf = _plus(val, e_v)
-    spread = theta + k * nu
-    mid, half = centre if centre is not None else ([0] * len(val), val)
-    drift = gamma_exact(k + 1) + k * nu  # |Σ ã_i − 1| (Lemma S)
-    e_z = [spread * (hv + ev) + cv * drift + ev + gamma_exact(k) * (1 + spread) * a + k * eta
-           for a, ev, hv, cv in zip(vf, e_v, half, mid)]
-    w_o, b_o = mag["W_O"], mag["b_O"][0]
-    e_r = [a + b + gamma_exact(h + 2) * (xf + bo + vw) + (h + 2) * eta
-           for a, b, xf, bo, vw in zip(e_x, _vm(e_z, w_o), x_f, b_o,
-                                       _vm(_plus(val, e_z), w_o))]
-    r = _plus(x, _vm(val, w_o), b_o)
-    unembed, b_u = mag["W_U"], mag["b_U"][0]
-    deltas = [a + gamma_exact(d + 1) * (f + bu) + (d + 1) * eta
-              for a, f, bu in zip(_vm(e_r, unembed), _vm(_plus(r, e_r), unembed), b_u)]
-    _check_bounds(x_f, qf, _plus(r, e_r), _plus(_vm(_plus(r, e_r), unembed), b_u), deltas,
-                  [s + e_s])
-    return deltas
+    mag = ex.mag
+    g_d, g_k, g_h2 = gamma(d + 1), gamma(k), gamma(h + 2)
+    nu = _up((32 * k + 32) * eta)
+    drift = _up(gamma(k + 1) + _up(k * nu))
+    xw_k, xw_v = _vm_up(ex.X, _columns(mag["W_K"])), _vm_up(ex.X, _columns(mag["W_V"]))
+    e_k = _projection_error(dims, xw_k, mag["b_K"][0])
+    e_v = _projection_error(dims, xw_v, mag["b_V"][0])
+    k_sum, v_sum = _sum_up(xw_k, mag["b_K"][0]), _sum_up(xw_v, mag["b_V"][0])
+    vf, kf = _sum_up(ex.V, e_v), _sum_up(ex.K, e_k)
+    z_mag = _const_up(_scaled_up(_up((1 + g_k) * _up(1 + drift)), vf), k * eta)
+    e_z = _sum_up(_scaled_up(_up(1 + drift), e_v),
+                  _const_up(_scaled_up(_up(g_k * _up(1 + drift)), vf), k * eta))
+    z_wo = _vm_up(z_mag, _columns(mag["W_O"]))
+    values_part = _vm_up(e_z, _columns(ex.M))  # [e_z |W_O·W_U|]_o, for every query
+    b_o, b_u = mag["b_O"][0], mag["b_U"][0]
+    u_const = [_up(_up(g_d * b) + (d + 1) * eta) for b in b_u]
+    _check_range_all(ex.X, kf, vf, z_mag, k_sum, v_sum)
+    scores = _score_errors(dims, ex, kf, int_matmul)
+    to_u, rates = [], []
+    for x_q, (e_s, rho) in zip(ex.x_q, scores):
+        x_f = _scaled_up(_up(1 + u), x_q)
+        inner = _sum_up(x_f, b_o, z_wo)
+        rho_r = _const_up(_scaled_up(g_h2, inner), (h + 2) * eta)
+        r_mag = _sum_up(inner, rho_r)
+        to_u.append(_sum_up(_scaled_up(u, x_q), rho_r, _scaled_up(g_d, r_mag)))
+        rates.append(_softmax_rate(e_s, rho, k, nu))
+        # every partial sum of r̃·W_U + b_U is ≤ Σ r̄ · max|W_U| + max|b_U|
+        _check_range_all(r_mag, [_up(_up(abs_sum(r_mag) * max(map(max, mag["W_U"])))
+                                     + max(b_u))])
+    residual_part = _up_matmul(to_u, mag["W_U"], int_matmul)
+    out = []
+    for rp_row, spread, centre, half in zip(residual_part, rates, ex.ov_centre, ex.ov_half):
+        row = [abs_sum([rp, uc, vp, _up(spread * hv), _up(drift * cv)])
+               for rp, uc, vp, hv, cv in zip(rp_row, u_const, values_part, half, centre)]
+        _check_range_all(row)
+        out.append(row)
+    return out
 
 
-def _check_bounds(*vectors) -> None:
+def _projection_error(dims, p: list, bias: list) -> list:
+    """cu·p + γ_{d+1}|b| + (d+1)η, cu = u + γ_{d+1}(1 + u), rounded up: for p ≥ |x||W|
+    entrywise, a bound of |fl(x̃W + b) − (xW + b)| with x̃ = fl(E[t] + P[i]), |x̃ − x| ≤ u|x|
+    (the real step at x̃ differs by ≤ u|x||W|; its rounding ≤ γ_{d+1}(|x̃||W| + |b|) +
+    (d+1)η, |x̃| ≤ (1 + u)|x|)."""
+    u, g = float(U), gamma(dims.d_model + 1)
+    cu = _up(u + _up(g * (1 + u)))
+    tail = (dims.d_model + 1) * ETA
+    return [_up(_up(cu * a) + _up(_up(g * b) + tail)) for a, b in zip(p, bias)]
+
+
+def _score_errors(dims, ex: _ExactTables, kf: list, int_matmul) -> list:
+    """(e_s, ρ) per query token (spec/theorem.md §2c, Lemma G, "per-key key errors"):
+    e_s ≥ |s̃_j − s_j| for every key j of a sequence with that query and every float
+    execution, ρ ≥ u(|s̃_j| + |max s̃|); kf ≥ |k̃_j| for every key.  With
+    e_k(j) = cu·|x_j||W_K| + γ_{d+1}|b_K| + (d+1)η the error of key j, the score bound
+    c(e_q·(|k_j| + e_k(j)) + |q|·e_k(j)) + γ_{h+10}c(|q| + e_q)·(|k_j| + e_k(j)) + r₀ is
+    a·|k_j| + b·e_k(j) + r₀ = a·|k_j| + β·|x_j| + b·(γ_{d+1}|b_K| + (d+1)η) + r₀ with
+    a = c·e_q + γ_{h+10}c(|q| + e_q), b = a + c|q|, β = cu·|W_K|bᵀ,
+    r₀ = 3η(Σ(|q| + e_q + K + e_k) + 2h + 1), maximised over the exact key rows
+    [|k_j|, |x_j|] (one exact product of the v·k key rows with every query's [a, β]).
+    Refused (Overflow) unless e_s ≤ 1/8 and ρ ≤ 1/2 (then every score and every partial
+    sum of a score's dot product is < 2^126)."""
+    u, eta, d, h = float(U), ETA, dims.d_model, dims.d_head
+    mag = ex.mag
+    c, g_s, g_d = _score_scale(h), gamma(h + 10), gamma(d + 1)
+    cu = _up(u + _up(g_d * (1 + u)))
+    xw = _up_matmul(ex.x_q, mag["W_Q"], int_matmul)
+    key_const = [_up(_up(g_d * x) + (d + 1) * eta) for x in mag["b_K"][0]]
+    rows_a, rows_b, rest = [], [], []
+    for q, p in zip(ex.q, xw):
+        e_q = _projection_error(dims, p, mag["b_Q"][0])
+        qf = _sum_up(q, e_q)
+        _check_range_all(qf, _sum_up(p, mag["b_Q"][0]))
+        a = _sum_up(_scaled_up(c, e_q), _scaled_up(_up(g_s * c), qf))
+        b = _sum_up(a, _scaled_up(c, q))
+        rows_a.append(a)
+        rows_b.append(b)
+        rest.append(_up(_abs_dot(b, key_const)
+                        + _up(3 * eta * _up(abs_sum(qf) + abs_sum(kf) + 2 * h + 1))))
+    beta = _up_matmul(rows_b, _columns(mag["W_K"]), int_matmul)  # b·|W_K|ᵀ per query
+    coefs = [a + _scaled_up(cu, bw) for a, bw in zip(rows_a, beta)]
+    tops = _up_max_dot(ex.key_rows, coefs, int_matmul)
+    out = []
+    for q, top, r in zip(ex.q, tops, rest):
+        e_s = _up(top + r)
+        rho = _up(2 * u * _up(_up(c * _abs_dot(q, ex.K)) + e_s))
+        if not (e_s <= 0.125 and rho <= 0.5):
+            raise Overflow("float32: the attention scores' float error is too large for the "
+                           "softmax error model (spec/theorem.md §2c, Lemma G)")
+        out.append((e_s, rho))
+    return out
+
+
+def _score_scale(h: int) -> float:
+    """A binary64 c ≥ 1/√h, checked exactly (c²·h ≥ 1), at most a few ulps above."""
+    c = _up(1 / math.sqrt(h))
+    while Fraction(c) ** 2 * h < 1:
+        c = _up(c)
+    return c
+
+
+def _softmax_rate(e_s: float, rho: float, k: int, nu: float) -> float:
+    """θ' + kν rounded up, θ' = γ_{k+1} + (α − 1)/2 + e_s + 2e_s², α = (1 + 2ρ)(1 + 8u)/
+    ((1 − ρ)(1 − 8u)) (exact rationals, then rounded up): the rate at which the half-range H
+    of a sequence's OV entries enters its logit error (spec/theorem.md §2c, "softmax against
+    centred values")."""
+    r, e, u = Fraction(rho), Fraction(e_s), U
+    alpha = (1 + 2 * r) * (1 + 8 * u) / ((1 - r) * (1 - 8 * u))
+    theta = gamma_exact(k + 1) + (alpha - 1) / 2 + e + 2 * e * e
+    return _up_fraction(theta + k * Fraction(nu))
+
+
+def _check_range_all(*vectors) -> None:
     for bound in (b for vector in vectors for b in vector):
         if not bound < RANGE:
             raise Overflow("float32: a value of the forward pass may reach 2^126 (overflow is "
                            "outside the error model of spec/theorem.md §2c)")
 
 
-def attention_only_delta(dims, w: dict) -> Fraction:
+def attention_only_delta(dims, w: dict) -> float:
     """max over q, o of attention_only_deltas: one δ for every sequence and output."""
     return max(max(row) for row in attention_only_deltas(dims, w))
 
 
-def widened_eu(dims, w: dict, lo: tuple, hi: tuple) -> tuple[tuple, tuple, Fraction]:
+def widened_eu(dims, w: dict, lo: tuple, hi: tuple,
+               int_matmul=None) -> tuple[tuple, tuple, float]:
     """EU's recorded enclosure (row-major binary64 ends, EU[q, o] at q·v + o) widened entry
     by entry to [lo − δ[q][o], hi + δ[q][o]], rounded outward to binary64, with
     δ = attention_only_deltas (Lemma G), and max δ.  Rules cubic, exact and subcubic_gap
     run unchanged on it to prove the float32 semantics (spec/rules.md §float32 by
-    widening EU)."""
-    deltas = attention_only_deltas(dims, w)
+    widening EU).  Each end is the nearest binary64 of an exact difference or sum moved one
+    binary64 outward (the next binary64 above the nearest one of x is ≥ x), δ first taken
+    to a binary64 ≥ it (exact for the binary64 values attention_only_deltas returns)."""
+    deltas = attention_only_deltas(dims, w, int_matmul)
     v = dims.d_vocab
     if len(lo) != v * v or len(hi) != v * v:
         raise AssertionError("float32: EU is not v×v")  # exit 2: an internal error
-    flat = [x for row in deltas for x in row]
-    new_lo = tuple(-_up_fraction(x - Fraction(a)) for a, x in zip(lo, flat))
-    new_hi = tuple(_up_fraction(Fraction(b) + x) for b, x in zip(hi, flat))
+    flat = [_up_fraction(Fraction(x)) for row in deltas for x in row]
+    new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
+    new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
     return new_lo, new_hi, max(flat)
 
 

@@ -58,7 +58,7 @@ class ArbArithmetic(Arithmetic):
     name = "arb"
 
     def __init__(self, flint):
-        self.arb, self.arb_mat = flint.arb, flint.arb_mat
+        self.arb, self.arb_mat, self.fmpz_mat = flint.arb, flint.arb_mat, flint.fmpz_mat
         self.zero = flint.arb(0)
         self.neg_inf = flint.arb("-inf")  # below every finite bound (top_upper)
         self.exp_limit = flint.arb(EXP_ARGUMENT_LIMIT)
@@ -140,6 +140,12 @@ class ArbArithmetic(Arithmetic):
             tick()
             out.append([product[i, j] for j in range(product.ncols())])
         return out
+
+    def int_matmul(self, a, b):
+        """The exact integer product (base.Arithmetic.int_matmul) by FLINT's fmpz_mat_mul:
+        exact integers in C, converted back to Python integers — the same integers."""
+        product = self.fmpz_mat(a) * self.fmpz_mat(b)
+        return [[int(x) for x in row] for row in product.tolist()]
 
     # -- upper-bound arithmetic (balls; the bound is the upper endpoint) ------
     # Each scalar result is the exact point at its ball's upper end (arb.upper():

@@ -20,6 +20,8 @@ narrows one.  Reserved for later families (not implemented yet): `div`,
 
 from __future__ import annotations
 
+import operator
+
 
 class Arithmetic:
     """The operations the kernel needs.  Subclasses implement all of them."""
@@ -89,6 +91,13 @@ class Arithmetic:
         """An enclosure of A·B (shapes already checked); tick() per result row
         at least, so that the time limit holds inside long products."""
         raise NotImplementedError
+
+    def int_matmul(self, a: list, b: list) -> list:
+        """The exact product of integer matrices a (r × n) and b (n × c) given as rows of
+        Python integers, as rows of Python integers (float32's Lemma G, spec/arithmetic.md
+        §exact integer products).  Every back-end returns the same integers."""
+        cols = [list(c) for c in zip(*b)]
+        return [[sum(map(operator.mul, row, col)) for col in cols] for row in a]
 
     # -- upper-bound arithmetic ------------------------------------------------
     def upper(self, x):

@@ -65,11 +65,12 @@ def _float32_eu(dims, m, eu, charge, arith):
     the output o and the second for the max m, so Σ_i w_i x_i(o) becomes
     Σ_i w_i ((ℓ_o − ℓ_m) + δ[q][o] + δ[q][m]) (Σ_i w_i > 0): < 0 only when the real margin
     ℓ_m − ℓ_o exceeds δ[q][o] + δ[q][m], and then every float32 execution has
-    ℓ̃_m − ℓ̃_o ≥ ℓ_m − ℓ_o − δ[q][m] − δ[q][o] > 0.  Charges 2v² operations."""
+    ℓ̃_m − ℓ̃_o ≥ ℓ_m − ℓ_o − δ[q][m] − δ[q][o] > 0.  Charges δ's own operations
+    (float32.delta_work) and 2v² for the shifted tables."""
     from .. import float32
 
     v = dims.d_vocab
-    charge(2 * v * v)
+    charge(float32.delta_work(dims) + 2 * v * v)
     deltas = float32.attention_only_deltas(dims, {name: m[name] for name in FLOAT32_INPUTS})
     up = [[arith.point(float32._up_fraction(x)) for x in row] for row in deltas]
     plus = [[x + s for x, s in zip(row, shifts)] for row, shifts in zip(eu, up)]
