@@ -51,15 +51,16 @@ def tables(recorded, v: int, k: int, charge):
             return None
     charge(0)
     try:
-        return _Fast(exact.IntegerTables(recorded, v, k), v, k)
+        it = exact.IntegerTables(recorded, v, k)
+        return _Tiered(_Coarse(it, v, k), _Fast(it, v, k))
     except Rejected:
         return None
 
 
 def elements(v: int, k: int) -> int:
-    """The integers held by _Fast, charged to the memory limit: the integer tables
-    (exact.IntegerTables) and twelve v × v tables."""
-    return exact.IntegerTables.elements(v, k) + 12 * v * v
+    """The integers held by _Tiered, charged to the memory limit: the integer tables
+    (exact.IntegerTables), their coarse copy (_Coarse) and twelve v × v tables for each tier."""
+    return 2 * exact.IntegerTables.elements(v, k) + 24 * v * v
 
 
 class _Fast:
@@ -126,9 +127,11 @@ class _Fast:
         return y.height_bits(signed=True) >= 0
 
     # -- one (q, m) -------------------------------------------------------------------------
-    def count_q_m(self, good, q, m, query):
+    def count_q_m(self, good, q, m, query, e_rows=None):
         """The count of cubic._count_q_m for (q, m), or None (then the reference decides).
-        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q).
+        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q); e_rows:
+        (lower, upper ends) of exp(EQKE)'s row q, at least up to m, in the unit of w (the
+        tables' own row when None).
 
         Vectors are exact upper bounds, entry by entry, in the unit 2^(X + E_q + B_q); a
         weight interval times a vector is w⁺·x + (w⁺ − w⁻)·2^h (spec/arithmetic.md).
@@ -137,7 +140,7 @@ class _Fast:
         fmpz, fmpz_poly = self.fmpz, self.fmpz_poly
         v, k, ones = self.v, self.k, self.ones
         b_lo, b_hi, placements, w_lo, w_hi = query
-        e_lo, e_hi = self.e_lo[q], self.e_hi[q]
+        e_lo, e_hi = (self.e_lo[q], self.e_hi[q]) if e_rows is None else e_rows
         eu_m = self.eu_lo[q][m]
         unit_m = self.unit[m]
         # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o]
@@ -311,3 +314,98 @@ class _Fast:
         w_lo = self.b_lo[q][k - 1] * int(self.e_lo[q][q])
         w_hi = self.b_hi[q][k - 1] * int(self.e_hi[q][q])
         return b_lo, b_hi, placements, w_lo, w_hi
+
+
+# -- the coarse tier: the same code on tables rounded outward ----------------------------------
+
+# Bits kept by the coarse tier: EU, EVOU, PVOU (one grid), each row of exp(EQKP), and each row
+# of exp(EQKE) up to the pair's max m.  Speed only (their sum keeps the test vectors' entries
+# within FLINT's one-word integers for most pairs); any values are sound.
+COARSE_BITS_X, COARSE_BITS_B, COARSE_BITS_E = 22, 18, 20
+
+
+def _floor_shift(row: list, t: int) -> list:
+    """[⌊x / 2^t⌋]: lower ends on the grid 2^t, each <= its x (exact integers)."""
+    return [x >> t for x in row]
+
+
+def _ceil_shift(row: list, t: int) -> list:
+    """[⌈x / 2^t⌉]: upper ends on the grid 2^t, each >= its x (exact integers)."""
+    return [-(-x >> t) for x in row]
+
+
+def _shift_for(bits: int, keep: int) -> int:
+    """The grid step 2^t that leaves numbers of `bits` bits with about `keep` bits."""
+    return max(0, bits - keep)
+
+
+def coarse_tables(it: exact.IntegerTables):
+    """A copy of the integer tables with EU, EVOU, PVOU (their common grid) and each row of
+    exp(EQKP) rounded outward to a coarser grid: every lower end down, every upper end up
+    (spec/arithmetic.md §coarse tier).  exp(EQKE) is left exact (_Coarse rounds it per pair)."""
+    out = exact.IntegerTables.__new__(exact.IntegerTables)
+    out.v, out.k = it.v, it.k
+    names = ("eu", "evou", "pvou")
+    bits = max(abs(x).bit_length() for name in names for end in ("_lo", "_hi")
+               for row in getattr(it, name + end) for x in row)
+    t = _shift_for(bits, COARSE_BITS_X)
+    for name in names:
+        setattr(out, name + "_lo", [_floor_shift(row, t) for row in getattr(it, name + "_lo")])
+        setattr(out, name + "_hi", [_ceil_shift(row, t) for row in getattr(it, name + "_hi")])
+    out.b_lo, out.b_hi = [], []
+    for lo, hi in zip(it.b_lo, it.b_hi):  # one grid per row q (its own unit)
+        t = _shift_for(max(hi).bit_length(), COARSE_BITS_B)
+        out.b_lo.append(_floor_shift(lo, t))
+        out.b_hi.append(_ceil_shift(hi, t))
+    out.e_lo, out.e_hi = it.e_lo, it.e_hi
+    return out
+
+
+class _Coarse(_Fast):
+    """_Fast.count_q_m on coarse_tables, with exp(EQKE)'s row q rounded outward for each
+    (q, m) on the grid that leaves its largest entry among the tokens <= m about
+    COARSE_BITS_E bits (the pair reads only those entries: the tokens < m, m and q <= m).
+    Wider enclosures of the same reals (weights still >= 0): every bound _Fast computes from
+    them is still an upper bound, so a pair it confirms is confirmed (spec/arithmetic.md
+    §coarse tier).  A pair it defers goes to the exact tier (_Tiered)."""
+
+    def __init__(self, it: exact.IntegerTables, v: int, k: int):
+        super().__init__(coarse_tables(it), v, k)
+        # e_shift[q][m]: the grid of row q for the pairs (q, m), from the prefix maxima
+        self.e_shift = []
+        for row in it.e_hi:
+            top, shifts = 0, []
+            for x in row:
+                top = max(top, x.bit_length())
+                shifts.append(_shift_for(top, COARSE_BITS_E))
+            self.e_shift.append(shifts)
+
+    def query_terms(self, q):
+        """_Fast.query_terms with the query position's β[q][k−1] ends in place of w (w is
+        formed per pair, on the pair's grid of exp(EQKE))."""
+        b_lo, b_hi, placements, _, _ = super().query_terms(q)
+        return b_lo, b_hi, placements, self.b_lo[q][self.k - 1], self.b_hi[q][self.k - 1]
+
+    def count_q_m(self, good, q, m, query):
+        t = self.e_shift[q][m]
+        e_lo = _floor_shift(self.e_lo[q][:m + 1], t)
+        e_hi = _ceil_shift(self.e_hi[q][:m + 1], t)
+        b_lo, b_hi, placements, beta_lo, beta_hi = query
+        return _Fast.count_q_m(self, good, q, m, (b_lo, b_hi, placements, beta_lo * e_lo[q],
+                                                  beta_hi * e_hi[q]), (e_lo, e_hi))
+
+
+class _Tiered:
+    """The accelerator: a (q, m) is tried on the coarse tables first, then on the exact
+    ones; None (the reference decides) only if both defer.  Each tier returns a count only
+    when its own bounds confirm every claim of the pair, so the first count is sound."""
+
+    def __init__(self, coarse: _Coarse, fine: _Fast):
+        self.coarse, self.fine = coarse, fine
+
+    def query_terms(self, q):
+        return self.coarse.query_terms(q), self.fine.query_terms(q)
+
+    def count_q_m(self, good, q, m, terms):
+        got = self.coarse.count_q_m(good, q, m, terms[0])
+        return got if got is not None else self.fine.count_q_m(good, q, m, terms[1])
