@@ -27,11 +27,22 @@ fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after addin
 
 from __future__ import annotations
 
+from itertools import compress, repeat
 from math import comb
+from operator import add, neg, rshift
 
 from ..arith.arb import flint_module
 from ..errors import Malformed, Rejected
 from . import exact
+
+_BITS = bytes.maketrans(b"01", b"\x00\x01")
+
+
+def _members(mask: int) -> list:
+    """The positions of the set bits of mask >= 0, increasing (in C: bin, reversal,
+    translate to 0/1 bytes, compress)."""
+    bits = bin(mask)[:1:-1].encode().translate(_BITS)  # bit i at index i
+    return list(compress(range(len(bits)), bits))
 
 
 def tables(recorded, v: int, k: int, charge):
@@ -161,9 +172,9 @@ class _Fast:
         count = 0
         fs = {}
         if union:
-            tokens = [u for u in range(m) if union >> u & 1]
+            tokens = _members(union)
             # D[o] + EU[q,m] >= EU[q,o] + dp_max[m][o]; its top two over o != m
-            dd = [a + b for a, b in zip(self.eu_hi_int[q], self.dp_max_int[m])]
+            dd = list(map(add, self.eu_hi_int[q], self.dp_max_int[m]))
             dd[m] = None
             rest = dd[:m] + dd[m + 1:]
             first = max(rest)
@@ -172,12 +183,12 @@ class _Fast:
             second = max(rest) if rest else first
             # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
             # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
-            ys = [a + b - eu_m for a, b in zip(self.eu_hi_int[q], self.self_tab[m])]
+            ys = list(map(add, self.eu_hi_int[q], self.self_tab[m]))  # minus EU[q,m] below
             dv_rest = self.dv_rest[m]
             first, second = first - eu_m, second - eu_m
             h_self, h_spread = {}, {}
             for u in tokens:
-                y = ys[u]
+                y = ys[u] - eu_m
                 h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
                 y = (second if u == index else first) + dv_rest[u]
                 h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
@@ -195,18 +206,21 @@ class _Fast:
             for key, _ in groups.items():
                 g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
                                     & ~good[(m, q, k - 1)][1]) if key == "last" else key)
-                claimed = [u for u in tokens if g_mask >> u & 1]
-                split = [u for u in tokens if g_split >> u & 1]
+                claimed = _members(g_mask)  # ⊆ tokens (the union), increasing
+                split = _members(g_split)
                 zeros = None  # beyond m
                 if split:
-                    top = max(split, key=h_spread.__getitem__)
-                    h1 = h_spread[top]
+                    spread = list(map(h_spread.__getitem__, split))
+                    h1 = max(spread)
+                    at = spread.index(h1)  # the first split token reaching h1
+                    top = split[at]
+                    del spread[at]
                     f = [fmpz(h1)] * v
                     for u in claimed:
                         h = h_self[u]
                         if h > h1:
                             f[u] = h
-                    h2 = max((h_spread[u] for u in split if u != top), default=None)
+                    h2 = max(spread, default=None)  # over the split tokens other than top
                     if h2 is None:
                         f[top] = h_self[top]
                     elif h_self[top] < h2:
@@ -325,13 +339,13 @@ COARSE_BITS_X, COARSE_BITS_B, COARSE_BITS_E = 22, 18, 20
 
 
 def _floor_shift(row: list, t: int) -> list:
-    """[⌊x / 2^t⌋]: lower ends on the grid 2^t, each <= its x (exact integers)."""
-    return [x >> t for x in row]
+    """[⌊x / 2^t⌋]: lower ends on the grid 2^t, each <= its x (exact integers; >> floors)."""
+    return list(map(rshift, row, repeat(t, len(row))))
 
 
 def _ceil_shift(row: list, t: int) -> list:
-    """[⌈x / 2^t⌉]: upper ends on the grid 2^t, each >= its x (exact integers)."""
-    return [-(-x >> t) for x in row]
+    """[⌈x / 2^t⌉] = [−⌊−x / 2^t⌋]: upper ends on the grid 2^t, each >= its x."""
+    return list(map(neg, map(rshift, map(neg, row), repeat(t, len(row)))))
 
 
 def _shift_for(bits: int, keep: int) -> int:
@@ -388,8 +402,8 @@ class _Coarse(_Fast):
 
     def count_q_m(self, good, q, m, query):
         t = self.e_shift[q][m]
-        e_lo = _floor_shift(self.e_lo[q][:m + 1], t)
-        e_hi = _ceil_shift(self.e_hi[q][:m + 1], t)
+        e_lo = _floor_shift(self.e_lo[q][:m + 1], t) if t else self.e_lo[q]
+        e_hi = _ceil_shift(self.e_hi[q][:m + 1], t) if t else self.e_hi[q]
         b_lo, b_hi, placements, beta_lo, beta_hi = query
         return _Fast.count_q_m(self, good, q, m, (b_lo, b_hi, placements, beta_lo * e_lo[q],
                                                   beta_hi * e_hi[q]), (e_lo, e_hi))
