@@ -498,3 +498,30 @@ def test_shipped_v64_certificate_coarse_tier_confirms_almost_every_pair():
             assert both is not None and both == tiered.fine.count_q_m(good, q, m, terms[1])
             coarse_only += tiered.coarse.count_q_m(good, q, m, terms[0]) is not None
     assert coarse_only >= 0.95 * v * (v + 1) // 2
+
+
+def test_exact_tier_alone_when_both_tiers_do_not_fit():
+    """Between the two sizes the exact tier alone is built (the accelerator of before the
+    coarse tier), and the charge held is exactly its size."""
+    held = []
+    dims, _, recorded, _ = _rule_line(_models()[0])
+    v, k = dims.d_vocab, dims.n_ctx
+    room = cubic_fmpz.elements(v, k, 1)
+    assert room < cubic_fmpz.elements(v, k, 2)
+
+    class Budget:
+        def __call__(self, work):
+            pass
+
+        def hold(self, count, what):
+            held.append(count)
+            if sum(held) > room:
+                raise Malformed("memory")
+
+    from checker.errors import Malformed
+
+    fast = cubic_fmpz.tables(recorded, v, k, Budget())
+    assert type(fast) is cubic_fmpz._Fast and sum(held) == room
+    held.clear()
+    room = cubic_fmpz.elements(v, k, 2)
+    assert type(cubic_fmpz.tables(recorded, v, k, Budget())) is cubic_fmpz._Tiered

@@ -51,27 +51,38 @@ def tables(recorded, v: int, k: int, charge):
     n_ctx below 3)."""
     if recorded is None or v < 3 or k < 3:
         return None
-    # Charged to the memory limit like any table; when they do not fit, the rule runs
-    # without them (the accelerator must not refuse what the back-end alone accepts).
-    limit, count = getattr(charge, "hold", None), elements(v, k)
+    # Charged to the memory limit like any table; when both tiers do not fit, the exact tier
+    # alone; when that does not fit either, the rule runs without them (the accelerator must
+    # not refuse what the back-end alone accepts).
+    limit, tiers = getattr(charge, "hold", None), 2
     if limit is not None:
-        try:
-            limit(count, "integer vector tables")
-        except Malformed:
-            limit(-count, "integer vector tables")  # released: not built
-            return None
+        for tiers in (2, 1, 0):
+            if not tiers:
+                return None
+            count = elements(v, k, tiers)
+            try:
+                limit(count, "integer vector tables")
+                break
+            except Malformed:
+                limit(-count, "integer vector tables")  # released: not built
     charge(0)
     try:
         it = exact.IntegerTables(recorded, v, k)
-        return _Tiered(_Coarse(it, v, k), _Fast(it, v, k))
+        fine = _Fast(it, v, k)
+        return _Tiered(_Coarse(it, v, k), fine) if tiers == 2 else fine
     except Rejected:
         return None
 
 
-def elements(v: int, k: int) -> int:
-    """The integers held by _Tiered, charged to the memory limit: the integer tables
-    (exact.IntegerTables), their coarse copy (_Coarse) and twelve v × v tables for each tier."""
-    return 2 * exact.IntegerTables.elements(v, k) + 24 * v * v
+def elements(v: int, k: int, tiers: int = 2) -> int:
+    """The integers held, charged to the memory limit: the integer tables
+    (exact.IntegerTables) and twelve v × v tables of _Fast; with the coarse tier (tiers = 2)
+    also its copy of the x-tables and exp(EQKP) (exp(EQKE) is shared), its grid per (q, m)
+    and its own twelve v × v tables."""
+    exact_tier = exact.IntegerTables.elements(v, k) + 12 * v * v
+    if tiers < 2:
+        return exact_tier
+    return exact_tier + 2 * (2 * v * v + 2 * k * v) + v * v + 12 * v * v
 
 
 class _Fast:
