@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from itertools import compress, repeat
 from math import comb
-from operator import add, neg, rshift
+from operator import add, gt, neg, rshift
 
 from ..arith.arb import flint_module
 from ..errors import Malformed, Rejected
@@ -227,10 +227,10 @@ class _Fast:
                     top = split[at]
                     del spread[at]
                     f = [fmpz(h1)] * v
-                    for u in claimed:
-                        h = h_self[u]
-                        if h > h1:
-                            f[u] = h
+                    hs = list(map(h_self.__getitem__, claimed))
+                    above = list(map(gt, hs, repeat(h1, len(hs))))  # f_u = h_self[u] there
+                    for u, h in zip(compress(claimed, above), compress(hs, above)):
+                        f[u] = h
                     h2 = max(spread, default=None)  # over the split tokens other than top
                     if h2 is None:
                         f[top] = h_self[top]
@@ -246,15 +246,14 @@ class _Fast:
                 fs[key] = (fmpz_poly(f), zeros)
         joints = {}  # (u, "last" or "rest") -> the ends of S where u is joint
         for c, _, joint in claims:
-            for u in (tokens if joint else ()):
-                if joint >> u & 1:
-                    ends = [placements[c][0], placements[c][-1]]
-                    if c == k - 1:
-                        joints[(u, "last")] = ends[:1]
-                    else:
-                        old = joints.get((u, "rest"))
-                        joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
-                                                                       max(old[1], ends[1])]
+            for u in (_members(joint) if joint else ()):  # joint ⊆ mask (parse_hints)
+                ends = [placements[c][0], placements[c][-1]]
+                if c == k - 1:
+                    joints[(u, "last")] = ends[:1]
+                else:
+                    old = joints.get((u, "rest"))
+                    joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
+                                                                   max(old[1], ends[1])]
         joint_rows, t_s, s_top = {}, {}, 0
         d0 = self.eu_hi[q] + self.dp_max[m] if joints else None  # D + EU[q, m]
         for (u, key), ends in joints.items():
