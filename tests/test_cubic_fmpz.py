@@ -357,3 +357,171 @@ def test_several_classes_at_once_with_joint_tokens():
                     assert _reference(dims, mats, entries) == got, entries
                     confirmed += 1
     assert confirmed > 20, confirmed
+
+
+# -- the coarse tier (cubic_fmpz._Coarse, _Tiered; spec/arithmetic.md §coarse tier) ------------
+
+@pytest.mark.parametrize("seed", range(20))
+def test_grid_rounding_is_outward_and_tight(seed):
+    """⌊x/2^t⌋·2^t <= x <= ⌈x/2^t⌉·2^t, each within 2^t of x: negative, zero, huge, powers
+    of two and their neighbours."""
+    rng = random.Random(seed)
+    xs = [_adversarial_int(rng) for _ in range(300)]
+    for t in (0, 1, 7, 20, 63, 64, 200, rng.randrange(1000)):
+        for x, lo, hi in zip(xs, cubic_fmpz._floor_shift(xs, t), cubic_fmpz._ceil_shift(xs, t)):
+            assert lo * 2 ** t <= x <= hi * 2 ** t
+            assert x - lo * 2 ** t < 2 ** t and hi * 2 ** t - x < 2 ** t
+
+
+def _random_tables(rng, v, k):
+    """Integer tables with adversarial entries (weights >= 0), as exact.IntegerTables."""
+    it = exact.IntegerTables.__new__(exact.IntegerTables)
+    it.v, it.k = v, k
+
+    def ends(rows, cols, weight=False):
+        lo, hi = [], []
+        for _ in range(rows):
+            a = [abs(_adversarial_int(rng)) if weight else _adversarial_int(rng)
+                 for _ in range(cols)]
+            b = [x + abs(_adversarial_int(rng)) % 5 for x in a]
+            lo.append(a)
+            hi.append(b)
+        return lo, hi
+
+    it.eu_lo, it.eu_hi = ends(v, v)
+    it.evou_lo, it.evou_hi = ends(v, v)
+    it.pvou_lo, it.pvou_hi = ends(k, v)
+    it.e_lo, it.e_hi = ends(v, v, weight=True)
+    it.b_lo, it.b_hi = ends(v, k, weight=True)
+    return it
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_coarse_tables_enclose_the_exact_ones(seed):
+    """Every coarse end, times its grid, lies outside the exact end it replaces (lower ends
+    down, upper ends up) — so the coarse intervals enclose the recorded ones, hence the
+    reals — and weights stay >= 0; exp(EQKE), rounded per (q, m) by _Coarse, likewise."""
+    rng = random.Random(seed)
+    v, k = 4, 3
+    it = _random_tables(rng, v, k)
+    c = cubic_fmpz.coarse_tables(it)
+    bits = max(abs(x).bit_length() for n in ("eu", "evou", "pvou") for e in ("_lo", "_hi")
+               for row in getattr(it, n + e) for x in row)
+    grid = 2 ** max(0, bits - cubic_fmpz.COARSE_BITS_X)  # the common grid of the x-tables
+    for n in ("eu", "evou", "pvou"):
+        for rl, rh, cl, ch in zip(getattr(it, n + "_lo"), getattr(it, n + "_hi"),
+                                  getattr(c, n + "_lo"), getattr(c, n + "_hi")):
+            assert all(a * grid <= x for a, x in zip(cl, rl))
+            assert all(b * grid >= x for b, x in zip(ch, rh))
+            assert all(max(abs(a), abs(b)).bit_length() <= cubic_fmpz.COARSE_BITS_X + 1
+                       for a, b in zip(cl, ch))
+    for rl, rh, cl, ch in zip(it.b_lo, it.b_hi, c.b_lo, c.b_hi):
+        grid = 2 ** max(0, max(rh).bit_length() - cubic_fmpz.COARSE_BITS_B)
+        assert all(0 <= a and a * grid <= x for a, x in zip(cl, rl))
+        assert all(b * grid >= x for b, x in zip(ch, rh))
+    fast = cubic_fmpz._Coarse(it, v, k)
+    seen = []
+    shifts = []  # the grid of row q for (q, m): from the largest entry among tokens <= m
+    for row in it.e_hi:
+        top, out = 0, []
+        for x in row:
+            top = max(top, x.bit_length())
+            out.append(max(0, top - cubic_fmpz.COARSE_BITS_E))
+        shifts.append(out)
+    assert fast.e_shift == shifts
+
+    def spy(self, good, q, m, query, e_rows=None):
+        seen.append((q, m, query, e_rows))
+
+    original = cubic_fmpz._Fast.count_q_m
+    cubic_fmpz._Fast.count_q_m = spy
+    try:
+        for q in range(v):
+            for m in range(q, v):
+                fast.count_q_m({}, q, m, (0, 0, {}, c.b_lo[q][k - 1], c.b_hi[q][k - 1]))
+    finally:
+        cubic_fmpz._Fast.count_q_m = original
+    for q, m, query, (e_lo, e_hi) in seen:
+        grid = 2 ** shifts[q][m]
+        assert len(e_lo) >= m + 1 and len(e_hi) >= m + 1  # the pair reads entries <= m
+        e_lo, e_hi = e_lo[:m + 1], e_hi[:m + 1]
+        assert all(0 <= a and a * grid <= x for a, x in zip(e_lo, it.e_lo[q]))
+        assert all(b * grid >= x for b, x in zip(e_hi, it.e_hi[q]))
+        # w = β[q][k−1]·e[q][q] on the pair's grid: its ends enclose the exact product
+        assert query[3] == c.b_lo[q][k - 1] * e_lo[q] and query[4] == c.b_hi[q][k - 1] * e_hi[q]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_coarse_tier_alone_confirms_only_what_the_reference_accepts(which):
+    """The coarse tier on its own (no exact tier behind it): single claims and forged
+    all-token claims, each also joint; every pair it confirms, the mpmath reference accepts
+    with the same count; and it confirms most true single claims (it is not vacuous)."""
+    path = _models()[which]
+    dims, mats, recorded, _ = _rule_line(path)
+    v, k = dims.d_vocab, dims.n_ctx
+    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None).coarse
+    confirmed = refused = 0
+    for m, q in itertools.product(range(v), repeat=2):
+        if q > m:
+            continue
+        terms = fast.query_terms(q)
+        for c in range(0, (k - 1 if q == m else k - 2) + 1):
+            masks = [1] if c == 0 else [1 << u for u in range(m)] + ([(1 << m) - 1] if m else [])
+            entries = [[m, q, c, mask] for mask in masks] + [
+                [m, q, c, mask, mask] for mask in (masks if c else [])]
+            for entry in entries:
+                got = fast.count_q_m(cubic.parse_hints({"good": [entry]}, v, k), q, m, terms)
+                want = _reference(dims, mats, [entry])
+                if got is not None:
+                    assert want == got, (entry, got, want)
+                    confirmed += 1
+                elif want is not None:
+                    refused += 1
+    assert confirmed > 0 and refused <= confirmed // 5 + 2, (confirmed, refused)
+
+
+def test_shipped_v64_certificate_coarse_tier_confirms_almost_every_pair():
+    """The shipped Max-of-4 d_vocab 64 certificate: the tiered accelerator confirms every
+    (q, m) with the count of the exact tier, and the coarse tier alone nearly all of them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, mats, recorded, hints = _rule_line(root / "certs" / "max4_v64_seed0.cubic.jsonl")
+    v, k = dims.d_vocab, dims.n_ctx
+    good = cubic.parse_hints(hints, v, k)
+    tiered = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    coarse_only = 0
+    for q in range(v):
+        terms = tiered.query_terms(q)
+        for m in range(q, v):
+            both = tiered.count_q_m(good, q, m, terms)
+            assert both is not None and both == tiered.fine.count_q_m(good, q, m, terms[1])
+            coarse_only += tiered.coarse.count_q_m(good, q, m, terms[0]) is not None
+    assert coarse_only >= 0.95 * v * (v + 1) // 2
+
+
+def test_exact_tier_alone_when_both_tiers_do_not_fit():
+    """Between the two sizes the exact tier alone is built (the accelerator of before the
+    coarse tier), and the charge held is exactly its size."""
+    held = []
+    dims, _, recorded, _ = _rule_line(_models()[0])
+    v, k = dims.d_vocab, dims.n_ctx
+    room = cubic_fmpz.elements(v, k, 1)
+    assert room < cubic_fmpz.elements(v, k, 2)
+
+    class Budget:
+        def __call__(self, work):
+            pass
+
+        def hold(self, count, what):
+            held.append(count)
+            if sum(held) > room:
+                raise Malformed("memory")
+
+    from checker.errors import Malformed
+
+    fast = cubic_fmpz.tables(recorded, v, k, Budget())
+    assert type(fast) is cubic_fmpz._Fast and sum(held) == room
+    held.clear()
+    room = cubic_fmpz.elements(v, k, 2)
+    assert type(cubic_fmpz.tables(recorded, v, k, Budget())) is cubic_fmpz._Tiered

@@ -27,11 +27,22 @@ fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after addin
 
 from __future__ import annotations
 
+from itertools import compress, repeat
 from math import comb
+from operator import add, gt, neg, rshift
 
 from ..arith.arb import flint_module
 from ..errors import Malformed, Rejected
 from . import exact
+
+_BITS = bytes.maketrans(b"01", b"\x00\x01")
+
+
+def _members(mask: int) -> list:
+    """The positions of the set bits of mask >= 0, increasing (in C: bin, reversal,
+    translate to 0/1 bytes, compress)."""
+    bits = bin(mask)[:1:-1].encode().translate(_BITS)  # bit i at index i
+    return list(compress(range(len(bits)), bits))
 
 
 def tables(recorded, v: int, k: int, charge):
@@ -40,26 +51,38 @@ def tables(recorded, v: int, k: int, charge):
     n_ctx below 3)."""
     if recorded is None or v < 3 or k < 3:
         return None
-    # Charged to the memory limit like any table; when they do not fit, the rule runs
-    # without them (the accelerator must not refuse what the back-end alone accepts).
-    limit, count = getattr(charge, "hold", None), elements(v, k)
+    # Charged to the memory limit like any table; when both tiers do not fit, the exact tier
+    # alone; when that does not fit either, the rule runs without them (the accelerator must
+    # not refuse what the back-end alone accepts).
+    limit, tiers = getattr(charge, "hold", None), 2
     if limit is not None:
-        try:
-            limit(count, "integer vector tables")
-        except Malformed:
-            limit(-count, "integer vector tables")  # released: not built
-            return None
+        for tiers in (2, 1, 0):
+            if not tiers:
+                return None
+            count = elements(v, k, tiers)
+            try:
+                limit(count, "integer vector tables")
+                break
+            except Malformed:
+                limit(-count, "integer vector tables")  # released: not built
     charge(0)
     try:
-        return _Fast(exact.IntegerTables(recorded, v, k), v, k)
+        it = exact.IntegerTables(recorded, v, k)
+        fine = _Fast(it, v, k)
+        return _Tiered(_Coarse(it, v, k), fine) if tiers == 2 else fine
     except Rejected:
         return None
 
 
-def elements(v: int, k: int) -> int:
-    """The integers held by _Fast, charged to the memory limit: the integer tables
-    (exact.IntegerTables) and twelve v × v tables."""
-    return exact.IntegerTables.elements(v, k) + 12 * v * v
+def elements(v: int, k: int, tiers: int = 2) -> int:
+    """The integers held, charged to the memory limit: the integer tables
+    (exact.IntegerTables) and twelve v × v tables of _Fast; with the coarse tier (tiers = 2)
+    also its copy of the x-tables and exp(EQKP) (exp(EQKE) is shared), its grid per (q, m)
+    and its own twelve v × v tables."""
+    exact_tier = exact.IntegerTables.elements(v, k) + 12 * v * v
+    if tiers < 2:
+        return exact_tier
+    return exact_tier + 2 * (2 * v * v + 2 * k * v) + v * v + 12 * v * v
 
 
 class _Fast:
@@ -126,9 +149,11 @@ class _Fast:
         return y.height_bits(signed=True) >= 0
 
     # -- one (q, m) -------------------------------------------------------------------------
-    def count_q_m(self, good, q, m, query):
+    def count_q_m(self, good, q, m, query, e_rows=None):
         """The count of cubic._count_q_m for (q, m), or None (then the reference decides).
-        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q).
+        query: (B⁻, B⁺, placements {c: [(s⁻, s⁺)]}, w⁻, w⁺) from query_terms(q); e_rows:
+        (lower, upper ends) of exp(EQKE)'s row q, at least up to m, in the unit of w (the
+        tables' own row when None).
 
         Vectors are exact upper bounds, entry by entry, in the unit 2^(X + E_q + B_q); a
         weight interval times a vector is w⁺·x + (w⁺ − w⁻)·2^h (spec/arithmetic.md).
@@ -137,7 +162,7 @@ class _Fast:
         fmpz, fmpz_poly = self.fmpz, self.fmpz_poly
         v, k, ones = self.v, self.k, self.ones
         b_lo, b_hi, placements, w_lo, w_hi = query
-        e_lo, e_hi = self.e_lo[q], self.e_hi[q]
+        e_lo, e_hi = (self.e_lo[q], self.e_hi[q]) if e_rows is None else e_rows
         eu_m = self.eu_lo[q][m]
         unit_m = self.unit[m]
         # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o]
@@ -158,9 +183,9 @@ class _Fast:
         count = 0
         fs = {}
         if union:
-            tokens = [u for u in range(m) if union >> u & 1]
+            tokens = _members(union)
             # D[o] + EU[q,m] >= EU[q,o] + dp_max[m][o]; its top two over o != m
-            dd = [a + b for a, b in zip(self.eu_hi_int[q], self.dp_max_int[m])]
+            dd = list(map(add, self.eu_hi_int[q], self.dp_max_int[m]))
             dd[m] = None
             rest = dd[:m] + dd[m + 1:]
             first = max(rest)
@@ -169,12 +194,12 @@ class _Fast:
             second = max(rest) if rest else first
             # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
             # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
-            ys = [a + b - eu_m for a, b in zip(self.eu_hi_int[q], self.self_tab[m])]
+            ys = list(map(add, self.eu_hi_int[q], self.self_tab[m]))  # minus EU[q,m] below
             dv_rest = self.dv_rest[m]
             first, second = first - eu_m, second - eu_m
             h_self, h_spread = {}, {}
             for u in tokens:
-                y = ys[u]
+                y = ys[u] - eu_m
                 h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
                 y = (second if u == index else first) + dv_rest[u]
                 h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
@@ -192,18 +217,21 @@ class _Fast:
             for key, _ in groups.items():
                 g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
                                     & ~good[(m, q, k - 1)][1]) if key == "last" else key)
-                claimed = [u for u in tokens if g_mask >> u & 1]
-                split = [u for u in tokens if g_split >> u & 1]
+                claimed = _members(g_mask)  # ⊆ tokens (the union), increasing
+                split = _members(g_split)
                 zeros = None  # beyond m
                 if split:
-                    top = max(split, key=h_spread.__getitem__)
-                    h1 = h_spread[top]
+                    spread = list(map(h_spread.__getitem__, split))
+                    h1 = max(spread)
+                    at = spread.index(h1)  # the first split token reaching h1
+                    top = split[at]
+                    del spread[at]
                     f = [fmpz(h1)] * v
-                    for u in claimed:
-                        h = h_self[u]
-                        if h > h1:
-                            f[u] = h
-                    h2 = max((h_spread[u] for u in split if u != top), default=None)
+                    hs = list(map(h_self.__getitem__, claimed))
+                    above = list(map(gt, hs, repeat(h1, len(hs))))  # f_u = h_self[u] there
+                    for u, h in zip(compress(claimed, above), compress(hs, above)):
+                        f[u] = h
+                    h2 = max(spread, default=None)  # over the split tokens other than top
                     if h2 is None:
                         f[top] = h_self[top]
                     elif h_self[top] < h2:
@@ -218,15 +246,14 @@ class _Fast:
                 fs[key] = (fmpz_poly(f), zeros)
         joints = {}  # (u, "last" or "rest") -> the ends of S where u is joint
         for c, _, joint in claims:
-            for u in (tokens if joint else ()):
-                if joint >> u & 1:
-                    ends = [placements[c][0], placements[c][-1]]
-                    if c == k - 1:
-                        joints[(u, "last")] = ends[:1]
-                    else:
-                        old = joints.get((u, "rest"))
-                        joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
-                                                                       max(old[1], ends[1])]
+            for u in (_members(joint) if joint else ()):  # joint ⊆ mask (parse_hints)
+                ends = [placements[c][0], placements[c][-1]]
+                if c == k - 1:
+                    joints[(u, "last")] = ends[:1]
+                else:
+                    old = joints.get((u, "rest"))
+                    joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
+                                                                   max(old[1], ends[1])]
         joint_rows, t_s, s_top = {}, {}, 0
         d0 = self.eu_hi[q] + self.dp_max[m] if joints else None  # D + EU[q, m]
         for (u, key), ends in joints.items():
@@ -311,3 +338,98 @@ class _Fast:
         w_lo = self.b_lo[q][k - 1] * int(self.e_lo[q][q])
         w_hi = self.b_hi[q][k - 1] * int(self.e_hi[q][q])
         return b_lo, b_hi, placements, w_lo, w_hi
+
+
+# -- the coarse tier: the same code on tables rounded outward ----------------------------------
+
+# Bits kept by the coarse tier: EU, EVOU, PVOU (one grid), each row of exp(EQKP), and each row
+# of exp(EQKE) up to the pair's max m.  Speed only (their sum keeps the test vectors' entries
+# within FLINT's one-word integers for most pairs); any values are sound.
+COARSE_BITS_X, COARSE_BITS_B, COARSE_BITS_E = 22, 18, 20
+
+
+def _floor_shift(row: list, t: int) -> list:
+    """[⌊x / 2^t⌋]: lower ends on the grid 2^t, each <= its x (exact integers; >> floors)."""
+    return list(map(rshift, row, repeat(t, len(row))))
+
+
+def _ceil_shift(row: list, t: int) -> list:
+    """[⌈x / 2^t⌉] = [−⌊−x / 2^t⌋]: upper ends on the grid 2^t, each >= its x."""
+    return list(map(neg, map(rshift, map(neg, row), repeat(t, len(row)))))
+
+
+def _shift_for(bits: int, keep: int) -> int:
+    """The grid step 2^t that leaves numbers of `bits` bits with about `keep` bits."""
+    return max(0, bits - keep)
+
+
+def coarse_tables(it: exact.IntegerTables):
+    """A copy of the integer tables with EU, EVOU, PVOU (their common grid) and each row of
+    exp(EQKP) rounded outward to a coarser grid: every lower end down, every upper end up
+    (spec/arithmetic.md §coarse tier).  exp(EQKE) is left exact (_Coarse rounds it per pair)."""
+    out = exact.IntegerTables.__new__(exact.IntegerTables)
+    out.v, out.k = it.v, it.k
+    names = ("eu", "evou", "pvou")
+    bits = max(abs(x).bit_length() for name in names for end in ("_lo", "_hi")
+               for row in getattr(it, name + end) for x in row)
+    t = _shift_for(bits, COARSE_BITS_X)
+    for name in names:
+        setattr(out, name + "_lo", [_floor_shift(row, t) for row in getattr(it, name + "_lo")])
+        setattr(out, name + "_hi", [_ceil_shift(row, t) for row in getattr(it, name + "_hi")])
+    out.b_lo, out.b_hi = [], []
+    for lo, hi in zip(it.b_lo, it.b_hi):  # one grid per row q (its own unit)
+        t = _shift_for(max(hi).bit_length(), COARSE_BITS_B)
+        out.b_lo.append(_floor_shift(lo, t))
+        out.b_hi.append(_ceil_shift(hi, t))
+    out.e_lo, out.e_hi = it.e_lo, it.e_hi
+    return out
+
+
+class _Coarse(_Fast):
+    """_Fast.count_q_m on coarse_tables, with exp(EQKE)'s row q rounded outward for each
+    (q, m) on the grid that leaves its largest entry among the tokens <= m about
+    COARSE_BITS_E bits (the pair reads only those entries: the tokens < m, m and q <= m).
+    Wider enclosures of the same reals (weights still >= 0): every bound _Fast computes from
+    them is still an upper bound, so a pair it confirms is confirmed (spec/arithmetic.md
+    §coarse tier).  A pair it defers goes to the exact tier (_Tiered)."""
+
+    def __init__(self, it: exact.IntegerTables, v: int, k: int):
+        super().__init__(coarse_tables(it), v, k)
+        # e_shift[q][m]: the grid of row q for the pairs (q, m), from the prefix maxima
+        self.e_shift = []
+        for row in it.e_hi:
+            top, shifts = 0, []
+            for x in row:
+                top = max(top, x.bit_length())
+                shifts.append(_shift_for(top, COARSE_BITS_E))
+            self.e_shift.append(shifts)
+
+    def query_terms(self, q):
+        """_Fast.query_terms with the query position's β[q][k−1] ends in place of w (w is
+        formed per pair, on the pair's grid of exp(EQKE))."""
+        b_lo, b_hi, placements, _, _ = super().query_terms(q)
+        return b_lo, b_hi, placements, self.b_lo[q][self.k - 1], self.b_hi[q][self.k - 1]
+
+    def count_q_m(self, good, q, m, query):
+        t = self.e_shift[q][m]
+        e_lo = _floor_shift(self.e_lo[q][:m + 1], t) if t else self.e_lo[q]
+        e_hi = _ceil_shift(self.e_hi[q][:m + 1], t) if t else self.e_hi[q]
+        b_lo, b_hi, placements, beta_lo, beta_hi = query
+        return _Fast.count_q_m(self, good, q, m, (b_lo, b_hi, placements, beta_lo * e_lo[q],
+                                                  beta_hi * e_hi[q]), (e_lo, e_hi))
+
+
+class _Tiered:
+    """The accelerator: a (q, m) is tried on the coarse tables first, then on the exact
+    ones; None (the reference decides) only if both defer.  Each tier returns a count only
+    when its own bounds confirm every claim of the pair, so the first count is sound."""
+
+    def __init__(self, coarse: _Coarse, fine: _Fast):
+        self.coarse, self.fine = coarse, fine
+
+    def query_terms(self, q):
+        return self.coarse.query_terms(q), self.fine.query_terms(q)
+
+    def count_q_m(self, good, q, m, terms):
+        got = self.coarse.count_q_m(good, q, m, terms[0])
+        return got if got is not None else self.fine.count_q_m(good, q, m, terms[1])

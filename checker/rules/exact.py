@@ -29,9 +29,9 @@ sequence; the cover costs what rule cubic costs.
 
 from __future__ import annotations
 
-from itertools import combinations
+from itertools import chain, combinations, repeat
 from math import comb, isfinite
-from operator import add
+from operator import add, floordiv, itemgetter, mul
 
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
@@ -207,6 +207,8 @@ class IntegerTables:
 
     def __init__(self, mats, v, k):
         self.v, self.k = v, k
+        if _binary64_tables(self, mats, v, k):  # recorded pairs, in bulk: the same integers
+            return
         mats = {name: _raw_matrix(mats[name]) for name in cubic.INPUTS}  # each end once
         x_exp = _common_exponent(mats["EU"] + mats["EVOU"] + mats["PVOU"])
         self.eu_lo, self.eu_hi = _integer_matrix(mats["EU"], [x_exp] * v)
@@ -215,9 +217,7 @@ class IntegerTables:
         e, beta = mats["EXP_EQKE"], mats["EXP_EQKP"]
         self.e_lo, self.e_hi = _integer_matrix(e, [_common_exponent([r]) for r in e])
         self.b_lo, self.b_hi = _integer_matrix(beta, [_common_exponent([r]) for r in beta])
-        if any(x < 0 for row in self.e_lo + self.b_lo for x in row):
-            raise Rejected("exact: an attention weight exp(EQKE) or exp(EQKP) has a recorded "
-                           "enclosure reaching below 0")
+        _weights_nonnegative(self)
 
     def rows(self, q, m, tokens):
         """term[i][t] for every position i < k−1 and t in tokens, and the query
@@ -242,6 +242,58 @@ class IntegerTables:
         terms = sum(len(r) for r in table) + 1  # rows of terms, each with 2 weight products
         return table, query_row, ROW_COST * len(outputs) * (len(base) + terms) + 2 * terms
 
+
+
+def _weights_nonnegative(tables) -> None:
+    """Rejected unless every recorded lower end of exp(EQKE) and exp(EQKP) is >= 0."""
+    if any(x < 0 for row in tables.e_lo + tables.b_lo for x in row):
+        raise Rejected("exact: an attention weight exp(EQKE) or exp(EQKP) has a recorded "
+                       "enclosure reaching below 0")
+
+
+def _binary64_tables(tables, mats, v, k) -> bool:
+    """IntegerTables.__init__ for recorded (lo, hi) binary64 pairs, in bulk (C-level maps):
+    sets the same exponents and integers as the general path, or returns False (mpmath
+    intervals, or a group whose endpoints are all integers: the general path decides).
+
+    Lemma: a finite binary64 x is n/d in lowest terms with d = 2^j (float.as_integer_ratio);
+    its least exponent (odd mantissa, _raw_float) is −j when j > 0, and >= 0 when j = 0.  So
+    for a group whose largest denominator D = 2^J has J > 0, the least exponent of its
+    non-zero endpoints is E = −J (_common_exponent; a zero endpoint has none, and is the
+    integer 0 at any exponent), and every endpoint is x = n·(D/d)·2^E: the integer
+    n·(D/d), exactly (D/d a power of two)."""
+    if any(type(x) is not tuple for name in cubic.INPUTS for x in mats[name][0][:1]):
+        return False
+    groups = [("EU", "EVOU", "PVOU")] + [(("EXP_EQKE", q),) for q in range(v)] \
+        + [(("EXP_EQKP", q),) for q in range(v)]
+    out = {}
+    for group in groups:
+        flats = []
+        for name in group:
+            rows = mats[name] if isinstance(name, str) else [mats[name[0]][name[1]]]
+            try:
+                ratios = list(map(float.as_integer_ratio,
+                                  chain.from_iterable(chain.from_iterable(rows))))
+            except (OverflowError, ValueError):
+                raise Malformed("exact: a non-finite enclosure") from None
+            flats.append((name, len(rows[0]), ratios))
+        big = max(max(map(itemgetter(1), ratios), default=1) for _, _, ratios in flats)
+        if big == 1:
+            return False
+        for name, cols, ratios in flats:
+            ints = list(map(mul, map(itemgetter(0), ratios),
+                            map(floordiv, repeat(big), map(itemgetter(1), ratios))))
+            lo, hi = ints[0::2], ints[1::2]
+            out[name] = ([lo[i:i + cols] for i in range(0, len(lo), cols)],
+                         [hi[i:i + cols] for i in range(0, len(hi), cols)])
+    tables.eu_lo, tables.eu_hi = out["EU"]
+    tables.evou_lo, tables.evou_hi = out["EVOU"]
+    tables.pvou_lo, tables.pvou_hi = out["PVOU"]
+    for name, lo_name, hi_name in (("EXP_EQKE", "e_lo", "e_hi"), ("EXP_EQKP", "b_lo", "b_hi")):
+        setattr(tables, lo_name, [out[(name, q)][0][0] for q in range(v)])
+        setattr(tables, hi_name, [out[(name, q)][1][0] for q in range(v)])
+    _weights_nonnegative(tables)
+    return True
 
 def _raw_matrix(matrix):
     """The matrix with each entry replaced by its two raw endpoints (_raw_endpoints)."""
