@@ -190,8 +190,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gen-cert: {refusal}", file=sys.stderr)
         return 2
     if args.property == "overwhelm":
-        if args.semantics != "real":
-            p.error("--property overwhelm proves the real semantics only (spec/theorem.md §2c)")
         if args.floor or (args.pin and not args.output):
             p.error("with --property overwhelm, --pin needs -o and takes no --floor")
         return overwhelm.run(args)
