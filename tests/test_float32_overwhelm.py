@@ -115,7 +115,7 @@ def completions(claim: Overwhelm, v: int):
     else:
         alphabet = claim.over if claim.over is not None else range(v)
         groups = {n: list(itertools.product(alphabet, repeat=n)) for n in claim.lengths()}
-    for n, ts in groups.items():
+    for ts in groups.values():
         yield np.array([claim.prefix + tuple(t) + (claim.query,) for t in ts], dtype=np.int64)
 
 

@@ -168,7 +168,7 @@ def float32_widen(trace, mats: dict, ids: dict, claim: Overwhelm) -> float:
     widening of every EU_Q@p by Lemma G@p's δ_p[q][o] (checker.float32, the checker's own
     function, taken (1 + SLACK) larger), moving each midpoint to the worst point of the
     widened enclosure for output o — EU_Q[m] + δ[m] for m ≠ o, EU_Q[o] − δ[o] — and add the
-    weights to the rule's inputs (ids).  Returns max δ.  NotApplicable if Lemma G refuses."""
+    weights to the rule's inputs (ids).  Returns max δ.  ValueError if Lemma G refuses."""
     from mpmath import iv
 
     from checker import float32
@@ -186,10 +186,8 @@ def float32_widen(trace, mats: dict, ids: dict, claim: Overwhelm) -> float:
     for p in free_rule.positions(claim):
         try:
             row = float32.attention_only_deltas(trace.dims, weights, query_pos=p)[claim.query]
-        except Rejected as err:
-            from . import NotApplicable
-
-            raise NotApplicable(f"float32: {err}") from None
+        except Rejected as err:  # e.g. Overflow: Lemma G does not apply (gen-cert exit 2)
+            raise ValueError(f"float32: {err}") from None
         d = np.array([float(x) for x in row]) * (1 + SLACK)
         eu = np.array(mats[f"EU_Q@{p}"], dtype=float).copy()  # (1, v)
         shifted = eu[0] + d
