@@ -510,6 +510,14 @@ class CertificateChecker:
         the terms `rule.inputs` names for the claim (per query position)."""
         claim = rule.parse_claim(obj["claim"], self.dims, rule.FORM)
         wanted = rule.inputs(self.dims, claim)
+        # float32 (spec/rules.md §float32 for the overwhelm rules): every EU_Q@p widened by
+        # Lemma G@p's δ_p[q][o], from the weights (read for δ only, never by the rule)
+        widen = self.semantics == "float32"
+        if widen:
+            if not getattr(rule, "FLOAT32_WIDENS_EU", False):  # fail closed
+                raise Rejected(f"line {lineno}: rule {obj['rule']} proves the real semantics "
+                               "only (spec/theorem.md §2c)")
+            wanted = {**wanted, **{name: self.canonical[name] for name in rule.FLOAT32_INPUTS}}
         if not isinstance(obj["inputs"], dict) or set(obj["inputs"]) != set(wanted):
             raise Malformed(f"line {lineno}: rule {obj['rule']} for this claim takes inputs "
                             f"{sorted(wanted)}"[:300])
@@ -517,16 +525,37 @@ class CertificateChecker:
         # a rule may read its inputs as mpmath intervals whatever the back-end (it converts
         # what it computes with `ar` itself: overwhelm_family)
         rows_ar = MPMATH if getattr(rule, "INPUT_ARITHMETIC", None) == "mpmath" else ar
-        matrices = {}
+        matrices, values, weights = {}, {}, {}
         for name, term in wanted.items():
             (value,) = self._refs([obj["inputs"][name]], lineno, 1)
             if value.term != term:
                 raise Rejected(f"line {lineno}: input {name} (line {obj['inputs'][name]}) is "
                                "not that quantity as defined in spec/overwhelm.md")
+            if widen and name in rule.FLOAT32_INPUTS:
+                weights[name] = _weight_rows(value)
+                continue
+            values[name] = value
+        widened = ""
+        if widen:
+            from . import float32  # only for a float32 theorem (spec/trust.md)
+
+            budget0 = RuleBudget(self, lineno, obj["rule"])
+            worst = 0.0
+            for name in [n for n in values if n.startswith("EU_Q@")]:
+                p = int(name.split("@")[1])
+                eu = values[name]
+                budget0(float32.delta_work(self.dims) + 2 * len(eu.lo))
+                lo, hi, top = float32.widened_eu_row(self.dims, weights, eu.lo, eu.hi,
+                                                     claim.query, p, ar.int_matmul)
+                values[name] = Value(eu.term, lo, hi, eu.shape)
+                worst = max(worst, top)
+            widened = (f" (float32 semantics: EU_Q@p widened by Lemma G@p's δ_p[q][o] ≤ "
+                       f"{float(worst):.3g})")
+        for name, value in values.items():
             matrices[name] = value.rows(rows_ar, self.tick)
         started, stored = time.monotonic(), self.stored
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),
-                          RuleBudget(self, lineno, obj["rule"]), arith=ar)
+                          RuleBudget(self, lineno, obj["rule"]), arith=ar) + widened
         self.stored = stored  # the rule's tables are garbage now
         self.proven[lineno] = claim
         self.report.rule_notes.append(f"{obj['rule']}: {note} "

@@ -179,10 +179,10 @@ def _print_human(s: dict, requires: list[str]) -> None:
         print(f"  task {s['task']}{params}: domain of {s['domain_inputs']} "
               f"{'rows' if s['task'] == 'dataset' else 'inputs'}, {s['total']} scored pairs "
               "(spec/theorem.md §3)")
-        print("  semantics: " + ("float32: every IEEE-754 binary32 evaluation of the forward pass "
-                                 "(spec/theorem.md §2c)" if s["semantics"] == "float32" else
-                                 "real: the exact real-valued model (spec/theorem.md §2; not its "
-                                 "float32 evaluation, §2c)"))
+    print("  semantics: " + ("float32: every IEEE-754 binary32 evaluation of the forward pass "
+                             "(spec/theorem.md §2c)" if s["semantics"] == "float32" else
+                             "real: the exact real-valued model (spec/theorem.md §2; not its "
+                             "float32 evaluation, §2c)"))
     print(f"  weights sha256:{s['weights_sha256']}")
     print(f"  certificate file sha256:{s['certificate_sha256']} (a policy may pin it: "
           "certificate == sha256:...)")

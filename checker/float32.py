@@ -390,14 +390,17 @@ def delta_work(dims) -> int:
     return exact + v * per_query + 3 * d * h + h * v
 
 
-def attention_only_deltas(dims, w: dict, int_matmul=None) -> list:
+def attention_only_deltas(dims, w: dict, int_matmul=None, query_pos=None) -> list:
     """δ with |ℓ̃_o(t) − ℓ_o(t)| ≤ δ[q][o] for every sequence t with query token q, every
     output o and every binary32 execution ℓ̃ of the attention-only model of
     spec/theorem.md §2 (the float program of §2c): Lemma G with its tightenings (§2c), from
     the weights (rows of binary64 or of point mpmath intervals, by short name), as binary64
-    upper bounds.  int_matmul: an exact integer matrix product (default: Python's)."""
+    upper bounds.  int_matmul: an exact integer matrix product (default: Python's).
+    query_pos = p < n_ctx: the same for the output at position p of the sequences
+    t_0..t_p with t_p = q (spec/rules.md §float32 for the overwhelm rules, Lemma G@p);
+    default n_ctx − 1, the full sequences above."""
     int_matmul = int_matmul or python_int_matmul
-    return _deltas(dims, _ExactTables(dims, w, int_matmul), int_matmul)
+    return _deltas(dims, _ExactTables(dims, w, int_matmul, query_pos), int_matmul)
 
 
 class _ExactTables:
@@ -411,8 +414,11 @@ class _ExactTables:
     |c| and half-range H of {OV_j[o] : j = (t, i), i < k − 1} ∪ {OV_(q, k−1)[o]}, |M| and the
     weights' magnitudes."""
 
-    def __init__(self, dims, w: dict, int_matmul):
+    def __init__(self, dims, w: dict, int_matmul, query_pos=None):
         v, k = dims.d_vocab, dims.n_ctx
+        p = k - 1 if query_pos is None else query_pos  # the query's position (Lemma G@p)
+        if type(p) is not int or not 0 <= p < k:
+            raise AssertionError("float32: query position outside 0..n_ctx − 1")
         pts = {name: _Dyadic.from_points(name, w[name])
                for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U",
                             "b_Q", "b_K", "b_V", "b_O", "b_U")}
@@ -420,16 +426,16 @@ class _ExactTables:
         xs = _key_table(emb, pos, None, None, int_matmul)
         keys = _key_table(emb, pos, pts["W_K"], pts["b_K"], int_matmul)
         values = _key_table(emb, pos, pts["W_V"], pts["b_V"], int_matmul)
-        last = _Dyadic(pos.rows[k - 1:k], pos.exp)
+        last = _Dyadic(pos.rows[p:p + 1], pos.exp)
         queries = _key_table(emb, last, pts["W_Q"], pts["b_Q"], int_matmul)
         m = pts["W_O"].times(pts["W_U"], int_matmul)
         ov = _key_table(emb, pos, pts["W_V"].times(m, int_matmul),
                         pts["b_V"].times(m, int_matmul), int_matmul)
         self.X, self.K, self.V = (t.column_max_abs_up() for t in (xs, keys, values))
         self.key_rows = [kr + xr for kr, xr in zip(keys.abs_up(), xs.abs_up())]
-        self.x_q = _Dyadic(xs.rows[(k - 1) * v:], xs.exp).abs_up()
+        self.x_q = _Dyadic(xs.rows[p * v:(p + 1) * v], xs.exp).abs_up()
         self.q = queries.abs_up()
-        self.ov_centre, self.ov_half = _ov_ranges(ov, v, k)
+        self.ov_centre, self.ov_half = _ov_ranges(ov, v, p + 1)
         self.M = m.abs_up()
         self.mag = {name: t.abs_up() for name, t in pts.items()}
 
@@ -451,7 +457,8 @@ def _ov_ranges(ov: _Dyadic, v: int, k: int) -> tuple[list, list]:
     """Per query token q and output o, |c| and H (binary64, rounded up) with c = (hi + lo)/2,
     H = (hi − lo)/2, lo and hi the least and greatest OV_j[o] over the keys a sequence with
     query q can hold: j = (t, i) for every token t at every position i < k − 1, and (q, k − 1)
-    (exact integers; /2 is one more power of two)."""
+    (exact integers; /2 is one more power of two).  k: the sequence length (the query at
+    k − 1; n_ctx, or p + 1 for the query at position p, Lemma G@p)."""
     rest = ov.rows[:(k - 1) * v]
     lo_rest = [min(col) for col in zip(*rest)] if rest else None
     hi_rest = [max(col) for col in zip(*rest)] if rest else None
@@ -655,3 +662,18 @@ def gamma_exact(n: int) -> Fraction:
     if n * U >= Fraction(1, 2):
         raise Overflow(f"float32: a sum of {n} terms is too long for the error model")
     return n * U / (1 - n * U)
+
+
+def widened_eu_row(dims, w: dict, lo: tuple, hi: tuple, q: int, p: int,
+                   int_matmul=None) -> tuple[tuple, tuple, float]:
+    """The overwhelm rules' EU_Q@p (one row: query token q at position p, spec/overwhelm.md)
+    widened entry by entry to [lo − δ_p[q][o], hi + δ_p[q][o]], rounded outward as in
+    widened_eu, δ_p = attention_only_deltas at query_pos = p (Lemma G@p), and max δ_p[q]
+    (spec/rules.md §float32 for the overwhelm rules)."""
+    row = attention_only_deltas(dims, w, int_matmul, query_pos=p)[q]
+    if len(lo) != dims.d_vocab or len(hi) != dims.d_vocab:
+        raise AssertionError("float32: EU_Q is not 1×v")  # exit 2: an internal error
+    flat = [_up_fraction(Fraction(x)) for x in row]
+    new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
+    new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
+    return new_lo, new_hi, max(flat)

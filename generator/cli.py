@@ -169,7 +169,8 @@ def parser() -> argparse.ArgumentParser:
                         "(default) or every IEEE-754 float32 evaluation of it (any summation "
                         "order, FMA or not); float32 works with the default strategy and with "
                         "forward-brute-force, brute-force, cubic, exact, subcubic (not its "
-                        "low-rank EU variants)")
+                        "low-rank EU variants), and with --property overwhelm on the "
+                        "attention-only model (rules overwhelm_free, overwhelm_perm)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)
@@ -190,8 +191,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gen-cert: {refusal}", file=sys.stderr)
         return 2
     if args.property == "overwhelm":
-        if args.semantics != "real":
-            p.error("--property overwhelm proves the real semantics only (spec/theorem.md §2c)")
         if args.floor or (args.pin and not args.output):
             p.error("with --property overwhelm, --pin needs -o and takes no --floor")
         return overwhelm.run(args)

@@ -128,7 +128,8 @@ def model_output(weights, sequence) -> tuple[int, bool]:
 
 
 def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
-            force: bool = False, family_rule: bool = False) -> Verdict:
+            force: bool = False, family_rule: bool = False,
+            semantics: str = "real") -> Verdict:
     """Decide one claim; on success the certificate's lines are in the verdict.
     `force` writes the lines even when the claim is not proved (tests use it to
     forge certificates of false claims, which the checker must reject)."""
@@ -141,9 +142,15 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
             weights, claim.prefix + witness(claim, v) + (claim.query,))[0])
     trace = Trace(weights, float_shadow=float_shadow)
     if uses_family_rule(weights, family_rule):
+        if semantics != "real":
+            raise ValueError("rule overwhelm_family proves the real semantics only; float32 "
+                             "is proved by overwhelm_free/overwhelm_perm on the attention-only "
+                             "model (spec/rules.md §float32 for the overwhelm rules)")
         return _certify_family(loaded, claim, trace, force, started)
     ids = strategy.emit_inputs(trace, claim)
     mats = strategy.mid_values(trace, ids)
+    if semantics == "float32":  # mirrors the checker's widening of every EU_Q@p
+        strategy.float32_widen(trace, mats, ids, claim)
     perm = claim.free_perm is not None
     margin = (strategy.perm_margins if perm else strategy.free_margins)(mats, claim, v)
     verdict = Verdict(claim, "not proved", margin)
@@ -161,7 +168,8 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
         by = trace._append(line)
         facts = Facts(dims={"d_vocab": v, "n_ctx": weights.dims.n_ctx,
                             "d_model": weights.dims.d_model, "d_head": weights.dims.d_head},
-                      weights_sha256=trace.weights_sha256, correct=None, overwhelm=claim)
+                      weights_sha256=trace.weights_sha256, correct=None, overwhelm=claim,
+                      semantics=semantics)
         binding = {"file_sha256": loaded.file_sha256}
         verdict.lines = trace.lines("overwhelm", by, 1, binding,
                                     {"program": "gen-cert", "worst_margin": margin.worst},
@@ -333,7 +341,8 @@ def run(args) -> int:
                                    enabled=not args.quiet and scanning):
             claim = claim_from_args(args, tuple(prefix))
             verdict = certify(loaded, claim, not args.no_float_shadow,
-                              family_rule=args.family_rule)
+                              family_rule=args.family_rule,
+                              semantics=getattr(args, "semantics", "real"))
             counts[verdict.verdict] += 1
             path = None
             if verdict.lines is not None:

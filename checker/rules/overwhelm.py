@@ -29,12 +29,18 @@ from ..arith import MPMATH
 from ..definitions import query_terms
 from ..errors import Malformed, Rejected
 from ..statement import Overwhelm
+from . import ATTN_ONLY_WEIGHTS
 
 PROPERTY = "overwhelm"
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
 FORM = "free"  # the claim form this rule proves (parse_claim)
 SHARED_INPUTS = ("EVOU", "PVOU")  # position-independent: the canonical full matrices
 QUERY_INPUTS = ("EXP_EQKE_Q", "EXP_EQKP_Q", "EU_Q")  # one set per query position, "NAME@p"
+# float32: the rule runs unchanged on every EU_Q@p widened by Lemma G@p's δ_p[q][o]
+# (certificate.py; spec/rules.md §float32 for the overwhelm rules)
+SEMANTICS = ("real", "float32")
+FLOAT32_WIDENS_EU = True
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 
 
 # -- the claim ----------------------------------------------------------------

@@ -24,9 +24,12 @@ from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..numbers import decode_floats
 from ..statement import Overwhelm
-from .overwhelm import (
+from .overwhelm import (  # float32 as overwhelm_free (spec/rules.md)
     ARITHMETICS,
+    FLOAT32_INPUTS,
+    FLOAT32_WIDENS_EU,
     PROPERTY,
+    SEMANTICS,
     AtPosition,
     Bounds,
     _ticking,
@@ -35,7 +38,8 @@ from .overwhelm import (
     positions,
 )
 
-__all__ = ["ARITHMETICS", "PROPERTY", "FORM", "inputs", "parse_claim", "check", "dual_bound"]
+__all__ = ["ARITHMETICS", "PROPERTY", "SEMANTICS", "FLOAT32_WIDENS_EU", "FLOAT32_INPUTS",
+           "FORM", "inputs", "parse_claim", "check", "dual_bound"]
 FORM = "perm"
 
 

@@ -161,3 +161,38 @@ def assignment_potentials(cost: np.ndarray, sigma: np.ndarray) -> np.ndarray:
             break
         dist = new
     return dist
+
+
+def float32_widen(trace, mats: dict, ids: dict, claim: Overwhelm) -> float:
+    """float32 (spec/rules.md §float32 for the overwhelm rules): mirror the checker's
+    widening of every EU_Q@p by Lemma G@p's δ_p[q][o] (checker.float32, the checker's own
+    function, taken (1 + SLACK) larger), moving each midpoint to the worst point of the
+    widened enclosure for output o — EU_Q[m] + δ[m] for m ≠ o, EU_Q[o] − δ[o] — and add the
+    weights to the rule's inputs (ids).  Returns max δ.  ValueError if Lemma G refuses."""
+    from mpmath import iv
+
+    from checker import float32
+    from checker.errors import Rejected
+
+    from .float32_eu import SLACK, weight_inputs
+
+    weights = {}
+    for name in weight_inputs():
+        ids[name] = trace.quantity(name)
+        value = trace.values[ids[name]]
+        weights[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                         for lo, hi in zip(value.lo, value.hi)]
+    worst, o = 0.0, claim.output
+    for p in free_rule.positions(claim):
+        try:
+            row = float32.attention_only_deltas(trace.dims, weights, query_pos=p)[claim.query]
+        except Rejected as err:  # e.g. Overflow: Lemma G does not apply (gen-cert exit 2)
+            raise ValueError(f"float32: {err}") from None
+        d = np.array([float(x) for x in row]) * (1 + SLACK)
+        eu = np.array(mats[f"EU_Q@{p}"], dtype=float).copy()  # (1, v)
+        shifted = eu[0] + d
+        shifted[o] = eu[0][o] - d[o]
+        eu[0] = shifted
+        mats[f"EU_Q@{p}"] = eu
+        worst = max(worst, float(d.max()))
+    return worst
