@@ -16,9 +16,11 @@ import json
 import numpy as np
 import pytest
 import torch
+from soundness_helpers import accepted_inputs
 
 from checker.cli import main as check_cert
 from checker.modelspec import Dims
+from checker.rules import subcubic_gap as subcubic_rule
 from generator.cli import generate
 from generator.ground_truth import count_correct
 from generator.model import MaxOfKTransformer, logits_float64
@@ -165,6 +167,11 @@ def test_two_gap_entries_are_used_and_counted_right(tmp_path, capsys):
                 found += len(two)
                 n = assert_all_correct(weights, covered(rule["hints"], v, k), name)
                 assert n == counts[strategy]
+                # the rule's own count, not the claim: a rule that counted more than it
+                # covers would accept a raised claim
+                dims, mats, hints = accepted_inputs(lines)
+                proven, _ = subcubic_rule.check(dims, mats, hints, lambda work: None, 1)
+                assert proven == n, "the rule's count disagrees with enumeration"
         assert counts["subcubic:direct=min,near=2"] >= counts["subcubic:direct=min,near=2,gaps=1"]
     assert found > 0, "no two-gap entry on any test model: the test would be vacuous"
 
