@@ -55,20 +55,33 @@ from __future__ import annotations
 import math
 
 from mpmath import iv
-from mpmath.libmp import from_int, from_man_exp, fzero, round_ceiling, round_floor
+from mpmath.libmp import from_int, fzero
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_sub, mpi_zero
 
 from ..arith import mp
 from ..arith.arb import flint_module
 from ..elementary import sqrt_interval
-from ..numbers import WORKING_PRECISION, exp_interval
+from ..errors import Malformed
+from ..numbers import exp_interval
 from . import forward
 from .overwhelm_family import AtQuery, Head, Tables, alphabet, centred
 
 
 def exact_matmul(a: list, b: list, tick) -> list:
     """arith/mp.matmul(a, b, tick)'s result, identical entry by entry, by exact integer
-    matrix products (fmpz_mat) when a or b has only point entries (module docstring)."""
+    matrix products (exact_ints) when a or b has only point entries (module docstring)."""
+    ints = exact_ints(a, b)
+    if ints is None:
+        return mp.matmul(a, b, tick)
+    lo, hi, exponent = ints
+    return _round_rows((lo, hi), exponent, tick)
+
+
+def exact_ints(a: list, b: list):
+    """The exact interval-arithmetic product a·b as integer endpoint matrices (lists of
+    Python ints, by fmpz_mat products) (lo, hi, E): entry [i][j] = [lo·2^E, hi·2^E]
+    exactly, when a or b has only point entries (module docstring); None otherwise (a
+    non-finite entry: mp._dyadic's Malformed is raised)."""
     fmpz_mat = flint_module().fmpz_mat
     a_lo, a_hi, a_exp = mp._to_integers(a)
     b_lo, b_hi, b_exp = mp._to_integers(b)
@@ -76,21 +89,49 @@ def exact_matmul(a: list, b: list, tick) -> list:
         pos = fmpz_mat([[max(x, 0) for x in r] for r in b_lo])
         neg = fmpz_mat([[min(x, 0) for x in r] for r in b_lo])
         lo_m, hi_m = fmpz_mat(a_lo), fmpz_mat(a_hi)
-        lo, hi = lo_m * pos + hi_m * neg, hi_m * pos + lo_m * neg
-    elif a_lo == a_hi:
+        return _ints(lo_m * pos + hi_m * neg), _ints(hi_m * pos + lo_m * neg), a_exp + b_exp
+    if a_lo == a_hi:
         pos = fmpz_mat([[max(x, 0) for x in r] for r in a_lo])
         neg = fmpz_mat([[min(x, 0) for x in r] for r in a_lo])
         lo_m, hi_m = fmpz_mat(b_lo), fmpz_mat(b_hi)
-        lo, hi = pos * lo_m + neg * hi_m, pos * hi_m + neg * lo_m
-    else:
-        return mp.matmul(a, b, tick)
-    exponent, prec, out = a_exp + b_exp, WORKING_PRECISION, []
-    cols = len(b[0]) if b else 0
-    for i in range(len(a)):
+        return _ints(pos * lo_m + neg * hi_m), _ints(pos * hi_m + neg * lo_m), a_exp + b_exp
+    return None
+
+
+def _ints(m) -> list:
+    """An fmpz_mat's entries as lists of Python ints."""
+    return [[int(x) for x in row] for row in m.tolist()]
+
+
+def _round_rows(table, exponent: int, tick) -> list:
+    """Integer endpoint rows (lo, hi) at 2^exponent as intervals, rounded outward once."""
+    out = []
+    for x_lo, x_hi in zip(*table):
         tick()
-        out.append([iv.make_mpf((from_man_exp(int(lo[i, j]), exponent, prec, round_floor),
-                                 from_man_exp(int(hi[i, j]), exponent, prec, round_ceiling)))
-                    for j in range(cols)])
+        out.append([mp._from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
+    return out
+
+
+def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim) -> list:
+    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value, rounded
+    outward once: x = [x_lo, x_hi]·2^exponent, cos, sin = [c_lo, c_hi]·2^e_cs, ... (integer
+    endpoints).  For j < r/2, a = x_j, b = x_{j+r/2}:
+    a·c − b·s ∈ [min(a·c) − max(b·s), max(a·c) − min(b·s)] and
+    b·c + a·s ∈ [min(b·c) + min(a·s), max(b·c) + max(a·s)], min/max over the four endpoint
+    products (the exact range of an interval product), all at 2^(exponent + e_cs); the
+    coordinates from r on pass through (rounded at 2^exponent)."""
+    half = rotary_dim // 2
+    out = [mp._from_integers(lo, hi, exponent) for lo, hi in zip(x_lo, x_hi)]
+    e = exponent + e_cs
+    for j in range(half):
+        a0, a1, b0, b1 = x_lo[j], x_hi[j], x_lo[j + half], x_hi[j + half]
+        c0, c1, s0, s1 = c_lo[j], c_hi[j], s_lo[j], s_hi[j]
+        ac = (a0 * c0, a0 * c1, a1 * c0, a1 * c1)
+        bs = (b0 * s0, b0 * s1, b1 * s0, b1 * s1)
+        bc = (b0 * c0, b0 * c1, b1 * c0, b1 * c1)
+        as_ = (a0 * s0, a0 * s1, a1 * s0, a1 * s1)
+        out[j] = mp._from_integers(min(ac) - max(bs), max(ac) - min(bs), e)
+        out[j + half] = mp._from_integers(min(bc) + min(as_), max(bc) + max(as_), e)
     return out
 
 
@@ -111,28 +152,39 @@ class _BatchedModel(forward._Model):
         self.charge = charge
         self.scale = forward.inv_sqrt_interval(h)
         self.resid0 = [[self.embed(t, i) for t in self.ticking(range(v))] for i in range(k)]
-        normed = [[self.norm_raw("ln1", x) for x in self.ticking(row)] for row in self.resid0]
+        rotary = f.positional == "rotary"
+        # rotary: the residual W_E[t] is the same at every position, so are its LayerNorm and
+        # its (unrotated) queries, keys and values: computed once, for position 0's rows
+        sources = self.resid0[:1] if rotary else self.resid0
+        normed = [[self.norm_raw("ln1", x) for x in self.ticking(row)] for row in sources]
         blocks = [(name, j) for name in "QKV" for j in range(f.n_heads)]
-        # the columns of every W_name[head] side by side: d × (3·n_heads·h)
+        # the columns of every W_name[head] side by side, and the biases as one more row:
+        # (d + 1) × (3·n_heads·h), against every row with a 1 appended
         w_all = [[x for name, j in blocks for x in m["W_" + name][j * d + r]] for r in range(d)]
+        w_all.append([x for name, j in blocks for x in m["b_" + name][j]])
+        one = iv.mpf(1)
+        rows = [x + [one] for row in normed for x in row]
+        ints = exact_ints(rows, w_all)
+        if ints is None:  # not a point factor: the reference's product (with the bias)
+            ints = IntMatrix(mp.matmul(rows, w_all, self.tick)).rows()
+        lo, hi, exponent = ints
+        n_src = len(sources)
         tables = {block: [] for block in blocks}
-        # every (position, token) row times every block: one product, (k·v) × (3·n_heads·h)
-        product = exact_matmul([x for row in normed for x in row], w_all, self.tick)
-        for i in range(k):
-            rows = product[i * v:(i + 1) * v]
-            for n, (name, j) in enumerate(blocks):
-                bias = _raws(m["b_" + name][j])  # forward._add(x, bias), bit for bit
-                tables[(name, j)].append([[iv.make_mpf(mpi_add(a._mpi_, b, iv.prec))
-                                           for a, b in zip(p[n * h:(n + 1) * h], bias)]
-                                          for p in rows])
+        for n, (name, j) in enumerate(blocks):
+            for i in range(n_src):
+                part = range(i * v, (i + 1) * v)
+                tables[(name, j)].append(([lo[r][n * h:(n + 1) * h] for r in part],
+                                          [hi[r][n * h:(n + 1) * h] for r in part]))
         self.q, self.key, self.val = [], [], []
         for j in range(f.n_heads):
             q, key, val = (tables[(name, j)] for name in "QKV")
-            if f.positional == "rotary":
-                q = [[self.rotate_raw(x, i) for x in self.ticking(row)]
-                     for i, row in enumerate(q)]
-                key = [[self.rotate_raw(x, i) for x in self.ticking(row)]
-                       for i, row in enumerate(key)]
+            if rotary:
+                q = [self.rotate_ints(q[0], exponent, i) for i in range(k)]
+                key = [self.rotate_ints(key[0], exponent, i) for i in range(k)]
+                val = [_round_rows(val[0], exponent, self.tick)] * k
+            else:
+                q, key, val = ([_round_rows(t, exponent, self.tick) for t in table]
+                               for table in (q, key, val))
             self.q.append(q)
             self.key.append(key)
             self.val.append(val)
@@ -158,6 +210,23 @@ class _BatchedModel(forward._Model):
                          self.f.rotary_dim, iv.prec)
         return [iv.make_mpf(y) for y in out]
 
+
+    def rotate_ints(self, table, exponent: int, i: int) -> list:
+        """The rows of `table` (integer endpoints (lo, hi) at 2^exponent: exact queries or
+        keys before RoPE) rotated at position i and rounded outward once: per pair
+        a·cos − b·sin, b·cos + a·sin with each product's exact interval [min, max of the
+        four endpoint products] (exact_rotate)."""
+        cos_sin = [self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i]]
+        try:
+            (c_lo, s_lo), (c_hi, s_hi), e_cs = mp._to_integers(cos_sin)
+        except Malformed:  # a non-finite cos/sin enclosure: round, then the reference's ops
+            return [self.rotate_raw(x, i) for x in _round_rows(table, exponent, self.tick)]
+        out = []
+        for x_lo, x_hi in zip(*table):
+            self.tick()
+            out.append(exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs,
+                                    self.f.rotary_dim))
+        return out
 
 def _raws(xs: list) -> list:
     """The raw (lo, hi) of each entry, as mpmath's interval operations convert it (an
@@ -257,68 +326,95 @@ class _Converter:
             return self.zero if raw == fzero else None  # inf, -inf, nan: not converted
         return self.arb(self.arf((-man if sign else man, exp)))
 
-    def column(self, table: list, col: int, sign: int):
-        """Upper ends of sign·table[r][col] for every row r (exact points), or None if one is
-        not finite.  Cached per table object (kept alive with its entry)."""
-        key = (id(table), col, sign)
+    def int_column(self, table: list, col: int, sign: int):
+        """(integers n_r, exponent E) with n_r·2^E = the upper end of sign·table[r][col]
+        exactly, for every row r; None if one is not finite.  Cached per table object."""
+        key = (id(table), col, sign, "int")
         hit = self.columns.get(key)
         if hit is not None and hit[0] is table:
             return hit[1]
         if self.charge is not None:  # the memory limit, before the column is built
             from ..certificate import hold
 
-            hold(self.charge, len(table), "Arb column caches")
-        out = []
+            hold(self.charge, len(table), "integer column caches")
+        pairs = []
         for row in table:
-            lo, hi = row[col]._mpi_
-            x = self.point(hi) if sign > 0 else self.point(lo)
-            if x is None:
-                out = None
+            end = row[col]._mpi_[1 if sign > 0 else 0]
+            s_, man, exp, _ = end
+            if man == 0 and exp != 0:  # inf, -inf, nan
+                pairs = None
                 break
-            out.append(x if sign > 0 else -x)  # negation of a point: exact
+            n = -man if s_ else man
+            pairs.append((n if sign > 0 else -n, exp))
+        out = None
+        if pairs is not None:
+            exponent = min((e for _, e in pairs), default=0)
+            out = ([n << (e - exponent) for n, e in pairs], exponent)
         self.columns[key] = (table, out)
         return out
 
 
 class ArbHead(Head):
-    """overwhelm_family.Head with Lemma R's sum computed with Arb points (module docstring)."""
+    """overwhelm_family.Head with Lemma R's sum computed exactly on integers (module
+    docstring, spec/arithmetic.md §Lemma R exactly)."""
 
     def __init__(self, head: Head, conv: _Converter):  # the reference head's fields
         self.slots, self.tables, self.w, self.perm = head.slots, head.tables, head.w, head.perm
         self.conv = conv
-        self.w_ends = {}  # (i, u) -> (w_lo, w_hi) as Arb points
         # usable: every weight's ends finite and w_lo >= 0 (else the reference path, which
         # rejects a weight reaching below 0 as numbers.up_mul does)
-        self.usable = True
-        for slot, w in head.w.items():
-            lo, hi = (conv.point(x) for x in w._mpi_)
-            if lo is None or hi is None or not lo >= conv.zero:
-                self.usable = False
-            self.w_ends[slot] = (lo, hi)
-        # per position, its slots as (table row, w_lo, w_hi), in the reference's order
+        keys = list(head.w)
+        ends = [_dyadic_or_none(head.w[k]) for k in keys]
+        self.usable = all(e is not None for e in ends)
+        self.groups = []
+        if not self.usable:
+            return
+        exponent = min((e for pair in ends for _, e in pair), default=0)
+        ints = {k: tuple(n << (e - exponent) for n, e in pair) for k, pair in zip(keys, ends)}
+        self.usable = all(lo >= 0 for lo, _ in ints.values())
+        # per position, its slots as (table row, W_lo, W_hi) (integers at one exponent), in
+        # the reference's order
         row = head.tables.row
-        self.groups = [[(row(i, u),) + self.w_ends[(i, u)] for u in toks]
+        self.groups = [[(row(i, u),) + ints[(i, u)] for u in toks]
                        for i, toks in enumerate(head.slots)]
 
     def average_below(self, y: list, col: int, lam: float, sign: int = 1,
                       key: int | None = None) -> bool:
         if self.perm:  # Lemma R-perm: the reference path
             return super().average_below(y, col, lam, sign, key)
-        values = self.conv.column(y, col, sign)
-        finite = isinstance(lam, float) and math.isfinite(lam)
-        lam_point = self.conv.arb(lam) if finite else None  # arf_set_d: exact
-        if values is None or lam_point is None or not self.usable:
+        column = self.conv.int_column(y, col, sign)
+        if column is None or not self.usable or not (isinstance(lam, float)
+                                                     and math.isfinite(lam)):
             return super().average_below(y, col, lam, sign, key)
-        zero, total = self.conv.zero, None
-        for group in self.groups:  # position i
+        values, y_exp = column
+        lam_num, lam_den = lam.as_integer_ratio()  # λ = num / 2^k exactly
+        lam_exp = 1 - lam_den.bit_length()  # -k
+        if lam_exp >= y_exp:
+            lam_int = lam_num << (lam_exp - y_exp)
+        else:  # the column's integers scaled down to λ's exponent (exact)
+            values = [x << (y_exp - lam_exp) for x in values]
+            lam_int = lam_num
+        total = 0
+        for group in self.groups:  # position i: max over its tokens u of w(i, u)·a
             best = None
-            for r, w_lo, w_hi in group:  # token u: row r = Tables.row(i, u), w(i, u)
-                a = (values[r] - lam_point).upper()  # up_diff
-                b = ((w_lo if a < zero else w_hi) * a).upper()  # up_mul
+            for r, w_lo, w_hi in group:
+                a = values[r] - lam_int  # (sign·y(i, u))'s upper end − λ, exact
+                b = (w_lo if a < 0 else w_hi) * a  # max over W in [w_lo, w_hi] of W·a
                 if best is None or b > best:
                     best = b
-            total = best if total is None else (total + best).upper()  # up_add
-        return total < zero  # below_zero
+            total += best
+        return total < 0  # the exact sum (times 2^(E_y + E_w) > 0): its sign
+
+
+def _dyadic_or_none(x):
+    """Interval x's endpoints as exact ((n_lo, e_lo), (n_hi, e_hi)) (arith/mp._dyadic), or
+    None if one is not finite."""
+    out = []
+    for sign, man, exp, _ in x._mpi_:
+        if man == 0 and exp != 0:
+            return None
+        out.append((-man if sign else man, exp))
+    return tuple(out)
 
 
 class ArbAtQuery(AtQuery):
@@ -355,19 +451,41 @@ class ArbAtQuery(AtQuery):
 
 
 def raw_head(tables, j: int, p: int, slots: list) -> Head:
-    """Head(tables, j, p, slots) (free claim), its weights bit for bit: each score
-    dot(q, key)·scale by raw_dot and one mpi_mul, the shift from the reference's score at
-    (p, query), then exp_interval(s − shift) (mpi_sub) as the reference."""
+    """Head(tables, j, p, slots) (free claim) with each score dot(q, key) computed exactly and
+    rounded outward once (`exact_scores`), then ·scale by one mpi_mul, the shift = the mid of
+    the score at (p, query), and exp_interval(s − shift) (mpi_sub) as the reference."""
     model, prec = tables.model, iv.prec
-    q = _raws(model.q[j][p][slots[p][0]])
     scale = model.scale._mpi_
-    scores = {(i, u): mpi_mul(raw_dot(q, _raws(model.key[j][i][u]), prec), scale, prec)
-              for i, toks in enumerate(model.ticking(slots)) for u in toks}
+    dots = exact_scores(tables, j, p, slots)
+    scores = {k: mpi_mul(d, scale, prec) for k, d in dots.items()}
     shift = iv.mpf(iv.make_mpf(scores[(p, slots[p][0])]).mid)._mpi_
     head = Head.__new__(Head)
     head.slots, head.tables, head.perm = slots, tables, None
     head.w = {k: exp_interval(iv.make_mpf(mpi_sub(x, shift, prec))) for k, x in scores.items()}
     return head
+
+
+def exact_scores(tables, j: int, p: int, slots: list) -> dict:
+    """{(i, u): raw enclosure of q·key_j(i, u)} for every slot, q = the query at p: the exact
+    interval dot product Σ_k [min, max of the four endpoint products] (mp.int_matmul, on
+    the key table's integer form kept by `tables.integers`), rounded outward once; it lies
+    inside the reference's (0 + q_0·k_0) + ... rounded at every step.  A non-finite
+    endpoint: the reference's dot (raw_dot) for every slot."""
+    model, prec = tables.model, iv.prec
+    q = model.q[j][p][slots[p][0]]
+    try:
+        q_int = IntMatrix([q]).rows()
+        out = {}
+        for i, toks in enumerate(model.ticking(slots)):
+            lo, hi, exponent = tables.integers(model.key[j][i]).rows()
+            row = int_matmul(q_int, ([lo[u] for u in toks], [hi[u] for u in toks], exponent),
+                             tables.tick)[0]
+            out.update(((i, u), x._mpi_) for u, x in zip(toks, row))
+        return out
+    except Malformed:  # a non-finite entry (mp._dyadic): the reference's operations
+        q_raw = _raws(q)
+        return {(i, u): raw_dot(q_raw, _raws(model.key[j][i][u]), prec)
+                for i, toks in enumerate(slots) for u in toks}
 
 
 def query_checker(claim):
