@@ -113,16 +113,26 @@ def _round_rows(table, exponent: int, tick) -> list:
 
 
 def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim) -> list:
-    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value, rounded
-    outward once: x = [x_lo, x_hi]·2^exponent, cos, sin = [c_lo, c_hi]·2^e_cs, ... (integer
-    endpoints).  For j < r/2, a = x_j, b = x_{j+r/2}:
-    a·c − b·s ∈ [min(a·c) − max(b·s), max(a·c) − min(b·s)] and
+    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value
+    (exact_rotate_ints) rounded outward once."""
+    lo, hi = exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim)
+    e = exponent + min(e_cs, 0)
+    return [mp._from_integers(a, b, e) for a, b in zip(lo, hi)]
+
+
+def exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim):
+    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value as integer
+    endpoints (lo, hi) at 2^(E + min(e_cs, 0)), for x = [x_lo, x_hi]·2^E and
+    cos, sin = [c_lo, c_hi]·2^e_cs, ... (integer endpoints).  For j < r/2, a = x_j,
+    b = x_{j+r/2}: a·c − b·s ∈ [min(a·c) − max(b·s), max(a·c) − min(b·s)] and
     b·c + a·s ∈ [min(b·c) + min(a·s), max(b·c) + max(a·s)], min/max over the four endpoint
-    products (the exact range of an interval product), all at 2^(exponent + e_cs); the
-    coordinates from r on pass through (rounded at 2^exponent)."""
+    products (the exact range of an interval product), at 2^(E + e_cs); every coordinate is
+    brought to 2^(E + min(e_cs, 0)) by an exact shift (the coordinates from r on pass
+    through)."""
     half = rotary_dim // 2
-    out = [mp._from_integers(lo, hi, exponent) for lo, hi in zip(x_lo, x_hi)]
-    e = exponent + e_cs
+    up, down = max(e_cs, 0), -min(e_cs, 0)  # products << up; pass-through << down
+    lo = [n << down for n in x_lo]
+    hi = [n << down for n in x_hi]
     for j in range(half):
         a0, a1, b0, b1 = x_lo[j], x_hi[j], x_lo[j + half], x_hi[j + half]
         c0, c1, s0, s1 = c_lo[j], c_hi[j], s_lo[j], s_hi[j]
@@ -130,9 +140,9 @@ def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim)
         bs = (b0 * s0, b0 * s1, b1 * s0, b1 * s1)
         bc = (b0 * c0, b0 * c1, b1 * c0, b1 * c1)
         as_ = (a0 * s0, a0 * s1, a1 * s0, a1 * s1)
-        out[j] = mp._from_integers(min(ac) - max(bs), max(ac) - min(bs), e)
-        out[j + half] = mp._from_integers(min(bc) + min(as_), max(bc) + max(as_), e)
-    return out
+        lo[j], hi[j] = (min(ac) - max(bs)) << up, (max(ac) - min(bs)) << up
+        lo[j + half], hi[j + half] = (min(bc) + min(as_)) << up, (max(bc) + max(as_)) << up
+    return lo, hi
 
 
 class _BatchedModel(forward._Model):
@@ -175,7 +185,10 @@ class _BatchedModel(forward._Model):
                 part = range(i * v, (i + 1) * v)
                 tables[(name, j)].append(([lo[r][n * h:(n + 1) * h] for r in part],
                                           [hi[r][n * h:(n + 1) * h] for r in part]))
-        self.q, self.key, self.val = [], [], []
+        # queries and keys are kept as exact integer forms (lo rows, hi rows, exponent), read
+        # by exact_scores; their rounded tables (self.q, self.key) are made on first use
+        self.q_ints, self.key_ints, self.val = [], [], []
+        self._q = self._key = None
         for j in range(f.n_heads):
             q, key, val = (tables[(name, j)] for name in "QKV")
             if rotary:
@@ -183,10 +196,10 @@ class _BatchedModel(forward._Model):
                 key = [self.rotate_ints(key[0], exponent, i) for i in range(k)]
                 val = [_round_rows(val[0], exponent, self.tick)] * k
             else:
-                q, key, val = ([_round_rows(t, exponent, self.tick) for t in table]
-                               for table in (q, key, val))
-            self.q.append(q)
-            self.key.append(key)
+                q, key = ([t + (exponent,) for t in table] for table in (q, key))
+                val = [_round_rows(t, exponent, self.tick) for t in val]
+            self.q_ints.append(q)
+            self.key_ints.append(key)
             self.val.append(val)
         self.w_o = [[m["W_O"][j * h:(j + 1) * h] for j in range(f.n_heads)]]
         self.path = []
@@ -211,22 +224,44 @@ class _BatchedModel(forward._Model):
         return [iv.make_mpf(y) for y in out]
 
 
-    def rotate_ints(self, table, exponent: int, i: int) -> list:
+    @property
+    def q(self) -> list:
+        """The queries' tables (per head, position, token), rounded outward once."""
+        if self._q is None:
+            self._q = [[self._rounded(t) for t in per_head] for per_head in self.q_ints]
+        return self._q
+
+    @property
+    def key(self) -> list:
+        """The keys' tables, rounded outward once."""
+        if self._key is None:
+            self._key = [[self._rounded(t) for t in per_head] for per_head in self.key_ints]
+        return self._key
+
+    def _rounded(self, form) -> list:
+        """An integer form (lo rows, hi rows, exponent) as intervals; a list of rows as is."""
+        if isinstance(form, tuple):
+            return _round_rows(form[:2], form[2], self.tick)
+        return form
+
+    def rotate_ints(self, table, exponent: int, i: int):
         """The rows of `table` (integer endpoints (lo, hi) at 2^exponent: exact queries or
-        keys before RoPE) rotated at position i and rounded outward once: per pair
-        a·cos − b·sin, b·cos + a·sin with each product's exact interval [min, max of the
-        four endpoint products] (exact_rotate)."""
+        keys before RoPE) rotated at position i, exactly (exact_rotate_ints): an integer form
+        (lo rows, hi rows, exponent'); with a non-finite cos/sin enclosure, the rounded rows
+        rotated by the reference's operations (a list of rows)."""
         cos_sin = [self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i]]
         try:
             (c_lo, s_lo), (c_hi, s_hi), e_cs = mp._to_integers(cos_sin)
         except Malformed:  # a non-finite cos/sin enclosure: round, then the reference's ops
             return [self.rotate_raw(x, i) for x in _round_rows(table, exponent, self.tick)]
-        out = []
+        lo_rows, hi_rows = [], []
         for x_lo, x_hi in zip(*table):
             self.tick()
-            out.append(exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs,
-                                    self.f.rotary_dim))
-        return out
+            lo, hi = exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs,
+                                       self.f.rotary_dim)
+            lo_rows.append(lo)
+            hi_rows.append(hi)
+        return lo_rows, hi_rows, exponent + min(e_cs, 0)
 
 def _raws(xs: list) -> list:
     """The raw (lo, hi) of each entry, as mpmath's interval operations convert it (an
@@ -267,29 +302,53 @@ class BatchedTables(Tables):
             return hit[1]
         from ..certificate import hold
 
-        hold(self.model.charge, 2 * len(m) * len(m[0]), "integer forms of the tables")
+        hold(self.model.charge, 6 * len(m) * len(m[0]), "integer forms of the tables")
         out = IntMatrix(m)
         self.ints[id(m)] = (m, out)
         return out
 
     def matmul(self, a: list, b: list) -> list:
-        """ops.matmul(a, b)'s value entry by entry (int_matmul), the constant operands'
+        """ops.matmul(a, b)'s value entry by entry (form_product), the constant operands'
         integers converted once."""
-        return int_matmul(self.integers(a).rows(), self.integers(b).cols(), self.tick)
+        return form_product(self.integers(a), self.integers(b), False, self.tick)
 
     def matmul_t(self, a: list, b_rows: list) -> list:
         """ops.matmul(a, ops.transpose(b_rows))'s value entry by entry."""
-        return int_matmul(self.integers(a).rows(), self.integers(b_rows).rows(), self.tick)
+        return form_product(self.integers(a), self.integers(b_rows), True, self.tick)
+
+
+def form_product(a, b, b_transposed: bool, tick) -> list:
+    """mp.matmul's value of a·b (a·bᵀ if b_transposed) on integer forms (IntMatrix): the exact
+    sums Σ_k min / max of the endpoint products, rounded outward once at 2^(E_a + E_b).
+    When a or b has only point entries those sums are integer matrix products (fmpz_mat,
+    exact; module docstring: lo = A_lo·B⁺ + A_hi·B⁻, hi = A_hi·B⁺ + A_lo·B⁻, or
+    lo = A⁺·B_lo + A⁻·B_hi, hi = A⁺·B_hi + A⁻·B_lo for a point A): the same integers, so the
+    same values; otherwise mp.int_matmul's loop."""
+    exponent = a.exp + b.exp
+    if b.is_point() or a.is_point():
+        bt = (lambda name: b.fmpz(name).transpose()) if b_transposed else b.fmpz
+        if b.is_point():
+            pos, neg = bt("pos"), bt("neg")
+            lo = a.fmpz("lo") * pos + a.fmpz("hi") * neg
+            hi = a.fmpz("hi") * pos + a.fmpz("lo") * neg
+        else:
+            pos, neg = a.fmpz("pos"), a.fmpz("neg")
+            lo, hi = pos * bt("lo") + neg * bt("hi"), pos * bt("hi") + neg * bt("lo")
+        return _round_rows((_ints(lo), _ints(hi)), exponent, tick)
+    return int_matmul(a.rows(), b.rows() if b_transposed else b.cols(), tick)
 
 
 class IntMatrix:
     """A matrix of intervals as arith/mp._to_integers makes it (integer endpoints lo, hi
     and the common exponent E: entry [i][j] = [lo·2^E, hi·2^E] exactly), in row and (lazily)
-    column order."""
+    column order, and (lazily) as fmpz_mat: lo, hi, and for a point matrix
+    pos = max(lo, 0), neg = min(lo, 0) entrywise."""
 
     def __init__(self, m: list):
         self.lo, self.hi, self.exp = mp._to_integers(m)
         self._cols = None
+        self._point = None
+        self._fmpz = {}
 
     def rows(self):
         return self.lo, self.hi, self.exp
@@ -299,6 +358,24 @@ class IntMatrix:
             self._cols = ([list(c) for c in zip(*self.lo)], [list(c) for c in zip(*self.hi)],
                           self.exp)
         return self._cols
+
+    def is_point(self) -> bool:
+        if self._point is None:
+            self._point = self.lo == self.hi
+        return self._point
+
+    def fmpz(self, name: str):
+        hit = self._fmpz.get(name)
+        if hit is None:
+            fmpz_mat = flint_module().fmpz_mat
+            if name == "pos":
+                hit = fmpz_mat([[max(x, 0) for x in r] for r in self.lo])
+            elif name == "neg":
+                hit = fmpz_mat([[min(x, 0) for x in r] for r in self.lo])
+            else:
+                hit = fmpz_mat(self.lo if name == "lo" else self.hi)
+            self._fmpz[name] = hit
+        return hit
 
 
 def int_matmul(a_rows, b_cols, tick) -> list:
@@ -372,11 +449,11 @@ class ArbHead(Head):
         exponent = min((e for pair in ends for _, e in pair), default=0)
         ints = {k: tuple(n << (e - exponent) for n, e in pair) for k, pair in zip(keys, ends)}
         self.usable = all(lo >= 0 for lo, _ in ints.values())
-        # per position, its slots as (table row, W_lo, W_hi) (integers at one exponent), in
+        # per position, its slots' table rows, W_lo and W_hi (integers at one exponent), in
         # the reference's order
         row = head.tables.row
-        self.groups = [[(row(i, u),) + ints[(i, u)] for u in toks]
-                       for i, toks in enumerate(head.slots)]
+        self.groups = [([row(i, u) for u in toks], [ints[(i, u)][0] for u in toks],
+                        [ints[(i, u)][1] for u in toks]) for i, toks in enumerate(head.slots)]
 
     def average_below(self, y: list, col: int, lam: float, sign: int = 1,
                       key: int | None = None) -> bool:
@@ -394,15 +471,15 @@ class ArbHead(Head):
         else:  # the column's integers scaled down to λ's exponent (exact)
             values = [x << (y_exp - lam_exp) for x in values]
             lam_int = lam_num
+        a = [x - lam_int for x in values]  # per row: (sign·y)'s upper end − λ, exact
         total = 0
-        for group in self.groups:  # position i: max over its tokens u of w(i, u)·a
-            best = None
-            for r, w_lo, w_hi in group:
-                a = values[r] - lam_int  # (sign·y(i, u))'s upper end − λ, exact
-                b = (w_lo if a < 0 else w_hi) * a  # max over W in [w_lo, w_hi] of W·a
-                if best is None or b > best:
-                    best = b
-            total += best
+        for rows, w_lo, w_hi in self.groups:  # position i: max over u of W·a(i, u)
+            if len(rows) == 1:
+                x = a[rows[0]]
+                total += (w_lo[0] if x < 0 else w_hi[0]) * x
+            else:  # max over W in [w_lo, w_hi] of W·a is w_lo·a if a < 0, else w_hi·a
+                total += max([(lo if x < 0 else hi) * x
+                              for x, lo, hi in zip([a[r] for r in rows], w_lo, w_hi)])
         return total < 0  # the exact sum (times 2^(E_y + E_w) > 0): its sign
 
 
@@ -467,26 +544,30 @@ def raw_head(tables, j: int, p: int, slots: list) -> Head:
 
 def exact_scores(tables, j: int, p: int, slots: list) -> dict:
     """{(i, u): raw enclosure of q·key_j(i, u)} for every slot, q = the query at p: the exact
-    interval dot product Σ_k [min, max of the four endpoint products] (mp.int_matmul, on
-    the key table's integer form kept by `tables.integers`), rounded outward once; it lies
-    inside the reference's (0 + q_0·k_0) + ... rounded at every step.  A non-finite
-    endpoint: the reference's dot (raw_dot) for every slot."""
-    model, prec = tables.model, iv.prec
-    q = model.q[j][p][slots[p][0]]
+    interval dot product Σ_k [min, max of the four endpoint products] (mp.int_matmul) of
+    the exact (unrounded) query and keys the model keeps as integers, rounded outward once;
+    it lies inside the reference's (0 + q_0·k_0) + ... on tables rounded at every step.  A
+    non-finite endpoint: the reference's dot (raw_dot) on the rounded tables."""
+    model, prec, t = tables.model, iv.prec, slots[p][0]
+    q_form = model.q_ints[j][p]
     try:
-        q_int = IntMatrix([q]).rows()
+        if isinstance(q_form, tuple):  # the query's exact integers
+            q_int = ([q_form[0][t]], [q_form[1][t]], q_form[2])
+        else:
+            q_int = IntMatrix([q_form[t]]).rows()
         out = {}
         for i, toks in enumerate(model.ticking(slots)):
-            lo, hi, exponent = tables.integers(model.key[j][i]).rows()
+            k_form = model.key_ints[j][i]
+            lo, hi, exponent = (k_form if isinstance(k_form, tuple)
+                                else tables.integers(k_form).rows())
             row = int_matmul(q_int, ([lo[u] for u in toks], [hi[u] for u in toks], exponent),
                              tables.tick)[0]
             out.update(((i, u), x._mpi_) for u, x in zip(toks, row))
         return out
-    except Malformed:  # a non-finite entry (mp._dyadic): the reference's operations
-        q_raw = _raws(q)
+    except Malformed:  # a non-finite entry (mp._dyadic): the reference's dot
+        q_raw = _raws(model.q[j][p][t])
         return {(i, u): raw_dot(q_raw, _raws(model.key[j][i][u]), prec)
                 for i, toks in enumerate(slots) for u in toks}
-
 
 def query_checker(claim):
     """A constructor (tables, fun, claim, p, hint) -> AtQuery for `--arith arb`: the Arb
