@@ -1,53 +1,40 @@
-"""Rule overwhelm_family under `--arith arb`: Lemma R's upper-bound arithmetic with Arb
-(python-flint) on the one-layer path (spec/rules.md §overwhelm_family,
-spec/arithmetic.md §Lemma R with Arb).
+"""Rule overwhelm_family under `--arith arb`: the one-layer free claims' hot loops as exact
+integer arithmetic (Python ints and FLINT fmpz_mat), each result inside the reference's
+enclosure (spec/rules.md §overwhelm_family; spec/arithmetic.md §Rule overwhelm_family under
+`--arith arb`, "Exact integers, issue 22 third step").
 
-The theorem, the tables, the hints and every other step are overwhelm_family.py's (the
-inputs are its mpmath intervals: certificate.py builds them in mpmath, INPUT_ARITHMETIC).
-Only Lemma R's hot loop changes back-end: for a functional y (a column of a table, as
-mpmath intervals) and a hinted λ, the bound
+The theorem, the hints and every step not named here are overwhelm_family.py's, on its
+mpmath interval inputs (certificate.py builds them in mpmath, INPUT_ARITHMETIC).  Every
+mpmath endpoint is a dyadic n·2^e; a matrix's endpoints scaled to one common exponent are
+exact integers (arith/mp._to_integers), and:
 
-    Σ_{i} max_{u ∈ slots(i)} up_mul(w(i, u), up_diff(sign·y(i, u), λ))
+- Lemma R (ArbHead.average_below): Σ_i max_{u ∈ slots(i)} max(w_lo·a, w_hi·a) with
+  a = (sign·y)'s upper end − λ, computed exactly on integers (the weights at one exponent,
+  the column and the binary64 hint λ at another); the verdict is its sign.  This is the
+  exact value of the quantity the reference bounds from above (spec/overwhelm.md §1), so it
+  accepts whenever the reference does.  A non-finite endpoint, a weight below 0, a
+  permutation claim (Lemma R-perm): the reference path.
+- The tables (_BatchedModel): Q, K, V for every (position, token) row, every head, one exact
+  product with the bias as one more row of the point factor against a column of ones
+  (fmpz_mat, the sign split B⁺/B⁻ below); with RoPE the rows are per token (the residual
+  W_E[t] and its LayerNorm do not depend on the position) and each position's rotation is
+  applied to the exact integers (exact_rotate_ints: each product's exact interval, min/max of
+  its four endpoint products); queries and keys stay exact integers, V and the rounded
+  tables are rounded outward once.
+- The attention scores (exact_scores): q·key as the exact interval dot product (mp.int_matmul)
+  of the exact integers, rounded outward once; then the reference's ·scale, shift and
+  exp_interval.
+- The per-query products (form_product): mp.matmul's value; with a point factor by fmpz_mat
+  products: lo = A_lo·B⁺ + A_hi·B⁻, hi = A_hi·B⁺ + A_lo·B⁻ with B⁺ = max(B, 0),
+  B⁻ = min(B, 0) (x·y for a point y is [x_lo·y, x_hi·y] if y >= 0, else [x_hi·y, x_lo·y]),
+  and symmetrically for a point A: the same integers as mp.int_matmul's loop, so the same
+  values.
 
-is the reference's expression term by term, on the same exact endpoints (the mpmath
-intervals' endpoints are dyadic rationals, converted to Arb points exactly), with each
-operation's result replaced by the upper end of Arb's ball at ARB_PRECISION = 128 bits
-(arb.upper(): arb_get_ubound_arf, rounded up) instead of mpmath's ceiling at 80 bits:
-
-- up_diff: sign·y's upper end minus λ's lower end (λ a binary64 hint: exact), rounded up;
-- up_mul: the weight's lower end if the bound a < 0, else its upper end, times a, rounded
-  up (w >= 0 is checked, as the reference does: a weight enclosure reaching below 0 is
-  Rejected);
-- the maximum over a free position's tokens: exact comparison of exact points;
-- the sum over positions: rounded up; the verdict: the total < 0, exact.
-
-Each result is >= the exact value of its operation on its inputs, and each operation is
-monotone in the bounded input (w >= 0), so the total bounds the left side of Lemma R
-from above (spec/overwhelm.md §1): the same quantity bounded as the reference bounds it,
-at a higher precision.  A non-finite endpoint (an infinite or NaN enclosure) is not
-converted: that bound is computed by the reference (mpmath) path itself.  Permutation
-claims (Lemma R-perm, dual potentials) stay on the reference path.
-
-The tables (forward._Model's queries, keys and values, per (position, token)) are the
-reference's values bit for bit: each product x·W_name[head] is computed for all the tokens of
-a position and every head and name at once (`exact_matmul`) instead of one vector at a time.
-arith/mp.matmul's result is the exact interval-arithmetic product rounded outward once to
-the working precision; when one factor's entries are all points (the weights, recorded
-points), that exact product is two integer matrix products per endpoint on the endpoints
-scaled to a common exponent (FLINT fmpz_mat_mul: exact), with B⁺ = max(B, 0),
-B⁻ = min(B, 0):  lo = A_lo·B⁺ + A_hi·B⁻,  hi = A_hi·B⁺ + A_lo·B⁻  (each term's interval
-product x·y with y a point is [x_lo·y, x_hi·y] if y >= 0, else [x_hi·y, x_lo·y]), and
-symmetrically for a point A; rounded outward by the same from_man_exp calls.  Any other
-case is arith/mp.matmul itself.
-
-LayerNorm, RoPE (raw_layer_norm, raw_rotate), the attention weights (raw_head) and the logit
-constants (once per claim) are the reference's own mpmath interval operations on raw (lo, hi)
-pairs, bit for bit; the per-query products (BatchedTables.matmul, int_matmul) are mp.matmul's
-loop on the constant operands' integer forms, converted once (spec/arithmetic.md).
-
-The conversions are done once per table (a column's upper ends and negated lower ends, on
-first use) and once per query position (the weights' ends), so the per-term work is four
-Arb operations on exact points.
+LayerNorm (raw_layer_norm) and the logit constants (once per claim) are the reference's own
+mpmath operations on raw (lo, hi) pairs, bit for bit.  Each enclosure above contains the
+exact real result of its operation for every real of its inputs (the inclusion principle)
+and lies inside the reference's (one outward rounding of the exact interval-arithmetic value
+instead of one per operation), so every later step, inclusion-monotone, sees narrower inputs.
 """
 
 from __future__ import annotations
