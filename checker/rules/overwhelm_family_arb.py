@@ -427,8 +427,9 @@ class ArbHead(Head):
         self.conv = conv
         # usable: every weight's ends finite and w_lo >= 0 (else the reference path, which
         # rejects a weight reaching below 0 as numbers.up_mul does)
-        keys = list(head.w)
-        ends = [_dyadic_or_none(head.w[k]) for k in keys]
+        keys = [(i, u) for i, toks in enumerate(head.slots) for u in toks]  # the slots read
+        dyadic = getattr(head.w, "dyadic", None)  # a weight table's cached ends, if it has
+        ends = [dyadic(k) if dyadic else _dyadic_or_none(head.w[k]) for k in keys]
         self.usable = all(e is not None for e in ends)
         self.groups = []
         if not self.usable:
