@@ -196,7 +196,7 @@ def test_the_arb_path_reads_mpmath_inputs():
 
 def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
     """score_function(i, u) contains q·key·scale at exact points of its inputs (the kept exact
-    query and key integers' lower ends, the scale's lower end) and lies inside the reference's
+    query and key integers' ends, the scale's lower end) and lies inside the reference's
     family.dot(q, key)·scale, for every query token, position, token and head.  (Break
     tried: the key's upper end replaced by its lower end — a narrower, unsound enclosure the
     verdict comparisons above do not see: caught here.)"""
@@ -227,15 +227,17 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
     for q in range(d.d_vocab):
         for j in range(d.family.n_heads):
             score = score_function(fast, j, p, q)
-            q_lo, _, q_exp = model_.q_ints[j][p]
+            q_lo, q_hi, q_exp = model_.q_ints[j][p]
             for i in range(d.n_ctx):
-                k_lo, _, k_exp = model_.key_ints[j][i]
+                k_lo, k_hi, k_exp = model_.key_ints[j][i]
                 for u in range(d.d_vocab):
                     got = score(i, u)
                     want = family.dot(ref.model.q[j][p][q], ref.model.key[j][i][u]) * \
                         ref.model.scale
                     assert frac(want._mpi_[0]) <= frac(got[0])
                     assert frac(got[1]) <= frac(want._mpi_[1])
-                    exact = sum(Fraction(a) * Fraction(b) for a, b in zip(q_lo[q], k_lo[u])) \
-                        * Fraction(2) ** (q_exp + k_exp) * scale_lo
-                    assert frac(got[0]) <= exact <= frac(got[1])
+                    for q_end, k_end in ((q_lo, k_lo), (q_hi, k_hi), (q_lo, k_hi)):
+                        exact = sum(Fraction(a) * Fraction(b)
+                                    for a, b in zip(q_end[q], k_end[u])) \
+                            * Fraction(2) ** (q_exp + k_exp) * scale_lo
+                        assert frac(got[0]) <= exact <= frac(got[1])
