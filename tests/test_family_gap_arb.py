@@ -82,7 +82,7 @@ def _class_verdicts(fw, classes, fast: bool) -> list:
     if fast:
         from checker.rules import family_gap_arb as arb
 
-        tables = arb.BatchedTables(d, mats, lambda work: None)
+        tables = arb.GapTables(d, mats, lambda work: None)
         make_weights, make_query = arb.ArbQueryWeights, arb.ClassQueries()
     else:
         tables = family.Tables(d, mats, lambda work: None)
@@ -179,17 +179,17 @@ def test_the_arb_path_reads_mpmath_inputs():
 
     assert rule.INPUT_ARITHMETIC == "mpmath" and "arb" in rule.ARITHMETICS
     seen = []
-    original = family_gap_arb.BatchedTables.__init__
+    original = family_gap_arb.GapTables.__init__
 
     def spy(self, dims, mats, charge):
         seen.append(type(mats["W_E"][0][0]).__module__)
         original(self, dims, mats, charge)
 
-    family_gap_arb.BatchedTables.__init__ = spy
+    family_gap_arb.GapTables.__init__ = spy
     try:
         replay(certificate(NAME), "arb")
     finally:
-        family_gap_arb.BatchedTables.__init__ = original
+        family_gap_arb.GapTables.__init__ = original
     assert seen and all(m.startswith("mpmath") for m in seen), seen
     assert json.loads(certificate(NAME)[0])["kind"] == "header"
 
@@ -206,7 +206,7 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
 
     from checker.rules import forward
     from checker.rules import overwhelm_family as family
-    from checker.rules.family_gap_arb import BatchedTables, score_function
+    from checker.rules.family_gap_arb import GapTables, score_function
 
     def frac(raw):
         sign, man, exp, _ = raw
@@ -221,7 +221,7 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
         mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
                       for lo, hi in zip(value.lo, value.hi)]
     ref = family.Tables(d, mats, lambda work: None)
-    fast = BatchedTables(d, mats, lambda work: None)
+    fast = GapTables(d, mats, lambda work: None)
     p, model_ = d.n_ctx - 1, fast.model
     scale_lo = frac(model_.scale._mpi_[0])
     for q in range(d.d_vocab):
@@ -241,3 +241,41 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
                                     for a, b in zip(q_end[q], k_end[u])) \
                             * Fraction(2) ** (q_exp + k_exp) * scale_lo
                         assert frac(got[0]) <= exact <= frac(got[1])
+
+
+def test_residue_forward_products_are_the_reference_ones():
+    """The batched model's mlp, unembed and attend (family_gap's residue forward passes), whose
+    weight products run on kept integer forms (weight_product), equal forward._Model's bit for
+    bit on the same inputs; the residue sequences' verdicts agree (test above).  (Break tried:
+    weight_product on the input's lower ends only: caught here.)"""
+    from mpmath import iv
+
+    from checker.rules import forward
+    from checker.rules import overwhelm_family as family
+    from checker.rules.family_gap_arb import GapTables
+
+    fw = model(NAME)
+    trace = Trace(fw, float_shadow=False)
+    d = trace.dims
+    mats = {}
+    for name in forward.inputs(d):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    ref = family.Tables(d, mats, lambda work: None).model
+    fast = GapTables(d, mats, lambda work: None).model
+    rng = np.random.default_rng(5)
+    raw = lambda xs: [x._mpi_ for x in xs]  # noqa: E731
+    for _ in range(5):
+        x = [iv.mpf((float(a), float(a) + 1e-3 * abs(float(a))))
+             for a in rng.normal(size=d.d_model)]
+        assert raw(fast.mlp(x)) == raw(forward._Model.mlp(ref, x))
+        assert raw(fast.unembed(x)) == raw(forward._Model.unembed(ref, x))
+        tokens = [int(t) for t in rng.integers(0, d.d_vocab, size=d.n_ctx)]
+        last = d.n_ctx - 1
+        for j in range(d.family.n_heads):
+            query = ref.q[j][last][tokens[last]]
+            keys = [ref.key[j][i][t] for i, t in enumerate(tokens)]
+            vals = [ref.val[j][i][t] for i, t in enumerate(tokens)]
+            assert raw(fast.attend(query, keys, vals, ref.w_o[0][j])) == \
+                raw(forward._Model.attend(ref, query, keys, vals, ref.w_o[0][j]))

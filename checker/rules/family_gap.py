@@ -344,7 +344,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
     if arith is not None and arith.name == "arb":  # the same checks on the fast path
         from . import family_gap_arb as fast
 
-        make_tables, make_weights, make_query = (fast.BatchedTables, fast.ArbQueryWeights,
+        make_tables, make_weights, make_query = (fast.GapTables, fast.ArbQueryWeights,
                                                  fast.ClassQueries())
     tables = make_tables(dims, mats, charge)
     shared = SharedFunctionals(tables)

@@ -37,7 +37,56 @@ from .overwhelm_family_arb import (
     raw_dot,
 )
 
-__all__ = ["BatchedTables", "ArbQueryWeights", "ClassQueries"]
+__all__ = ["GapTables", "ArbQueryWeights", "ClassQueries"]
+
+
+class GapTables(BatchedTables):
+    """BatchedTables whose integer forms are kept in two bounded caches: the check's constant
+    matrices (VO_j, and what `keep` registers: c(W_out)) for the whole check, every other
+    matrix (an output's c(W_out)·G, ...) until the next (query, output) group of classes
+    (`new_group`).  Their memory and the Lemma R column caches' (one converter per group,
+    ArbClassQuery) are charged once, up front, at their largest (`group_elements`), instead of
+    per matrix as for overwhelm_family's single claim."""
+
+    def __init__(self, dims, m, charge):
+        from ..certificate import hold
+
+        super().__init__(dims, m, charge)
+        hold(charge, group_elements(dims), "integer forms and column caches")
+        self.constant_ids = {id(x) for x in self.vo}
+        self.group = {}
+
+    def keep(self, m: list) -> None:
+        """Register m as a constant of the check (its integer form kept to the end)."""
+        self.constant_ids.add(id(m))
+
+    def new_group(self) -> None:
+        self.group = {}
+
+    def integers(self, m: list):
+        if len(m) < 2 or len(m[0]) < 2:
+            return IntMatrix(m)
+        cache = self.ints if id(m) in self.constant_ids else self.group
+        hit = cache.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        out = IntMatrix(m)
+        cache[id(m)] = (m, out)
+        return out
+
+
+def group_elements(dims) -> int:
+    """An upper bound of GapTables' kept elements: six integers per entry of the constants
+    (VO_j: R × d per head; c(W_out): d_mlp × d) and of one group's matrices (c(W_out)·G:
+    d_mlp × v), and one integer per row of every Lemma R column one group reads (per head:
+    G's v columns, A's d_mlp and VO's d columns at both signs, two direction columns per class
+    of the group, at most 2^(k−1) classes), and v logit constants."""
+    f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
+    rows = v * k if f.positional == "standard" else v
+    constants = 6 * (f.n_heads * rows * d + f.d_mlp * d)
+    group = 6 * f.d_mlp * v
+    columns = f.n_heads * rows * (v + 2 * f.d_mlp + 2 * d + 2 * 2 ** (k - 1))
+    return constants + group + columns + v
 
 
 class ArbQueryWeights:
@@ -115,17 +164,13 @@ class ArbClassQuery(gap.ClassQuery):
 
     def __init__(self, tables, fun, weights, q, m, slot_sets, hint, conv: _Converter):
         super().__init__(tables, fun, weights, q, m, slot_sets, hint)
-        conv.charge = tables.model.charge
-        self.conv = conv
+        self.conv = conv  # conv.charge None: its caches are charged by GapTables, up front
         self.heads = [ArbHead(head, conv) for head in self.heads]
 
     def logit_const(self, t: int):
         """AtQuery.logit_const(t), once per (output, t) (it depends on nothing else)."""
         key = ("logit", self.claim.output, t)
         if key not in self.conv.consts:
-            from ..certificate import hold
-
-            hold(self.conv.charge, 1, "logit constants")
             self.conv.consts[key] = super().logit_const(t)
         return self.conv.consts[key]
 
@@ -133,13 +178,19 @@ class ArbClassQuery(gap.ClassQuery):
 class ClassQueries:
     """A constructor (tables, fun, weights, q, m, slot_sets, hint) -> ArbClassQuery, with one
     converter (Lemma R's integer column caches, the logit constants) per output's
-    functionals: a new `fun` (family_gap.check builds one per maximum m) starts a new one,
-    so the caches of the previous output are released."""
+    functionals and query token: a new (fun, q) starts a new converter and a new group of
+    GapTables' integer forms, so the previous group's caches are released (their bound is
+    charged once: group_elements)."""
 
     def __init__(self):
-        self.fun, self.conv = None, None
+        self.group, self.conv = None, None
 
     def __call__(self, tables, fun, weights, q, m, slot_sets, hint):
-        if fun is not self.fun:
-            self.fun, self.conv = fun, _Converter()
+        if self.group is None or self.group[0] is not fun or self.group[1] != q:
+            # a new (query, output) group: at most 2^(k−1) classes (distinct S, keys strictly
+            # increasing), as group_elements assumes
+            self.group, self.conv = (fun, q), _Converter()
+            tables.new_group()
+            if getattr(fun, "w_out_c", None) is not None:  # shared by every output
+                tables.keep(fun.w_out_c)
         return ArbClassQuery(tables, fun, weights, q, m, slot_sets, hint, self.conv)
