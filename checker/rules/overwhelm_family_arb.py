@@ -271,8 +271,13 @@ class _BatchedModel(forward._Model):
         return self._key
 
     def _rounded(self, form) -> list:
-        """An integer form (lo rows, hi rows, exponent) as intervals; a list of rows as is."""
+        """An integer form (lo rows, hi rows, exponent) as intervals (charged to the memory
+        limit: they are kept beside the integers); a list of rows as is."""
         if isinstance(form, tuple):
+            from ..certificate import hold
+
+            hold(self.charge, len(form[0]) * len(form[0][0]) if form[0] else 0,
+                 "rounded query and key tables")
             return _round_rows(form[:2], form[2], self.tick)
         return form
 
