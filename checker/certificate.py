@@ -438,6 +438,8 @@ class CertificateChecker:
         # the float32 semantics is evaluated in mpmath only (spec/theorem.md §2c)
         # (the rules widening EU run in the selected back-end: δ is exact rationals)
         ar = self.arith if portable and (self.semantics == "real" or widen) else MPMATH
+        # a rule whose inputs are mpmath intervals whatever the back-end (INPUT_ARITHMETIC)
+        rows_ar = MPMATH if getattr(rule, "INPUT_ARITHMETIC", None) == "mpmath" else ar
         matrices, values, weights = {}, {}, {}
         for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
@@ -447,7 +449,7 @@ class CertificateChecker:
             if widen and name in rule.FLOAT32_INPUTS:  # read for δ only, never by the rule
                 weights[name] = _weight_rows(value)
                 continue
-            matrices[name], values[name] = value.rows(ar, self.tick), value
+            matrices[name], values[name] = value.rows(rows_ar, self.tick), value
         widened = ""
         if widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)

@@ -34,7 +34,8 @@ Hints {"classes": [[q, m, S, g, box, pre, diff, dir, dir_lo], ...]} sorted by
 "residue": [[t_0, …, t_{k−1}], ...] sorted, distinct.
 Cost (`cost`): charged before any work from the dimensions and the classes.
 Memory: the tables and the decoded hints are charged to the memory limit first.
-mpmath only (`--arith arb` runs it in mpmath).
+`--arith arb`: the same checks, each class proof on overwhelm_family's fast path
+(family_gap_arb.py: exact integer tables, scores and Lemma R; the inputs stay mpmath's).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from ..numbers import decode_floats, exp_interval
 from . import forward
 from . import overwhelm_family as family
 
-ARITHMETICS = ("mpmath",)
+ARITHMETICS = ("mpmath", "arb")  # arb: the class proofs on the fast path (family_gap_arb.py)
+INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
 HINT_FIELDS = family.HINT_FIELDS
 
 
@@ -338,16 +340,22 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
     residue = parse_residue(hints, dims, charge)
     charge(cost(dims, classes, len(residue)))
     hold(charge, table_elements(dims), "tables")
-    tables = family.Tables(dims, mats, charge)
+    make_tables, make_weights, make_query = family.Tables, QueryWeights, ClassQuery
+    if arith is not None and arith.name == "arb":  # the same checks on the fast path
+        from . import family_gap_arb as fast
+
+        make_tables, make_weights, make_query = (fast.GapTables, fast.ArbQueryWeights,
+                                                 fast.ClassQueries())
+    tables = make_tables(dims, mats, charge)
     shared = SharedFunctionals(tables)
     proven, weights, fun = 0, {}, {}
     for q, m, fixed, g, hint in classes:
         charge(0)  # the clock
         if q not in weights:
-            weights = {q: QueryWeights(tables, q)}  # sorted by q: one at a time
+            weights = {q: make_weights(tables, q)}  # sorted by q: one at a time
         if m not in fun:
             fun = {m: shared.for_output(m)}
-        ClassQuery(tables, fun[m], weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
+        make_query(tables, fun[m], weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
         proven += class_size(dims, m, fixed, g)
     keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
     certified = 0

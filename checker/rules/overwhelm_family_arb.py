@@ -1,53 +1,40 @@
-"""Rule overwhelm_family under `--arith arb`: Lemma R's upper-bound arithmetic with Arb
-(python-flint) on the one-layer path (spec/rules.md §overwhelm_family,
-spec/arithmetic.md §Lemma R with Arb).
+"""Rule overwhelm_family under `--arith arb`: the one-layer free claims' hot loops as exact
+integer arithmetic (Python ints and FLINT fmpz_mat), each result inside the reference's
+enclosure (spec/rules.md §overwhelm_family; spec/arithmetic.md §Rule overwhelm_family under
+`--arith arb`, "Exact integers, issue 22 third step").
 
-The theorem, the tables, the hints and every other step are overwhelm_family.py's (the
-inputs are its mpmath intervals: certificate.py builds them in mpmath, INPUT_ARITHMETIC).
-Only Lemma R's hot loop changes back-end: for a functional y (a column of a table, as
-mpmath intervals) and a hinted λ, the bound
+The theorem, the hints and every step not named here are overwhelm_family.py's, on its
+mpmath interval inputs (certificate.py builds them in mpmath, INPUT_ARITHMETIC).  Every
+mpmath endpoint is a dyadic n·2^e; a matrix's endpoints scaled to one common exponent are
+exact integers (arith/mp._to_integers), and:
 
-    Σ_{i} max_{u ∈ slots(i)} up_mul(w(i, u), up_diff(sign·y(i, u), λ))
+- Lemma R (ArbHead.average_below): Σ_i max_{u ∈ slots(i)} max(w_lo·a, w_hi·a) with
+  a = (sign·y)'s upper end − λ, computed exactly on integers (the weights at one exponent,
+  the column and the binary64 hint λ at another); the verdict is its sign.  This is the
+  exact value of the quantity the reference bounds from above (spec/overwhelm.md §1), so it
+  accepts whenever the reference does.  A non-finite endpoint, a weight below 0, a
+  permutation claim (Lemma R-perm): the reference path.
+- The tables (_BatchedModel): Q, K, V for every (position, token) row, every head, one exact
+  product with the bias as one more row of the point factor against a column of ones
+  (fmpz_mat, the sign split B⁺/B⁻ below); with RoPE the rows are per token (the residual
+  W_E[t] and its LayerNorm do not depend on the position) and each position's rotation is
+  applied to the exact integers (exact_rotate_ints: each product's exact interval, min/max of
+  its four endpoint products); queries and keys stay exact integers, V and the rounded
+  tables are rounded outward once.
+- The attention scores (exact_scores): q·key as the exact interval dot product (mp.int_matmul)
+  of the exact integers, rounded outward once; then the reference's ·scale, shift and
+  exp_interval.
+- The per-query products (form_product): mp.matmul's value; with a point factor by fmpz_mat
+  products: lo = A_lo·B⁺ + A_hi·B⁻, hi = A_hi·B⁺ + A_lo·B⁻ with B⁺ = max(B, 0),
+  B⁻ = min(B, 0) (x·y for a point y is [x_lo·y, x_hi·y] if y >= 0, else [x_hi·y, x_lo·y]),
+  and symmetrically for a point A: the same integers as mp.int_matmul's loop, so the same
+  values.
 
-is the reference's expression term by term, on the same exact endpoints (the mpmath
-intervals' endpoints are dyadic rationals, converted to Arb points exactly), with each
-operation's result replaced by the upper end of Arb's ball at ARB_PRECISION = 128 bits
-(arb.upper(): arb_get_ubound_arf, rounded up) instead of mpmath's ceiling at 80 bits:
-
-- up_diff: sign·y's upper end minus λ's lower end (λ a binary64 hint: exact), rounded up;
-- up_mul: the weight's lower end if the bound a < 0, else its upper end, times a, rounded
-  up (w >= 0 is checked, as the reference does: a weight enclosure reaching below 0 is
-  Rejected);
-- the maximum over a free position's tokens: exact comparison of exact points;
-- the sum over positions: rounded up; the verdict: the total < 0, exact.
-
-Each result is >= the exact value of its operation on its inputs, and each operation is
-monotone in the bounded input (w >= 0), so the total bounds the left side of Lemma R
-from above (spec/overwhelm.md §1): the same quantity bounded as the reference bounds it,
-at a higher precision.  A non-finite endpoint (an infinite or NaN enclosure) is not
-converted: that bound is computed by the reference (mpmath) path itself.  Permutation
-claims (Lemma R-perm, dual potentials) stay on the reference path.
-
-The tables (forward._Model's queries, keys and values, per (position, token)) are the
-reference's values bit for bit: each product x·W_name[head] is computed for all the tokens of
-a position and every head and name at once (`exact_matmul`) instead of one vector at a time.
-arith/mp.matmul's result is the exact interval-arithmetic product rounded outward once to
-the working precision; when one factor's entries are all points (the weights, recorded
-points), that exact product is two integer matrix products per endpoint on the endpoints
-scaled to a common exponent (FLINT fmpz_mat_mul: exact), with B⁺ = max(B, 0),
-B⁻ = min(B, 0):  lo = A_lo·B⁺ + A_hi·B⁻,  hi = A_hi·B⁺ + A_lo·B⁻  (each term's interval
-product x·y with y a point is [x_lo·y, x_hi·y] if y >= 0, else [x_hi·y, x_lo·y]), and
-symmetrically for a point A; rounded outward by the same from_man_exp calls.  Any other
-case is arith/mp.matmul itself.
-
-LayerNorm, RoPE (raw_layer_norm, raw_rotate), the attention weights (raw_head) and the logit
-constants (once per claim) are the reference's own mpmath interval operations on raw (lo, hi)
-pairs, bit for bit; the per-query products (BatchedTables.matmul, int_matmul) are mp.matmul's
-loop on the constant operands' integer forms, converted once (spec/arithmetic.md).
-
-The conversions are done once per table (a column's upper ends and negated lower ends, on
-first use) and once per query position (the weights' ends), so the per-term work is four
-Arb operations on exact points.
+LayerNorm (raw_layer_norm) and the logit constants (once per claim) are the reference's own
+mpmath operations on raw (lo, hi) pairs, bit for bit.  Each enclosure above contains the
+exact real result of its operation for every real of its inputs (the inclusion principle)
+and lies inside the reference's (one outward rounding of the exact interval-arithmetic value
+instead of one per operation), so every later step, inclusion-monotone, sees narrower inputs.
 """
 
 from __future__ import annotations
@@ -55,20 +42,33 @@ from __future__ import annotations
 import math
 
 from mpmath import iv
-from mpmath.libmp import from_int, from_man_exp, fzero, round_ceiling, round_floor
+from mpmath.libmp import from_int, fzero
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_sub, mpi_zero
 
 from ..arith import mp
 from ..arith.arb import flint_module
 from ..elementary import sqrt_interval
-from ..numbers import WORKING_PRECISION, exp_interval
+from ..errors import Malformed
+from ..numbers import exp_interval
 from . import forward
 from .overwhelm_family import AtQuery, Head, Tables, alphabet, centred
 
 
 def exact_matmul(a: list, b: list, tick) -> list:
     """arith/mp.matmul(a, b, tick)'s result, identical entry by entry, by exact integer
-    matrix products (fmpz_mat) when a or b has only point entries (module docstring)."""
+    matrix products (exact_ints) when a or b has only point entries (module docstring)."""
+    ints = exact_ints(a, b)
+    if ints is None:
+        return mp.matmul(a, b, tick)
+    lo, hi, exponent = ints
+    return _round_rows((lo, hi), exponent, tick)
+
+
+def exact_ints(a: list, b: list):
+    """The exact interval-arithmetic product a·b as integer endpoint matrices (lists of
+    Python ints, by fmpz_mat products) (lo, hi, E): entry [i][j] = [lo·2^E, hi·2^E]
+    exactly, when a or b has only point entries (module docstring); None otherwise (a
+    non-finite entry: mp._dyadic's Malformed is raised)."""
     fmpz_mat = flint_module().fmpz_mat
     a_lo, a_hi, a_exp = mp._to_integers(a)
     b_lo, b_hi, b_exp = mp._to_integers(b)
@@ -76,22 +76,60 @@ def exact_matmul(a: list, b: list, tick) -> list:
         pos = fmpz_mat([[max(x, 0) for x in r] for r in b_lo])
         neg = fmpz_mat([[min(x, 0) for x in r] for r in b_lo])
         lo_m, hi_m = fmpz_mat(a_lo), fmpz_mat(a_hi)
-        lo, hi = lo_m * pos + hi_m * neg, hi_m * pos + lo_m * neg
-    elif a_lo == a_hi:
+        return _ints(lo_m * pos + hi_m * neg), _ints(hi_m * pos + lo_m * neg), a_exp + b_exp
+    if a_lo == a_hi:
         pos = fmpz_mat([[max(x, 0) for x in r] for r in a_lo])
         neg = fmpz_mat([[min(x, 0) for x in r] for r in a_lo])
         lo_m, hi_m = fmpz_mat(b_lo), fmpz_mat(b_hi)
-        lo, hi = pos * lo_m + neg * hi_m, pos * hi_m + neg * lo_m
-    else:
-        return mp.matmul(a, b, tick)
-    exponent, prec, out = a_exp + b_exp, WORKING_PRECISION, []
-    cols = len(b[0]) if b else 0
-    for i in range(len(a)):
+        return _ints(pos * lo_m + neg * hi_m), _ints(pos * hi_m + neg * lo_m), a_exp + b_exp
+    return None
+
+
+def _ints(m) -> list:
+    """An fmpz_mat's entries as lists of Python ints."""
+    return [[int(x) for x in row] for row in m.tolist()]
+
+
+def _round_rows(table, exponent: int, tick) -> list:
+    """Integer endpoint rows (lo, hi) at 2^exponent as intervals, rounded outward once."""
+    out = []
+    for x_lo, x_hi in zip(*table):
         tick()
-        out.append([iv.make_mpf((from_man_exp(int(lo[i, j]), exponent, prec, round_floor),
-                                 from_man_exp(int(hi[i, j]), exponent, prec, round_ceiling)))
-                    for j in range(cols)])
+        out.append([mp._from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
     return out
+
+
+def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim) -> list:
+    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value
+    (exact_rotate_ints) rounded outward once."""
+    lo, hi = exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim)
+    e = exponent + min(e_cs, 0)
+    return [mp._from_integers(a, b, e) for a, b in zip(lo, hi)]
+
+
+def exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim):
+    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value as integer
+    endpoints (lo, hi) at 2^(E + min(e_cs, 0)), for x = [x_lo, x_hi]·2^E and
+    cos, sin = [c_lo, c_hi]·2^e_cs, ... (integer endpoints).  For j < r/2, a = x_j,
+    b = x_{j+r/2}: a·c − b·s ∈ [min(a·c) − max(b·s), max(a·c) − min(b·s)] and
+    b·c + a·s ∈ [min(b·c) + min(a·s), max(b·c) + max(a·s)], min/max over the four endpoint
+    products (the exact range of an interval product), at 2^(E + e_cs); every coordinate is
+    brought to 2^(E + min(e_cs, 0)) by an exact shift (the coordinates from r on pass
+    through)."""
+    half = rotary_dim // 2
+    up, down = max(e_cs, 0), -min(e_cs, 0)  # products << up; pass-through << down
+    lo = [n << down for n in x_lo]
+    hi = [n << down for n in x_hi]
+    for j in range(half):
+        a0, a1, b0, b1 = x_lo[j], x_hi[j], x_lo[j + half], x_hi[j + half]
+        c0, c1, s0, s1 = c_lo[j], c_hi[j], s_lo[j], s_hi[j]
+        ac = (a0 * c0, a0 * c1, a1 * c0, a1 * c1)
+        bs = (b0 * s0, b0 * s1, b1 * s0, b1 * s1)
+        bc = (b0 * c0, b0 * c1, b1 * c0, b1 * c1)
+        as_ = (a0 * s0, a0 * s1, a1 * s0, a1 * s1)
+        lo[j], hi[j] = (min(ac) - max(bs)) << up, (max(ac) - min(bs)) << up
+        lo[j + half], hi[j + half] = (min(bc) + min(as_)) << up, (max(bc) + max(as_)) << up
+    return lo, hi
 
 
 class _BatchedModel(forward._Model):
@@ -111,30 +149,44 @@ class _BatchedModel(forward._Model):
         self.charge = charge
         self.scale = forward.inv_sqrt_interval(h)
         self.resid0 = [[self.embed(t, i) for t in self.ticking(range(v))] for i in range(k)]
-        normed = [[self.norm_raw("ln1", x) for x in self.ticking(row)] for row in self.resid0]
+        rotary = f.positional == "rotary"
+        # rotary: the residual W_E[t] is the same at every position, so are its LayerNorm and
+        # its (unrotated) queries, keys and values: computed once, for position 0's rows
+        sources = self.resid0[:1] if rotary else self.resid0
+        normed = [[self.norm_raw("ln1", x) for x in self.ticking(row)] for row in sources]
         blocks = [(name, j) for name in "QKV" for j in range(f.n_heads)]
-        # the columns of every W_name[head] side by side: d × (3·n_heads·h)
+        # the columns of every W_name[head] side by side, and the biases as one more row:
+        # (d + 1) × (3·n_heads·h), against every row with a 1 appended
         w_all = [[x for name, j in blocks for x in m["W_" + name][j * d + r]] for r in range(d)]
+        w_all.append([x for name, j in blocks for x in m["b_" + name][j]])
+        one = iv.mpf(1)
+        rows = [x + [one] for row in normed for x in row]
+        ints = exact_ints(rows, w_all)
+        if ints is None:  # not a point factor: the reference's product (with the bias)
+            ints = IntMatrix(mp.matmul(rows, w_all, self.tick)).rows()
+        lo, hi, exponent = ints
+        n_src = len(sources)
         tables = {block: [] for block in blocks}
-        # every (position, token) row times every block: one product, (k·v) × (3·n_heads·h)
-        product = exact_matmul([x for row in normed for x in row], w_all, self.tick)
-        for i in range(k):
-            rows = product[i * v:(i + 1) * v]
-            for n, (name, j) in enumerate(blocks):
-                bias = _raws(m["b_" + name][j])  # forward._add(x, bias), bit for bit
-                tables[(name, j)].append([[iv.make_mpf(mpi_add(a._mpi_, b, iv.prec))
-                                           for a, b in zip(p[n * h:(n + 1) * h], bias)]
-                                          for p in rows])
-        self.q, self.key, self.val = [], [], []
+        for n, (name, j) in enumerate(blocks):
+            for i in range(n_src):
+                part = range(i * v, (i + 1) * v)
+                tables[(name, j)].append(([lo[r][n * h:(n + 1) * h] for r in part],
+                                          [hi[r][n * h:(n + 1) * h] for r in part]))
+        # queries and keys are kept as exact integer forms (lo rows, hi rows, exponent), read
+        # by exact_scores; their rounded tables (self.q, self.key) are made on first use
+        self.q_ints, self.key_ints, self.val = [], [], []
+        self._q = self._key = None
         for j in range(f.n_heads):
             q, key, val = (tables[(name, j)] for name in "QKV")
-            if f.positional == "rotary":
-                q = [[self.rotate_raw(x, i) for x in self.ticking(row)]
-                     for i, row in enumerate(q)]
-                key = [[self.rotate_raw(x, i) for x in self.ticking(row)]
-                       for i, row in enumerate(key)]
-            self.q.append(q)
-            self.key.append(key)
+            if rotary:
+                q = [self.rotate_ints(q[0], exponent, i) for i in range(k)]
+                key = [self.rotate_ints(key[0], exponent, i) for i in range(k)]
+                val = [_round_rows(val[0], exponent, self.tick)] * k
+            else:
+                q, key = ([t + (exponent,) for t in table] for table in (q, key))
+                val = [_round_rows(t, exponent, self.tick) for t in val]
+            self.q_ints.append(q)
+            self.key_ints.append(key)
             self.val.append(val)
         self.w_o = [[m["W_O"][j * h:(j + 1) * h] for j in range(f.n_heads)]]
         self.path = []
@@ -158,6 +210,95 @@ class _BatchedModel(forward._Model):
                          self.f.rotary_dim, iv.prec)
         return [iv.make_mpf(y) for y in out]
 
+
+    # -- the forward pass of one sequence (family_gap's residue): the reference's code, its
+    # products by a weight matrix on that matrix's integer form, kept (form_product: the
+    # same values as _vecmat's mp.matmul, the same Malformed on a non-finite entry)
+    def weight_product(self, x: list, mat: list) -> list:
+        """forward._vecmat(x, mat, self.tick)'s value, mat (a weight: the same object for the
+        whole check) converted to integers once (charged to the memory limit once)."""
+        forms = self.__dict__.setdefault("_weight_forms", {})
+        hit = forms.get(id(mat))
+        if hit is None or hit[0] is not mat:
+            from ..certificate import hold
+
+            hold(self.charge, 6 * len(mat) * len(mat[0]), "integer forms of the weights")
+            hit = forms[id(mat)] = (mat, IntMatrix(mat))
+        return form_product(IntMatrix([x]), hit[1], False, self.tick)[0]
+
+    def attend(self, query: list, keys: list, vals: list, w_o: list) -> list:
+        """forward._Model.attend, z·W_O[head] by weight_product."""
+        scores = [s * self.scale
+                  for s in forward._vecmat(query, forward.ops.transpose(keys), self.tick)]
+        shift = max(s.a for s in scores)  # any real shift leaves softmax unchanged
+        weights = [exp_interval(s - shift) for s in scores]
+        total = iv.fsum(weights)
+        attn = [w / total for w in weights]
+        z = forward._vecmat(attn, vals, self.tick)
+        return self.weight_product(z, w_o)
+
+    def mlp(self, x: list, layer: int = 0) -> list:
+        """forward._Model.mlp, its products by W_in, W_gate, W_out by weight_product."""
+        m, s = self.m, lambda name: forward.layer_short(layer, name)
+        y = self.norm("ln2", x, layer)
+        pre = self.weight_product(y, m[s("W_in")])
+        if self.f.gated_mlp:
+            gate = forward.activate(self.f.act_fn, self.weight_product(y, m[s("W_gate")]),
+                                    self.charge)
+            hidden = forward._add([a * b for a, b in zip(gate, pre)], m[s("b_in")][0])
+        else:
+            hidden = forward.activate(self.f.act_fn, forward._add(pre, m[s("b_in")][0]),
+                                      self.charge)
+        return forward._add(self.weight_product(hidden, m[s("W_out")]), m[s("b_out")][0])
+
+    def unembed(self, resid: list) -> list:
+        """forward._Model.unembed, the product by W_U by weight_product."""
+        return forward._add(self.weight_product(self.norm("ln_final", resid), self.m["W_U"]),
+                            self.m["b_U"][0])
+
+    @property
+    def q(self) -> list:
+        """The queries' tables (per head, position, token), rounded outward once."""
+        if self._q is None:
+            self._q = [[self._rounded(t) for t in per_head] for per_head in self.q_ints]
+        return self._q
+
+    @property
+    def key(self) -> list:
+        """The keys' tables, rounded outward once."""
+        if self._key is None:
+            self._key = [[self._rounded(t) for t in per_head] for per_head in self.key_ints]
+        return self._key
+
+    def _rounded(self, form) -> list:
+        """An integer form (lo rows, hi rows, exponent) as intervals (charged to the memory
+        limit: they are kept beside the integers); a list of rows as is."""
+        if isinstance(form, tuple):
+            from ..certificate import hold
+
+            hold(self.charge, len(form[0]) * len(form[0][0]) if form[0] else 0,
+                 "rounded query and key tables")
+            return _round_rows(form[:2], form[2], self.tick)
+        return form
+
+    def rotate_ints(self, table, exponent: int, i: int):
+        """The rows of `table` (integer endpoints (lo, hi) at 2^exponent: exact queries or
+        keys before RoPE) rotated at position i, exactly (exact_rotate_ints): an integer form
+        (lo rows, hi rows, exponent'); with a non-finite cos/sin enclosure, the rounded rows
+        rotated by the reference's operations (a list of rows)."""
+        cos_sin = [self.m["ROPE_COS"][i], self.m["ROPE_SIN"][i]]
+        try:
+            (c_lo, s_lo), (c_hi, s_hi), e_cs = mp._to_integers(cos_sin)
+        except Malformed:  # a non-finite cos/sin enclosure: round, then the reference's ops
+            return [self.rotate_raw(x, i) for x in _round_rows(table, exponent, self.tick)]
+        lo_rows, hi_rows = [], []
+        for x_lo, x_hi in zip(*table):
+            self.tick()
+            lo, hi = exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs,
+                                       self.f.rotary_dim)
+            lo_rows.append(lo)
+            hi_rows.append(hi)
+        return lo_rows, hi_rows, exponent + min(e_cs, 0)
 
 def _raws(xs: list) -> list:
     """The raw (lo, hi) of each entry, as mpmath's interval operations convert it (an
@@ -198,29 +339,53 @@ class BatchedTables(Tables):
             return hit[1]
         from ..certificate import hold
 
-        hold(self.model.charge, 2 * len(m) * len(m[0]), "integer forms of the tables")
+        hold(self.model.charge, 6 * len(m) * len(m[0]), "integer forms of the tables")
         out = IntMatrix(m)
         self.ints[id(m)] = (m, out)
         return out
 
     def matmul(self, a: list, b: list) -> list:
-        """ops.matmul(a, b)'s value entry by entry (int_matmul), the constant operands'
+        """ops.matmul(a, b)'s value entry by entry (form_product), the constant operands'
         integers converted once."""
-        return int_matmul(self.integers(a).rows(), self.integers(b).cols(), self.tick)
+        return form_product(self.integers(a), self.integers(b), False, self.tick)
 
     def matmul_t(self, a: list, b_rows: list) -> list:
         """ops.matmul(a, ops.transpose(b_rows))'s value entry by entry."""
-        return int_matmul(self.integers(a).rows(), self.integers(b_rows).rows(), self.tick)
+        return form_product(self.integers(a), self.integers(b_rows), True, self.tick)
+
+
+def form_product(a, b, b_transposed: bool, tick) -> list:
+    """mp.matmul's value of a·b (a·bᵀ if b_transposed) on integer forms (IntMatrix): the exact
+    sums Σ_k min / max of the endpoint products, rounded outward once at 2^(E_a + E_b).
+    When a or b has only point entries those sums are integer matrix products (fmpz_mat,
+    exact; module docstring: lo = A_lo·B⁺ + A_hi·B⁻, hi = A_hi·B⁺ + A_lo·B⁻, or
+    lo = A⁺·B_lo + A⁻·B_hi, hi = A⁺·B_hi + A⁻·B_lo for a point A): the same integers, so the
+    same values; otherwise mp.int_matmul's loop."""
+    exponent = a.exp + b.exp
+    if b.is_point() or a.is_point():
+        bt = (lambda name: b.fmpz(name).transpose()) if b_transposed else b.fmpz
+        if b.is_point():
+            pos, neg = bt("pos"), bt("neg")
+            lo = a.fmpz("lo") * pos + a.fmpz("hi") * neg
+            hi = a.fmpz("hi") * pos + a.fmpz("lo") * neg
+        else:
+            pos, neg = a.fmpz("pos"), a.fmpz("neg")
+            lo, hi = pos * bt("lo") + neg * bt("hi"), pos * bt("hi") + neg * bt("lo")
+        return _round_rows((_ints(lo), _ints(hi)), exponent, tick)
+    return int_matmul(a.rows(), b.rows() if b_transposed else b.cols(), tick)
 
 
 class IntMatrix:
     """A matrix of intervals as arith/mp._to_integers makes it (integer endpoints lo, hi
     and the common exponent E: entry [i][j] = [lo·2^E, hi·2^E] exactly), in row and (lazily)
-    column order."""
+    column order, and (lazily) as fmpz_mat: lo, hi, and for a point matrix
+    pos = max(lo, 0), neg = min(lo, 0) entrywise."""
 
     def __init__(self, m: list):
         self.lo, self.hi, self.exp = mp._to_integers(m)
         self._cols = None
+        self._point = None
+        self._fmpz = {}
 
     def rows(self):
         return self.lo, self.hi, self.exp
@@ -230,6 +395,24 @@ class IntMatrix:
             self._cols = ([list(c) for c in zip(*self.lo)], [list(c) for c in zip(*self.hi)],
                           self.exp)
         return self._cols
+
+    def is_point(self) -> bool:
+        if self._point is None:
+            self._point = self.lo == self.hi
+        return self._point
+
+    def fmpz(self, name: str):
+        hit = self._fmpz.get(name)
+        if hit is None:
+            fmpz_mat = flint_module().fmpz_mat
+            if name == "pos":
+                hit = fmpz_mat([[max(x, 0) for x in r] for r in self.lo])
+            elif name == "neg":
+                hit = fmpz_mat([[min(x, 0) for x in r] for r in self.lo])
+            else:
+                hit = fmpz_mat(self.lo if name == "lo" else self.hi)
+            self._fmpz[name] = hit
+        return hit
 
 
 def int_matmul(a_rows, b_cols, tick) -> list:
@@ -257,68 +440,96 @@ class _Converter:
             return self.zero if raw == fzero else None  # inf, -inf, nan: not converted
         return self.arb(self.arf((-man if sign else man, exp)))
 
-    def column(self, table: list, col: int, sign: int):
-        """Upper ends of sign·table[r][col] for every row r (exact points), or None if one is
-        not finite.  Cached per table object (kept alive with its entry)."""
-        key = (id(table), col, sign)
+    def int_column(self, table: list, col: int, sign: int):
+        """(integers n_r, exponent E) with n_r·2^E = the upper end of sign·table[r][col]
+        exactly, for every row r; None if one is not finite.  Cached per table object."""
+        key = (id(table), col, sign, "int")
         hit = self.columns.get(key)
         if hit is not None and hit[0] is table:
             return hit[1]
         if self.charge is not None:  # the memory limit, before the column is built
             from ..certificate import hold
 
-            hold(self.charge, len(table), "Arb column caches")
-        out = []
+            hold(self.charge, len(table), "integer column caches")
+        pairs = []
         for row in table:
-            lo, hi = row[col]._mpi_
-            x = self.point(hi) if sign > 0 else self.point(lo)
-            if x is None:
-                out = None
+            end = row[col]._mpi_[1 if sign > 0 else 0]
+            s_, man, exp, _ = end
+            if man == 0 and exp != 0:  # inf, -inf, nan
+                pairs = None
                 break
-            out.append(x if sign > 0 else -x)  # negation of a point: exact
+            n = -man if s_ else man
+            pairs.append((n if sign > 0 else -n, exp))
+        out = None
+        if pairs is not None:
+            exponent = min((e for _, e in pairs), default=0)
+            out = ([n << (e - exponent) for n, e in pairs], exponent)
         self.columns[key] = (table, out)
         return out
 
 
 class ArbHead(Head):
-    """overwhelm_family.Head with Lemma R's sum computed with Arb points (module docstring)."""
+    """overwhelm_family.Head with Lemma R's sum computed exactly on integers (module
+    docstring, spec/arithmetic.md §Lemma R exactly)."""
 
     def __init__(self, head: Head, conv: _Converter):  # the reference head's fields
         self.slots, self.tables, self.w, self.perm = head.slots, head.tables, head.w, head.perm
         self.conv = conv
-        self.w_ends = {}  # (i, u) -> (w_lo, w_hi) as Arb points
         # usable: every weight's ends finite and w_lo >= 0 (else the reference path, which
         # rejects a weight reaching below 0 as numbers.up_mul does)
-        self.usable = True
-        for slot, w in head.w.items():
-            lo, hi = (conv.point(x) for x in w._mpi_)
-            if lo is None or hi is None or not lo >= conv.zero:
-                self.usable = False
-            self.w_ends[slot] = (lo, hi)
-        # per position, its slots as (table row, w_lo, w_hi), in the reference's order
+        keys = [(i, u) for i, toks in enumerate(head.slots) for u in toks]  # the slots read
+        dyadic = getattr(head.w, "dyadic", None)  # a weight table's cached ends, if it has
+        ends = [dyadic(k) if dyadic else _dyadic_or_none(head.w[k]) for k in keys]
+        self.usable = all(e is not None for e in ends)
+        self.groups = []
+        if not self.usable:
+            return
+        exponent = min((e for pair in ends for _, e in pair), default=0)
+        ints = {k: tuple(n << (e - exponent) for n, e in pair) for k, pair in zip(keys, ends)}
+        self.usable = all(lo >= 0 for lo, _ in ints.values())
+        # per position, its slots' table rows, W_lo and W_hi (integers at one exponent), in
+        # the reference's order
         row = head.tables.row
-        self.groups = [[(row(i, u),) + self.w_ends[(i, u)] for u in toks]
-                       for i, toks in enumerate(head.slots)]
+        self.groups = [([row(i, u) for u in toks], [ints[(i, u)][0] for u in toks],
+                        [ints[(i, u)][1] for u in toks]) for i, toks in enumerate(head.slots)]
 
     def average_below(self, y: list, col: int, lam: float, sign: int = 1,
                       key: int | None = None) -> bool:
         if self.perm:  # Lemma R-perm: the reference path
             return super().average_below(y, col, lam, sign, key)
-        values = self.conv.column(y, col, sign)
-        finite = isinstance(lam, float) and math.isfinite(lam)
-        lam_point = self.conv.arb(lam) if finite else None  # arf_set_d: exact
-        if values is None or lam_point is None or not self.usable:
+        column = self.conv.int_column(y, col, sign)
+        if column is None or not self.usable or not (isinstance(lam, float)
+                                                     and math.isfinite(lam)):
             return super().average_below(y, col, lam, sign, key)
-        zero, total = self.conv.zero, None
-        for group in self.groups:  # position i
-            best = None
-            for r, w_lo, w_hi in group:  # token u: row r = Tables.row(i, u), w(i, u)
-                a = (values[r] - lam_point).upper()  # up_diff
-                b = ((w_lo if a < zero else w_hi) * a).upper()  # up_mul
-                if best is None or b > best:
-                    best = b
-            total = best if total is None else (total + best).upper()  # up_add
-        return total < zero  # below_zero
+        values, y_exp = column
+        lam_num, lam_den = lam.as_integer_ratio()  # λ = num / 2^k exactly
+        lam_exp = 1 - lam_den.bit_length()  # -k
+        if lam_exp >= y_exp:
+            lam_int = lam_num << (lam_exp - y_exp)
+        else:  # the column's integers scaled down to λ's exponent (exact)
+            values = [x << (y_exp - lam_exp) for x in values]
+            lam_int = lam_num
+        a = [x - lam_int for x in values]  # per row: (sign·y)'s upper end − λ, exact
+        total = 0
+        for rows, w_lo, w_hi in self.groups:  # position i: max over u of W·a(i, u)
+            if len(rows) == 1:
+                x = a[rows[0]]
+                total += (w_lo[0] if x < 0 else w_hi[0]) * x
+            else:  # max over W in [w_lo, w_hi] of W·a is w_lo·a if a < 0, else w_hi·a
+                total += max([(lo if x < 0 else hi) * x
+                              for x, lo, hi in zip([a[r] for r in rows], w_lo, w_hi)])
+        return total < 0  # the exact sum (times 2^(E_y + E_w) > 0): its sign
+
+
+def _dyadic_or_none(x):
+    """Interval x's endpoints as exact ((n_lo, e_lo), (n_hi, e_hi)) (arith/mp._dyadic), or
+    None if one is not finite."""
+    out = []
+    for sign, man, exp, _ in x._mpi_:
+        if man == 0 and exp != 0:
+            return None
+        out.append((-man if sign else man, exp))
+    return tuple(out)
 
 
 class ArbAtQuery(AtQuery):
@@ -355,20 +566,46 @@ class ArbAtQuery(AtQuery):
 
 
 def raw_head(tables, j: int, p: int, slots: list) -> Head:
-    """Head(tables, j, p, slots) (free claim), its weights bit for bit: each score
-    dot(q, key)·scale by raw_dot and one mpi_mul, the shift from the reference's score at
-    (p, query), then exp_interval(s − shift) (mpi_sub) as the reference."""
+    """Head(tables, j, p, slots) (free claim) with each score dot(q, key) computed exactly and
+    rounded outward once (`exact_scores`), then ·scale by one mpi_mul, the shift = the mid of
+    the score at (p, query), and exp_interval(s − shift) (mpi_sub) as the reference."""
     model, prec = tables.model, iv.prec
-    q = _raws(model.q[j][p][slots[p][0]])
     scale = model.scale._mpi_
-    scores = {(i, u): mpi_mul(raw_dot(q, _raws(model.key[j][i][u]), prec), scale, prec)
-              for i, toks in enumerate(model.ticking(slots)) for u in toks}
+    dots = exact_scores(tables, j, p, slots)
+    scores = {k: mpi_mul(d, scale, prec) for k, d in dots.items()}
     shift = iv.mpf(iv.make_mpf(scores[(p, slots[p][0])]).mid)._mpi_
     head = Head.__new__(Head)
     head.slots, head.tables, head.perm = slots, tables, None
     head.w = {k: exp_interval(iv.make_mpf(mpi_sub(x, shift, prec))) for k, x in scores.items()}
     return head
 
+
+def exact_scores(tables, j: int, p: int, slots: list) -> dict:
+    """{(i, u): raw enclosure of q·key_j(i, u)} for every slot, q = the query at p: the exact
+    interval dot product Σ_k [min, max of the four endpoint products] (mp.int_matmul) of
+    the exact (unrounded) query and keys the model keeps as integers, rounded outward once;
+    it lies inside the reference's (0 + q_0·k_0) + ... on tables rounded at every step.  A
+    non-finite endpoint: the reference's dot (raw_dot) on the rounded tables."""
+    model, prec, t = tables.model, iv.prec, slots[p][0]
+    q_form = model.q_ints[j][p]
+    try:
+        if isinstance(q_form, tuple):  # the query's exact integers
+            q_int = ([q_form[0][t]], [q_form[1][t]], q_form[2])
+        else:
+            q_int = IntMatrix([q_form[t]]).rows()
+        out = {}
+        for i, toks in enumerate(model.ticking(slots)):
+            k_form = model.key_ints[j][i]
+            lo, hi, exponent = (k_form if isinstance(k_form, tuple)
+                                else tables.integers(k_form).rows())
+            row = int_matmul(q_int, ([lo[u] for u in toks], [hi[u] for u in toks], exponent),
+                             tables.tick)[0]
+            out.update(((i, u), x._mpi_) for u, x in zip(toks, row))
+        return out
+    except Malformed:  # a non-finite entry (mp._dyadic): the reference's dot
+        q_raw = _raws(model.q[j][p][t])
+        return {(i, u): raw_dot(q_raw, _raws(model.key[j][i][u]), prec)
+                for i, toks in enumerate(slots) for u in toks}
 
 def query_checker(claim):
     """A constructor (tables, fun, claim, p, hint) -> AtQuery for `--arith arb`: the Arb

@@ -1,0 +1,196 @@
+"""Rule family_gap under `--arith arb`: the class proofs on overwhelm_family's fast path
+(overwhelm_family_arb.py; spec/rules.md §family_gap, spec/arithmetic.md §Rule family_gap
+under `--arith arb`).
+
+Everything family_gap.py states and checks (the classes, their signatures and sizes, the
+hints, the residue, the cost) is unchanged; only the arithmetic of a class proof changes,
+as overwhelm_family_arb changes it for one query position:
+
+- the tables: overwhelm_family_arb.BatchedTables (exact products, RoPE on the exact integers,
+  queries and keys kept exact; each enclosure inside the reference's);
+- the attention weights per query token (ArbQueryWeights): each score q·key_j(i, u) the
+  exact interval dot product of the exact integers rounded outward once (as exact_scores),
+  then the reference's ·scale, shift (the mid of the score at (k−1, q)) and exp_interval,
+  each when first read;
+- Lemma R (ArbHead): decided exactly on integers;
+- the per-query products of a class (BatchedTables.matmul): mp.matmul's values.
+
+The residue's forward passes read the batched tables (forward._Model.logits on them).
+"""
+
+from __future__ import annotations
+
+from mpmath import iv
+from mpmath.libmp.libmpi import mpi_mul, mpi_sub
+
+from ..errors import Malformed
+from ..numbers import exp_interval
+from . import family_gap as gap
+from .overwhelm_family_arb import (
+    ArbHead,
+    BatchedTables,
+    IntMatrix,
+    _Converter,
+    _dyadic_or_none,
+    _raws,
+    int_matmul,
+    raw_dot,
+)
+
+__all__ = ["GapTables", "ArbQueryWeights", "ClassQueries"]
+
+
+class GapTables(BatchedTables):
+    """BatchedTables whose integer forms are kept in two bounded caches: the check's constant
+    matrices (VO_j, and what `keep` registers: c(W_out)) for the whole check, every other
+    matrix (an output's c(W_out)·G, ...) until the next (query, output) group of classes
+    (`new_group`).  Their memory and the Lemma R column caches' (one converter per group,
+    ArbClassQuery) are charged once, up front, at their largest (`group_elements`), instead of
+    per matrix as for overwhelm_family's single claim."""
+
+    def __init__(self, dims, m, charge):
+        from ..certificate import hold
+
+        super().__init__(dims, m, charge)
+        hold(charge, group_elements(dims), "integer forms and column caches")
+        self.constant_ids = {id(x) for x in self.vo}
+        self.group = {}
+
+    def keep(self, m: list) -> None:
+        """Register m as a constant of the check (its integer form kept to the end)."""
+        self.constant_ids.add(id(m))
+
+    def new_group(self) -> None:
+        self.group = {}
+
+    def integers(self, m: list):
+        if len(m) < 2 or len(m[0]) < 2:
+            return IntMatrix(m)
+        cache = self.ints if id(m) in self.constant_ids else self.group
+        hit = cache.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        out = IntMatrix(m)
+        cache[id(m)] = (m, out)
+        return out
+
+
+def group_elements(dims) -> int:
+    """An upper bound of GapTables' kept elements: six integers per entry of the constants
+    (VO_j: R × d per head; c(W_out): d_mlp × d) and of one group's matrices (c(W_out)·G:
+    d_mlp × v), and one integer per row of every Lemma R column one group reads (per head:
+    G's v columns, A's d_mlp and VO's d columns at both signs, two direction columns per class
+    of the group, at most 2^(k−1) classes), and v logit constants."""
+    f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
+    rows = v * k if f.positional == "standard" else v
+    constants = 6 * (f.n_heads * rows * d + f.d_mlp * d)
+    group = 6 * f.d_mlp * v
+    columns = f.n_heads * rows * (v + 2 * f.d_mlp + 2 * d + 2 * 2 ** (k - 1))
+    return constants + group + columns + v
+
+
+class ArbQueryWeights:
+    """family_gap.QueryWeights (w_j(i, u) = exp(score_j(i, u) − c_j), the query token q at
+    p = k−1, each computed when first read) with the exact scores of `score_function`."""
+
+    def __init__(self, tables, q: int):
+        p = tables.dims.n_ctx - 1
+        self.w, self.cache = [], {}
+        for j in range(tables.f.n_heads):
+            score = score_function(tables, j, p, q)
+            shift = iv.mpf(iv.make_mpf(score(p, q)).mid)._mpi_
+            self.w.append(_ArbWeights(score, shift))
+
+
+class _ArbWeights(dict):
+    """(i, u) -> exp_interval(score(i, u) − shift) on first access; `dyadic(key)`: its ends as
+    exact (n, e) pairs (None if one is not finite), kept (ArbHead reads them per class)."""
+
+    def __init__(self, score, shift):
+        super().__init__()
+        self.score, self.shift, self.ends = score, shift, {}
+
+    def __missing__(self, key):
+        raw = mpi_sub(self.score(*key), self.shift, iv.prec)
+        value = self[key] = exp_interval(iv.make_mpf(raw))
+        return value
+
+    def dyadic(self, key):
+        hit = self.ends.get(key)
+        if hit is None and key not in self.ends:
+            hit = self.ends[key] = _dyadic_or_none(self[key])
+        return hit
+
+
+def score_function(tables, j: int, p: int, q: int):
+    """(i, u) -> the raw enclosure of q·key_j(i, u)·(1/√h) with q the query token at p: the
+    exact interval dot product of the model's exact query and key integers (mp.int_matmul),
+    rounded outward once, times the scale by one mpi_mul (the reference: family.dot, rounded
+    at every step, then ·scale).  A non-finite entry: the reference's dot (raw_dot)."""
+    model, prec = tables.model, iv.prec
+    scale = model.scale._mpi_
+    q_form = model.q_ints[j][p]
+    try:
+        q_int = (([q_form[0][q]], [q_form[1][q]], q_form[2]) if isinstance(q_form, tuple)
+                 else IntMatrix([q_form[q]]).rows())
+    except Malformed:
+        q_int = None
+    forms = {}
+
+    def key_form(i):
+        if i not in forms:
+            k_form = model.key_ints[j][i]
+            forms[i] = k_form if isinstance(k_form, tuple) else tables.integers(k_form).rows()
+        return forms[i]
+
+    def score(i: int, u: int):
+        tables.tick()
+        try:
+            if q_int is None:
+                raise Malformed("not finite")
+            lo, hi, exponent = key_form(i)
+            dot = int_matmul(q_int, ([lo[u]], [hi[u]], exponent), lambda: None)[0][0]._mpi_
+        except Malformed:  # a non-finite entry (mp._dyadic): the reference's operations
+            forms.pop(i, None)
+            dot = raw_dot(_raws(model.q[j][p][q]), _raws(model.key[j][i][u]), prec)
+        return mpi_mul(dot, scale, prec)
+
+    return score
+
+
+class ArbClassQuery(gap.ClassQuery):
+    """family_gap.ClassQuery with overwhelm_family_arb's heads (Lemma R on integers) and the
+    logit constants once per output."""
+
+    def __init__(self, tables, fun, weights, q, m, slot_sets, hint, conv: _Converter):
+        super().__init__(tables, fun, weights, q, m, slot_sets, hint)
+        self.conv = conv  # conv.charge None: its caches are charged by GapTables, up front
+        self.heads = [ArbHead(head, conv) for head in self.heads]
+
+    def logit_const(self, t: int):
+        """AtQuery.logit_const(t), once per (output, t) (it depends on nothing else)."""
+        key = ("logit", self.claim.output, t)
+        if key not in self.conv.consts:
+            self.conv.consts[key] = super().logit_const(t)
+        return self.conv.consts[key]
+
+
+class ClassQueries:
+    """A constructor (tables, fun, weights, q, m, slot_sets, hint) -> ArbClassQuery, with one
+    converter (Lemma R's integer column caches, the logit constants) per output's
+    functionals and query token: a new (fun, q) starts a new converter and a new group of
+    GapTables' integer forms, so the previous group's caches are released (their bound is
+    charged once: group_elements)."""
+
+    def __init__(self):
+        self.group, self.conv = None, None
+
+    def __call__(self, tables, fun, weights, q, m, slot_sets, hint):
+        if self.group is None or self.group[0] is not fun or self.group[1] != q:
+            # a new (query, output) group: at most 2^(k−1) classes (distinct S, keys strictly
+            # increasing), as group_elements assumes
+            self.group, self.conv = (fun, q), _Converter()
+            tables.new_group()
+            if getattr(fun, "w_out_c", None) is not None:  # shared by every output
+                tables.keep(fun.w_out_c)
+        return ArbClassQuery(tables, fun, weights, q, m, slot_sets, hint, self.conv)

@@ -1,0 +1,281 @@
+"""Rule family_gap under `--arith arb` (checker/rules/family_gap_arb.py): the class proofs on
+overwhelm_family's fast path give the same verdict and message as the mpmath reference on
+every class of tests/test_family_gap.py's models (proved, forced and narrowed hints), on the
+generator's certificates and on their mutants; the Arb heads are really used."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flint")
+
+from test_family_gap import (  # noqa: E402
+    ADVERSARIAL,
+    FORCED,
+    MODELS,
+    NAME,
+    _mutate,
+    _rule,
+    certificate,
+    model,
+    replay,
+)
+
+from checker.errors import Malformed, Rejected  # noqa: E402
+from checker.rules import family_gap as rule  # noqa: E402
+from generator.certify.strategies import family_gap as strategy  # noqa: E402
+from generator.certify.trace import Trace  # noqa: E402
+
+
+@pytest.fixture
+def arb_used(monkeypatch):
+    """Counts the Lemma R bounds the integer heads decide themselves."""
+    from checker.rules import overwhelm_family_arb as arb_rule
+
+    calls = {"arb": 0}
+    original = arb_rule.ArbHead.average_below
+
+    def counting(self, y, col, lam, sign=1, key=None):
+        calls["arb"] += 1
+        return original(self, y, col, lam, sign, key)
+
+    monkeypatch.setattr(arb_rule.ArbHead, "average_below", counting)
+    return calls
+
+
+def _verdict(lines, arith):
+    try:
+        report = replay(lines, arith)
+    except (Rejected, Malformed) as e:
+        return type(e).__name__, str(e)
+    return "accepted", report.facts.correct, [n.split(" (")[0] for n in report.rule_notes]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS) + sorted(ADVERSARIAL))
+def test_generated_certificates_agree(name, arb_used):
+    lines = certificate(name)
+    ref = _verdict(lines, "mpmath")
+    assert ref[0] == "accepted"
+    assert _verdict(lines, "arb") == ref
+    assert arb_used["arb"] > 0
+
+
+def _class_verdicts(fw, classes, fast: bool) -> list:
+    """Each class's verdict (accepted, or the error class and message) by the rule's own class
+    proof, on the reference's or the fast path's tables, weights and heads."""
+    from mpmath import iv
+
+    from checker.rules import forward
+    from checker.rules import overwhelm_family as family
+
+    trace = Trace(fw, float_shadow=False)
+    d = trace.dims
+    mats = {}
+    for name in forward.inputs(d):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    parsed = rule.parse_hints(strategy.encode(classes), d, lambda work: None)
+    if fast:
+        from checker.rules import family_gap_arb as arb
+
+        tables = arb.GapTables(d, mats, lambda work: None)
+        make_weights, make_query = arb.ArbQueryWeights, arb.ClassQueries()
+    else:
+        tables = family.Tables(d, mats, lambda work: None)
+        make_weights, make_query = rule.QueryWeights, rule.ClassQuery
+    shared = rule.SharedFunctionals(tables)
+    out, weights, fun = [], {}, {}
+    for q, m, fixed, g, hint in parsed:
+        if q not in weights:
+            weights = {q: make_weights(tables, q)}
+        if m not in fun:
+            fun = {m: shared.for_output(m)}
+        try:
+            make_query(tables, fun[m], weights[q], q, m, rule.slots(d, q, m, fixed, g),
+                       hint).check()
+            out.append("accepted")
+        except (Rejected, Malformed, ArithmeticError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+@pytest.mark.parametrize("name", FORCED)
+def test_every_forced_class_gets_the_same_verdict(name, arb_used):
+    """Every class (q, m, S) at gaps 1 and 2 with its own best float64 hints, and with the
+    hints of the narrower class the generator proved (tests/test_family_gap.py's forced
+    classes): the same verdict and message on both paths, both verdicts present."""
+    fw = model(name)
+    dims = fw.dims
+    tab = strategy.Tables(fw)
+    proved = {(c[0], c[1], tuple(c[2])): c[3]
+              for c in _rule(certificate(name))["hints"]["classes"]}
+
+    def hints(q, m, fixed, g):
+        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, g))
+        with np.errstate(all="ignore"):
+            query.margins()
+        return query.hint
+
+    groups = {}
+    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
+        for g in (1, 2):
+            if rule.signature(dims, q, m, fixed, g) is not None:
+                continue
+            groups.setdefault(("own", g), []).append((q, m, fixed, g, hints(q, m, fixed, g)))
+            narrow = proved.get((q, m, fixed))
+            if narrow is not None and narrow > g:
+                groups.setdefault(("narrow", g), []).append(
+                    (q, m, fixed, g, hints(q, m, fixed, narrow)))
+    kinds = set()
+    for group in groups.values():
+        ref, fast = _class_verdicts(fw, group, False), _class_verdicts(fw, group, True)
+        assert ref == fast
+        kinds |= {v if isinstance(v, str) else v[0] for v in ref}
+    assert "accepted" in kinds and kinds - {"accepted"}, kinds
+    assert arb_used["arb"] > 0
+
+
+def _edit_class_hint(lines, field, factor):
+    """Every class's hint `field` scaled towards 0 by `factor` (a forgery when it binds)."""
+    import base64
+    import struct
+
+    position = 4 + rule.HINT_FIELDS.index(field)
+
+    def edit(r):
+        for c in r["hints"]["classes"]:
+            raw = base64.b64decode(c[position])
+            values = struct.unpack(f"<{len(raw) // 8}d", raw)
+            c[position] = base64.b64encode(struct.pack(
+                f"<{len(values)}d", *(x * factor for x in values))).decode()
+    return _mutate(lines, edit)
+
+
+@pytest.mark.parametrize("field, factor", [("diff", 0.5), ("diff", 1.5), ("box", 0.9),
+                                           ("pre", 0.5), ("dir_lo", 2.0)])
+def test_mutants_get_the_same_verdict(field, factor, arb_used):
+    lines = _edit_class_hint(certificate(NAME), field, factor)
+    ref = _verdict(lines, "mpmath")
+    assert _verdict(lines, "arb") == ref
+    assert arb_used["arb"] > 0
+
+
+def test_residue_and_inflated_claims_agree():
+    lines = certificate(NAME)
+    assert _rule(lines)["hints"].get("residue")
+    for delta in (0, 1):
+        edited = _mutate(lines, lambda r: None, claim_delta=delta)
+        assert _verdict(edited, "arb") == _verdict(edited, "mpmath")
+
+
+def test_the_arb_path_reads_mpmath_inputs():
+    """family_gap declares INPUT_ARITHMETIC = "mpmath": under --arith arb certificate.py still
+    builds its inputs as mpmath intervals (the fast path's integer forms read their ends)."""
+    from checker.rules import family_gap_arb
+
+    assert rule.INPUT_ARITHMETIC == "mpmath" and "arb" in rule.ARITHMETICS
+    seen = []
+    original = family_gap_arb.GapTables.__init__
+
+    def spy(self, dims, mats, charge):
+        seen.append(type(mats["W_E"][0][0]).__module__)
+        original(self, dims, mats, charge)
+
+    family_gap_arb.GapTables.__init__ = spy
+    try:
+        replay(certificate(NAME), "arb")
+    finally:
+        family_gap_arb.GapTables.__init__ = original
+    assert seen and all(m.startswith("mpmath") for m in seen), seen
+    assert json.loads(certificate(NAME)[0])["kind"] == "header"
+
+
+def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
+    """score_function(i, u) contains q·key·scale at exact points of its inputs (the kept exact
+    query and key integers' ends, the scale's lower end) and lies inside the reference's
+    family.dot(q, key)·scale, for every query token, position, token and head.  (Break
+    tried: the key's upper end replaced by its lower end — a narrower, unsound enclosure the
+    verdict comparisons above do not see: caught here.)"""
+    from fractions import Fraction
+
+    from mpmath import iv
+
+    from checker.rules import forward
+    from checker.rules import overwhelm_family as family
+    from checker.rules.family_gap_arb import GapTables, score_function
+
+    def frac(raw):
+        sign, man, exp, _ = raw
+        return (-1 if sign else 1) * Fraction(man) * Fraction(2) ** exp
+
+    fw = model(NAME)
+    trace = Trace(fw, float_shadow=False)
+    d = trace.dims
+    mats = {}
+    for name in forward.inputs(d):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    ref = family.Tables(d, mats, lambda work: None)
+    fast = GapTables(d, mats, lambda work: None)
+    p, model_ = d.n_ctx - 1, fast.model
+    scale_lo = frac(model_.scale._mpi_[0])
+    for q in range(d.d_vocab):
+        for j in range(d.family.n_heads):
+            score = score_function(fast, j, p, q)
+            q_lo, q_hi, q_exp = model_.q_ints[j][p]
+            for i in range(d.n_ctx):
+                k_lo, k_hi, k_exp = model_.key_ints[j][i]
+                for u in range(d.d_vocab):
+                    got = score(i, u)
+                    want = family.dot(ref.model.q[j][p][q], ref.model.key[j][i][u]) * \
+                        ref.model.scale
+                    assert frac(want._mpi_[0]) <= frac(got[0])
+                    assert frac(got[1]) <= frac(want._mpi_[1])
+                    for q_end, k_end in ((q_lo, k_lo), (q_hi, k_hi), (q_lo, k_hi)):
+                        exact = sum(Fraction(a) * Fraction(b)
+                                    for a, b in zip(q_end[q], k_end[u])) \
+                            * Fraction(2) ** (q_exp + k_exp) * scale_lo
+                        assert frac(got[0]) <= exact <= frac(got[1])
+
+
+def test_residue_forward_products_are_the_reference_ones():
+    """The batched model's mlp, unembed and attend (family_gap's residue forward passes), whose
+    weight products run on kept integer forms (weight_product), equal forward._Model's bit for
+    bit on the same inputs; the residue sequences' verdicts agree (test above).  (Break tried:
+    weight_product on the input's lower ends only: caught here.)"""
+    from mpmath import iv
+
+    from checker.rules import forward
+    from checker.rules import overwhelm_family as family
+    from checker.rules.family_gap_arb import GapTables
+
+    fw = model(NAME)
+    trace = Trace(fw, float_shadow=False)
+    d = trace.dims
+    mats = {}
+    for name in forward.inputs(d):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    ref = family.Tables(d, mats, lambda work: None).model
+    fast = GapTables(d, mats, lambda work: None).model
+    rng = np.random.default_rng(5)
+    raw = lambda xs: [x._mpi_ for x in xs]  # noqa: E731
+    for _ in range(5):
+        x = [iv.mpf((float(a), float(a) + 1e-3 * abs(float(a))))
+             for a in rng.normal(size=d.d_model)]
+        assert raw(fast.mlp(x)) == raw(forward._Model.mlp(ref, x))
+        assert raw(fast.unembed(x)) == raw(forward._Model.unembed(ref, x))
+        tokens = [int(t) for t in rng.integers(0, d.d_vocab, size=d.n_ctx)]
+        last = d.n_ctx - 1
+        for j in range(d.family.n_heads):
+            query = ref.q[j][last][tokens[last]]
+            keys = [ref.key[j][i][t] for i, t in enumerate(tokens)]
+            vals = [ref.val[j][i][t] for i, t in enumerate(tokens)]
+            assert raw(fast.attend(query, keys, vals, ref.w_o[0][j])) == \
+                raw(forward._Model.attend(ref, query, keys, vals, ref.w_o[0][j]))
