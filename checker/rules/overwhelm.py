@@ -28,8 +28,8 @@ from __future__ import annotations
 from ..arith import MPMATH
 from ..definitions import query_terms
 from ..errors import Malformed, Rejected
+from ..rules import ATTN_ONLY_WEIGHTS
 from ..statement import Overwhelm
-from . import ATTN_ONLY_WEIGHTS
 
 PROPERTY = "overwhelm"
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
