@@ -543,12 +543,17 @@ class CertificateChecker:
 
             budget0 = RuleBudget(self, lineno, obj["rule"])
             worst = 0.0
-            for name in [n for n in values if n.startswith("EU_Q@")]:
-                p = int(name.split("@")[1])
+            eus = {int(n.split("@")[1]): n for n in values if n.startswith("EU_Q@")}
+            # δ_p for the claim's query row only, the key tables shared across positions
+            # (float32.delta_row_work) and the two widened ends per entry
+            budget0(float32.delta_row_work(self.dims, len(eus))
+                    + sum(2 * len(values[n].lo) for n in eus.values()))
+            rows = float32.attention_only_delta_rows(self.dims, weights, claim.query, eus,
+                                                     ar.int_matmul)
+            for p, name in eus.items():
                 eu = values[name]
-                budget0(float32.delta_work(self.dims) + 2 * len(eu.lo))
                 lo, hi, top = float32.widened_eu_row(self.dims, weights, eu.lo, eu.hi,
-                                                     claim.query, p, ar.int_matmul)
+                                                     claim.query, p, row=rows[p])
                 values[name] = Value(eu.term, lo, hi, eu.shape)
                 worst = max(worst, top)
             widened = (f" (float32 semantics: EU_Q@p widened by Lemma G@p's δ_p[q][o] ≤ "

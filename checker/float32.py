@@ -29,6 +29,7 @@ each bound is an upper bound of the exact real quantity.
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 from fractions import Fraction
@@ -414,30 +415,50 @@ class _ExactTables:
     |c| and half-range H of {OV_j[o] : j = (t, i), i < k − 1} ∪ {OV_(q, k−1)[o]}, |M| and the
     weights' magnitudes."""
 
-    def __init__(self, dims, w: dict, int_matmul, query_pos=None):
+    def __init__(self, dims, w: dict, int_matmul, query_pos=None, tokens=None):
         v, k = dims.d_vocab, dims.n_ctx
-        p = k - 1 if query_pos is None else query_pos  # the query's position (Lemma G@p)
-        if type(p) is not int or not 0 <= p < k:
-            raise AssertionError("float32: query position outside 0..n_ctx − 1")
         pts = {name: _Dyadic.from_points(name, w[name])
                for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_U",
                             "b_Q", "b_K", "b_V", "b_O", "b_U")}
         emb, pos = pts["W_E"], pts["W_pos"]
-        xs = _key_table(emb, pos, None, None, int_matmul)
+        # the tables of every key (every token at every position): the same for every query
+        # token and query position
+        self._xs = _key_table(emb, pos, None, None, int_matmul)
         keys = _key_table(emb, pos, pts["W_K"], pts["b_K"], int_matmul)
         values = _key_table(emb, pos, pts["W_V"], pts["b_V"], int_matmul)
-        last = _Dyadic(pos.rows[p:p + 1], pos.exp)
-        queries = _key_table(emb, last, pts["W_Q"], pts["b_Q"], int_matmul)
         m = pts["W_O"].times(pts["W_U"], int_matmul)
-        ov = _key_table(emb, pos, pts["W_V"].times(m, int_matmul),
-                        pts["b_V"].times(m, int_matmul), int_matmul)
-        self.X, self.K, self.V = (t.column_max_abs_up() for t in (xs, keys, values))
-        self.key_rows = [kr + xr for kr, xr in zip(keys.abs_up(), xs.abs_up())]
-        self.x_q = _Dyadic(xs.rows[p * v:(p + 1) * v], xs.exp).abs_up()
-        self.q = queries.abs_up()
-        self.ov_centre, self.ov_half = _ov_ranges(ov, v, p + 1)
+        self._ov = _key_table(emb, pos, pts["W_V"].times(m, int_matmul),
+                              pts["b_V"].times(m, int_matmul), int_matmul)
+        self.X, self.K, self.V = (t.column_max_abs_up() for t in (self._xs, keys, values))
+        self.key_rows = [kr + xr for kr, xr in zip(keys.abs_up(), self._xs.abs_up())]
         self.M = m.abs_up()
         self.mag = {name: t.abs_up() for name, t in pts.items()}
+        self._pts, self._int_matmul, self._v, self._k = pts, int_matmul, v, k
+        self._set_query(k - 1 if query_pos is None else query_pos,
+                        range(v) if tokens is None else tokens)
+
+    def at(self, query_pos: int, tokens) -> _ExactTables:
+        """The same tables for the query at position query_pos, restricted to the query tokens
+        `tokens` (in that order): the key tables shared, the query rows (x_q, q, the OV
+        ranges) those rows of the tables for every query token, exactly."""
+        out = copy.copy(self)
+        out._set_query(query_pos, tokens)
+        return out
+
+    def _set_query(self, p, tokens) -> None:
+        v, k, pts = self._v, self._k, self._pts
+        if type(p) is not int or not 0 <= p < k:  # the query's position (Lemma G@p)
+            raise AssertionError("float32: query position outside 0..n_ctx − 1")
+        tokens = list(tokens)
+        if any(type(t) is not int or not 0 <= t < v for t in tokens):
+            raise AssertionError("float32: query token outside 0..d_vocab − 1")
+        emb = pts["W_E"]
+        last = _Dyadic(pts["W_pos"].rows[p:p + 1], pts["W_pos"].exp)
+        queries = _key_table(_Dyadic([emb.rows[t] for t in tokens], emb.exp), last,
+                             pts["W_Q"], pts["b_Q"], self._int_matmul)
+        self.x_q = _Dyadic([self._xs.rows[p * v + t] for t in tokens], self._xs.exp).abs_up()
+        self.q = queries.abs_up()
+        self.ov_centre, self.ov_half = _ov_ranges(self._ov, v, p + 1, tokens)
 
 
 def _key_table(emb: _Dyadic, pos: _Dyadic, mat, bias, int_matmul) -> _Dyadic:
@@ -453,17 +474,18 @@ def _key_table(emb: _Dyadic, pos: _Dyadic, mat, bias, int_matmul) -> _Dyadic:
                     for p in pos.at(exp) for e in e_rows], exp)
 
 
-def _ov_ranges(ov: _Dyadic, v: int, k: int) -> tuple[list, list]:
+def _ov_ranges(ov: _Dyadic, v: int, k: int, tokens) -> tuple[list, list]:
     """Per query token q and output o, |c| and H (binary64, rounded up) with c = (hi + lo)/2,
     H = (hi − lo)/2, lo and hi the least and greatest OV_j[o] over the keys a sequence with
     query q can hold: j = (t, i) for every token t at every position i < k − 1, and (q, k − 1)
     (exact integers; /2 is one more power of two).  k: the sequence length (the query at
-    k − 1; n_ctx, or p + 1 for the query at position p, Lemma G@p)."""
+    k − 1; n_ctx, or p + 1 for the query at position p, Lemma G@p); tokens: the query
+    tokens q, in the order of the rows returned."""
     rest = ov.rows[:(k - 1) * v]
     lo_rest = [min(col) for col in zip(*rest)] if rest else None
     hi_rest = [max(col) for col in zip(*rest)] if rest else None
     centre, half = [], []
-    for q in range(v):
+    for q in tokens:
         own = ov.rows[(k - 1) * v + q]
         lo = own if lo_rest is None else [min(a, b) for a, b in zip(own, lo_rest)]
         hi = own if hi_rest is None else [max(a, b) for a, b in zip(own, hi_rest)]
@@ -664,13 +686,45 @@ def gamma_exact(n: int) -> Fraction:
     return n * U / (1 - n * U)
 
 
+def attention_only_delta_rows(dims, w: dict, q: int, positions,
+                              int_matmul=None) -> dict:
+    """{p: δ_p[q]} for each query position p in positions: row q of
+    attention_only_deltas(dims, w, int_matmul, query_pos=p), bit for bit (the same exact
+    integers and the same rounded-up binary64 steps, for row q only), for the overwhelm
+    rules, which read only the claim's query token q (spec/rules.md §float32 for the
+    overwhelm rules).  The exact key, value and OV tables do not depend on q or p and are
+    computed once; per p only the query rows.  Work: delta_row_work(dims, len(positions)).
+    The range checks (Overflow) are those of row q and of the shared quantities: rows of
+    other query tokens are not computed, so they cannot refuse."""
+    int_matmul = int_matmul or python_int_matmul
+    positions = list(positions)
+    if not positions:
+        return {}
+    shared = _ExactTables(dims, w, int_matmul, positions[0], [q])
+    return {p: _deltas(dims, shared.at(p, [q]), int_matmul)[0] for p in positions}
+
+
+def delta_row_work(dims, n_positions: int) -> int:
+    """The scalar operations attention_only_delta_rows performs for n_positions query
+    positions, charged to --max-work: the exact products of delta_work once (key, value,
+    OV and query tables), and per position one query token's share of delta_work
+    (its per-query operations, its OV ranges over the p·v + 1 keys, and the per-model
+    operations 3dh + hv)."""
+    v, k, d, h = dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
+    exact = 3 * (v + k) * d * h + v * d * h + 2 * h * d * v + (v + k + 1) * h * v
+    per_query = 2 * d * h + v * k * (h + d) + d * v + 8 * (d + h + v)
+    return exact + n_positions * (per_query + 2 * k * v * v + 3 * d * h + h * v)
+
+
 def widened_eu_row(dims, w: dict, lo: tuple, hi: tuple, q: int, p: int,
-                   int_matmul=None) -> tuple[tuple, tuple, float]:
+                   int_matmul=None, row=None) -> tuple[tuple, tuple, float]:
     """The overwhelm rules' EU_Q@p (one row: query token q at position p, spec/overwhelm.md)
     widened entry by entry to [lo − δ_p[q][o], hi + δ_p[q][o]], rounded outward as in
     widened_eu, δ_p = attention_only_deltas at query_pos = p (Lemma G@p), and max δ_p[q]
-    (spec/rules.md §float32 for the overwhelm rules)."""
-    row = attention_only_deltas(dims, w, int_matmul, query_pos=p)[q]
+    (spec/rules.md §float32 for the overwhelm rules).  row: δ_p[q] already computed by
+    attention_only_delta_rows (the same numbers); default: computed here, row q only."""
+    if row is None:
+        row = attention_only_delta_rows(dims, w, q, [p], int_matmul)[p]
     if len(lo) != dims.d_vocab or len(hi) != dims.d_vocab:
         raise AssertionError("float32: EU_Q is not 1×v")  # exit 2: an internal error
     flat = [_up_fraction(Fraction(x)) for x in row]

@@ -158,6 +158,88 @@ def test_query_position_matters():
     assert len({json.dumps(r) for r in rows}) == w.dims.n_ctx
 
 
+def _mixed_scales(seed: int, v=6, k=5, d=7, h=4) -> ModelWeights:
+    """Adversarial for the row-only δ_p: rows of W_E and W_pos at very different binary
+    exponents (2^-40 .. 2^12), an all-zero embedding row, exact powers of two and large
+    alternating-sign projections, so a query row alone has a different common exponent
+    than the whole table (the exact integers are scaled differently; the values must not
+    change)."""
+    g = np.random.default_rng(seed)
+    emb = g.normal(size=(v, d)) * np.exp2(g.integers(-40, 12, size=(v, 1)))
+    emb[1] = 0.0
+    emb[2] = np.exp2(g.integers(-8, 8, size=d)) * g.choice([-1.0, 1.0], size=d)
+    pos = g.normal(size=(k, d)) * np.exp2(g.integers(-30, 4, size=(k, 1)))
+    alt = np.where((np.arange(d)[:, None] + np.arange(h)[None, :]) % 2, 1.0, -1.0)
+    w = {"W_E": emb, "W_pos": pos,
+         "W_Q": alt * 0.1 + g.normal(size=(d, h)) * 1e-3,
+         "W_K": alt * 0.1 + g.normal(size=(d, h)) * 1e-3,
+         "W_V": g.normal(size=(d, h)), "W_O": g.normal(size=(h, d)),
+         "b_Q": g.normal(size=h), "b_K": g.normal(size=h) * 2.0 ** -30,
+         "b_V": g.normal(size=h), "b_O": g.normal(size=d),
+         "W_U": g.normal(size=(d, v)), "b_U": g.normal(size=v)}
+    return ModelWeights(dims=Dims(v, k, d, h), **{n: a.astype(F32) for n, a in w.items()})
+
+
+def _bits(row) -> list:
+    return [float(x).hex() for x in row]
+
+
+ROW_MODELS = {
+    "sharp0": lambda: sharp_random(0).weights,
+    "sharp1": lambda: sharp_random(1, v=4, k=5, d=6, sharpness=8.0).weights,
+    "mixed0": lambda: _mixed_scales(0),
+    "mixed3": lambda: _mixed_scales(3),
+    "maxany": lambda: shipped(SMALL_MAXANY).weights,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_MODELS))
+def test_delta_rows_are_the_full_rows_bit_for_bit(name):
+    """attention_only_delta_rows (the checker's row-only δ_p, key tables shared across
+    positions) equals row q of the full attention_only_deltas at query_pos = p, bit for bit
+    (float.hex), for every position and several query tokens (first, last, random), with
+    the positions given in a shuffled order and as a subset."""
+    w = ROW_MODELS[name]()
+    ws = interval_weights(w)
+    v, k = w.dims.d_vocab, w.dims.n_ctx
+    g = np.random.default_rng(len(name))
+    full = {p: fp.attention_only_deltas(w.dims, ws, query_pos=p) for p in range(k)}
+    assert len({json.dumps(full[p]) for p in full}) > 1  # positions differ (not vacuous)
+    tokens = sorted({0, v - 1, int(g.integers(v)), int(g.integers(v))})
+    for q in tokens:
+        positions = [int(p) for p in g.permutation(k)]
+        rows = fp.attention_only_delta_rows(w.dims, ws, q, positions)
+        assert list(rows) == positions
+        for p in positions:
+            assert _bits(rows[p]) == _bits(full[p][q]), (q, p)
+        sub = positions[:2]
+        assert fp.attention_only_delta_rows(w.dims, ws, q, sub) == {p: rows[p] for p in sub}
+        # rows differ across query tokens, so a wrong row would be seen
+    assert len({json.dumps(full[k - 1][q]) for q in range(v)}) > 1
+
+
+def test_delta_rows_other_tokens_and_bounds():
+    """The row-only tables refuse a query position or token outside the model; the
+    default widened_eu_row (no row given) is the row-only δ_p; the charged work is at most
+    the full computation's per position and grows with the positions."""
+    w = sharp_random(0).weights
+    ws = interval_weights(w)
+    v, k = w.dims.d_vocab, w.dims.n_ctx
+    with pytest.raises(AssertionError):
+        fp.attention_only_delta_rows(w.dims, ws, 0, [k])
+    with pytest.raises(AssertionError):
+        fp.attention_only_delta_rows(w.dims, ws, v, [0])
+    lo, hi = tuple([0.0] * v), tuple([0.0] * v)
+    q, p = 3, 2
+    row = fp.attention_only_deltas(w.dims, ws, query_pos=p)[q]
+    assert fp.widened_eu_row(w.dims, ws, lo, hi, q, p) \
+        == fp.widened_eu_row(w.dims, ws, lo, hi, q, p, row=row)
+    assert fp.widened_eu_row(w.dims, ws, lo, hi, q, p)[2] == max(row)
+    assert fp.delta_row_work(w.dims, 1) < fp.delta_work(w.dims)
+    assert fp.delta_row_work(w.dims, 1) < fp.delta_row_work(w.dims, 2) \
+        < 2 * fp.delta_work(w.dims)
+
+
 # --- certificates ----------------------------------------------------------------------------
 
 CLAIMS = [
@@ -233,9 +315,9 @@ def test_near_tie_accepted_if_widening_skipped(near_tie, monkeypatch):
     previous test fails if the widening is skipped."""
     loaded, claim = near_tie
     f32 = certify(loaded, claim, float_shadow=False, force=True, semantics="float32")
-    monkeypatch.setattr(fp, "attention_only_deltas",
-                        lambda dims, w, int_matmul=None, query_pos=None:
-                        [[0.0] * dims.d_vocab for _ in range(dims.d_vocab)])
+    monkeypatch.setattr(fp, "attention_only_delta_rows",
+                        lambda dims, w, q, positions, int_matmul=None:
+                        {p: [0.0] * dims.d_vocab for p in positions})
     assert check(f32.lines).facts.semantics == "float32"
 
 

@@ -183,11 +183,13 @@ def float32_widen(trace, mats: dict, ids: dict, claim: Overwhelm) -> float:
         weights[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
                          for lo, hi in zip(value.lo, value.hi)]
     worst, o = 0.0, claim.output
-    for p in free_rule.positions(claim):
-        try:
-            row = float32.attention_only_deltas(trace.dims, weights, query_pos=p)[claim.query]
-        except Rejected as err:  # e.g. Overflow: Lemma G does not apply (gen-cert exit 2)
-            raise ValueError(f"float32: {err}") from None
+    positions = list(free_rule.positions(claim))
+    try:  # the checker's row-only δ_p (the claim's query row, the same numbers)
+        rows = float32.attention_only_delta_rows(trace.dims, weights, claim.query, positions)
+    except Rejected as err:  # e.g. Overflow: Lemma G does not apply (gen-cert exit 2)
+        raise ValueError(f"float32: {err}") from None
+    for p in positions:
+        row = rows[p]
         d = np.array([float(x) for x in row]) * (1 + SLACK)
         eu = np.array(mats[f"EU_Q@{p}"], dtype=float).copy()  # (1, v)
         shifted = eu[0] + d
