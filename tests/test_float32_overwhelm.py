@@ -263,6 +263,31 @@ def test_float32_certificate_verifies(path, claim):
     assert check(real.lines).facts.semantics == "real"
 
 
+@pytest.mark.parametrize("path, claim", [CLAIMS[0], CLAIMS[2]], ids=["free", "flipflop"])
+def test_checker_widens_by_the_claims_row(path, claim, monkeypatch):
+    """The rows the checker widens each EU_Q@p by (spied at float32.widened_eu_row) are
+    row claim.query of the full attention_only_deltas at query_pos = p, bit for bit, for
+    every query position of the claim: a wrong query token or position in certificate.py
+    is caught here (the certificate would still verify)."""
+    loaded = shipped(path)
+    verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
+    seen, real_widen = [], fp.widened_eu_row
+
+    def spy(dims, w, lo, hi, q, p, int_matmul=None, row=None):
+        seen.append((q, p, list(row), w))
+        return real_widen(dims, w, lo, hi, q, p, int_matmul, row)
+
+    monkeypatch.setattr(fp, "widened_eu_row", spy)
+    check(verdict.lines)
+    positions = [p for _, p, _, _ in seen]
+    assert len(positions) > 1 and len(positions) == len(set(positions))
+    assert max(positions) == len(claim.prefix) + claim.free  # the longest completion
+    for q, p, row, w in seen:
+        assert q == claim.query
+        full = fp.attention_only_deltas(loaded.weights.dims, w, query_pos=p)
+        assert _bits(row) == _bits(full[claim.query]), p
+
+
 def test_check_cert_prints_the_semantics(tmp_path, capsys):
     from checker.cli import main as check_cert
 
