@@ -212,3 +212,17 @@ def test_in_class_matches_the_definition():
     assert dims.n_ctx == k
     for t in itertools.product(range(v), repeat=k):
         assert rule.in_class(keyed, t, merged) == (t in members), t
+
+
+@pytest.mark.parametrize("k", [3, 4, 5])
+def test_the_rules_token_sets_are_the_definition(k):
+    """rule.slots (what Lemma R bounds over, both back-ends) is exactly the class's product."""
+    from types import SimpleNamespace
+    dims = SimpleNamespace(n_ctx=k, d_vocab=6)
+    for q, m, g in [(0, 5, 1), (2, 5, 3), (5, 5, 2), (1, 1, 1)]:
+        for i0 in range(k - 1):
+            got = set(itertools.product(*rule.slots(dims, q, m, i0, g)))
+            assert got == set(_sequences(k, q, m, {"first": i0}, g))
+            assert len(got) == rule.class_size(dims, m, i0, g)
+            assert all(rule.first(i0) == min(i for i, u in enumerate(t[:-1]) if u == m)
+                       for t in got)
