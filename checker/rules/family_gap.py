@@ -18,6 +18,12 @@ i in S and t[i] in A = {0, …, m−g} for every other non-query position i.
     the MLP pre-activations, each logit difference), with the per-position token
     sets slot[i] = {m} (i in S), A (other i < k−1), {q} (i = k−1): Lemma R takes
     the maximum over slot[i] at every position, fixed and free alike.
+A merged class M(q, m, i0, g) (hint S field {"first": i0}; spec Lemma G5) is every
+sequence with the query q, A before position i0, m at i0 and A ∪ {m} after it: the disjoint
+union of the classes (q, m, S, g) with min S = i0, size |A|^i0·(|A|+1)^(k−2−i0), proved with
+the slots A / {m} / A ∪ {m} / {q}.  The keys still sort by (q, m, S) (a merged class as
+S = (i0,)), which groups the classes by block (q, m, first position of m); a merged class must
+be the only class of its block (`parse_hints`), so all the classes are disjoint.
 The rule proves the sum of the sizes of the classes whose checks pass; a class
 whose check fails rejects the certificate (the generator claims only what it
 proved in float64).  Residue (optional, like rule exact's): listed sequences,
