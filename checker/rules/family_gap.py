@@ -18,6 +18,12 @@ i in S and t[i] in A = {0, …, m−g} for every other non-query position i.
     the MLP pre-activations, each logit difference), with the per-position token
     sets slot[i] = {m} (i in S), A (other i < k−1), {q} (i = k−1): Lemma R takes
     the maximum over slot[i] at every position, fixed and free alike.
+A merged class M(q, m, i0, g) (hint S field {"first": i0}; spec Lemma G5) is every
+sequence with the query q, A before position i0, m at i0 and A ∪ {m} after it: the disjoint
+union of the classes (q, m, S, g) with min S = i0, size |A|^i0·(|A|+1)^(k−2−i0), proved with
+the slots A / {m} / A ∪ {m} / {q}.  The keys still sort by (q, m, S) (a merged class as
+S = (i0,)), which groups the classes by block (q, m, first position of m); a merged class must
+be the only class of its block (`parse_hints`), so all the classes are disjoint.
 The rule proves the sum of the sizes of the classes whose checks pass; a class
 whose check fails rejects the certificate (the generator claims only what it
 proved in float64).  Residue (optional, like rule exact's): listed sequences,
@@ -63,33 +69,66 @@ def inputs(dims, hints=None) -> tuple[str, ...]:
 
 # -- the classes --------------------------------------------------------------------------
 
-def signature(dims, q: int, m: int, fixed: tuple, g: int) -> str | None:
+def signature(dims, q: int, m: int, fixed, g: int) -> str | None:
     """None if the class (q, m, S = fixed, g) is well formed, so that every sequence of it
-    has maximum m and exactly the non-query positions S holding m; else why not."""
+    has maximum m and exactly the non-query positions S holding m; for a merged class
+    (fixed = i0, an int: Lemma G5) that every sequence has maximum m and first non-query
+    position holding m at i0; else why not."""
     v, k = dims.d_vocab, dims.n_ctx
     if not (0 <= q <= m < v):
         return f"needs 0 <= q <= m < d_vocab, got q = {q}, m = {m}"
+    if g < 1:
+        return f"the gap must be >= 1, got {g}"
+    if type(fixed) is int:  # merged class M(q, m, i0, g)
+        if not 0 <= fixed <= k - 2:
+            return f"the first position i0 must be in [0, {k - 2}], got {fixed}"
+        if g > m:
+            return f"the gap {g} leaves no token below the maximum (m = {m})"
+        return None
     if list(fixed) != sorted(set(fixed)) or any(not 0 <= i < k - 1 for i in fixed):
         return f"S must be increasing non-query positions in [0, {k - 2}], got {list(fixed)}"
     if not fixed and q != m:
         return "S is empty but q < m: the class's maximum would not be m"
-    if g < 1:
-        return f"the gap must be >= 1, got {g}"
     if len(fixed) < k - 1 and g > m:
         return f"the gap {g} leaves no token for the free positions (m = {m})"
     return None
 
 
-def class_size(dims, m: int, fixed: tuple, g: int) -> int:
-    """|A|^(free positions), A = {0, …, m−g}: the sequences of the class."""
+def class_size(dims, m: int, fixed, g: int) -> int:
+    """|A|^(free positions), A = {0, …, m−g}: the sequences of the class; for a merged
+    class (fixed = i0) |A|^i0 · (|A| + 1)^(k−2−i0) (Lemma G5)."""
+    if type(fixed) is int:
+        a = m - g + 1
+        return a ** fixed * (a + 1) ** (dims.n_ctx - 2 - fixed)
     free = dims.n_ctx - 1 - len(fixed)
     return (m - g + 1) ** free if free else 1
 
 
-def slots(dims, q: int, m: int, fixed: tuple, g: int) -> list:
-    """The token set of each position 0..k−1: {m} on S, A elsewhere, {q} at the query."""
+def slots(dims, q: int, m: int, fixed, g: int) -> list:
+    """The token set of each position 0..k−1: {m} on S, A elsewhere, {q} at the query; for a
+    merged class (fixed = i0) A before i0, {m} at i0, A ∪ {m} after it, {q} at the query."""
     alphabet = list(range(m - g + 1))
+    if type(fixed) is int:
+        return ([alphabet] * fixed + [[m]] + [alphabet + [m]] * (dims.n_ctx - 2 - fixed)
+                + [[q]])
     return [[m] if i in fixed else alphabet for i in range(dims.n_ctx - 1)] + [[q]]
+
+
+def first(fixed):
+    """The first non-query position holding the maximum: i0 for a merged class, min S for an
+    unmerged one, None when S is empty (Lemma G5's block key)."""
+    if type(fixed) is int:
+        return fixed
+    return fixed[0] if fixed else None
+
+
+def order_key(fixed) -> tuple:
+    """S for an unmerged class, (i0,) for a merged one: the hint order compares (q, m, this)."""
+    return (fixed,) if type(fixed) is int else tuple(fixed)
+
+
+def describe(fixed) -> str:
+    return f"i0={fixed} (merged)" if type(fixed) is int else f"S={list(fixed)}"
 
 
 def hint_floats(dims) -> int:
@@ -115,20 +154,32 @@ def parse_hints(hints, dims, charge) -> list:
         charge(0)  # the clock
         if not (isinstance(entry, list) and len(entry) == 4 + len(HINT_FIELDS)
                 and all(type(x) is int for x in (entry[0], entry[1], entry[3]))
-                and isinstance(entry[2], list) and all(type(i) is int for i in entry[2])
-                and len(entry[2]) < dims.n_ctx):
+                and ((isinstance(entry[2], list) and all(type(i) is int for i in entry[2])
+                      and len(entry[2]) < dims.n_ctx)
+                     or (isinstance(entry[2], dict) and set(entry[2]) == {"first"}
+                         and type(entry[2]["first"]) is int))):
             raise Malformed(f"rule family_gap: class {n} must be [q, m, S, g, "
-                            f"{', '.join(HINT_FIELDS)}] with integers q, m, g and a list S")
-        q, m, fixed, g = entry[0], entry[1], tuple(entry[2]), entry[3]
+                            f"{', '.join(HINT_FIELDS)}] with integers q, m, g and a list S "
+                            'or {"first": i0} (a merged class, Lemma G5)')
+        q, m, g = entry[0], entry[1], entry[3]
+        fixed = entry[2]["first"] if isinstance(entry[2], dict) else tuple(entry[2])
         why = signature(dims, q, m, fixed, g)
         if why is not None:
-            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, S={list(fixed)}): {why}")
-        key = (q, m, fixed)
-        if last is not None and not last < key:
-            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, S={list(fixed)}) is "
+            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, {describe(fixed)}): "
+                            f"{why}")
+        key = (q, m, order_key(fixed))
+        if last is not None and not last[0] < key:
+            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, {describe(fixed)}) is "
                             "not after the previous one: classes must be sorted by (q, m, S) "
                             "without repeats (distinct classes are disjoint)")
-        last = key
+        # Lemma G5: the keys sort by (q, m, first position holding m), so the classes of one
+        # block (q, m, i0) are adjacent; a merged class must be alone in its block.
+        block = (q, m, first(fixed))
+        if last is not None and last[1] == block and (last[2] or type(fixed) is int):
+            raise Malformed(f"rule family_gap: class {n} (q={q}, m={m}, {describe(fixed)}) "
+                            f"overlaps the previous one: a merged class must be the only class "
+                            f"of its (q, m, first position of m) = {block} (Lemma G5)")
+        last = (key, block, type(fixed) is int)
         arrays = {}
         for name, text in zip(HINT_FIELDS, entry[4:]):
             shape = shapes[name]
@@ -163,14 +214,18 @@ def parse_residue(hints, dims, charge) -> list:
     return out
 
 
-def in_class(classes: dict, t: tuple) -> bool:
-    """Whether sequence t lies in one of the classes {(q, m, S): g}: by Lemma G1 only the
-    class keyed by t's signature (t[k−1], max t, the non-query positions holding it) can
-    hold t, and it does iff every other non-query token is <= m − g."""
+def in_class(classes: dict, t: tuple, merged: dict | None = None) -> bool:
+    """Whether sequence t lies in one of the classes {(q, m, S): g} or merged classes
+    {(q, m, i0): g}: by Lemmas G4 and G5 only the class keyed by t's signature (t[k−1],
+    max t, the non-query positions S holding it) or the merged class keyed by
+    (t[k−1], max t, min S) can hold t, and it does iff every other non-query token is
+    <= m − g."""
     m = max(t)
     fixed = tuple(i for i, u in enumerate(t[:-1]) if u == m)
-    g = classes.get((t[-1], m, fixed))
-    return g is not None and all(u <= m - g for u in t[:-1] if u != m)
+    gaps = [classes.get((t[-1], m, fixed))]
+    if merged and fixed:
+        gaps.append(merged.get((t[-1], m, fixed[0])))
+    return any(g is not None and all(u <= m - g for u in t[:-1] if u != m) for g in gaps)
 
 
 # -- shared tables ------------------------------------------------------------------------
@@ -299,7 +354,10 @@ def cost(dims, classes: list, residue: int = 0) -> int:
     functionals = 2 * d + 2 * f.d_mlp + v + 2
     per_class = 0
     for _, m, fixed, g, _ in classes:
-        n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
+        if type(fixed) is int:  # merged: A before i0, {m} at i0, A ∪ {m} after, the query
+            n_slots = 2 + fixed * (m - g + 1) + (k - 2 - fixed) * (m - g + 2)
+        else:
+            n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
         per_class += (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
                       + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
     return tables + shared + queries + outputs + per_class + residue * forward._sequence_cost(dims)
@@ -357,16 +415,18 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
             fun = {m: shared.for_output(m)}
         make_query(tables, fun[m], weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
         proven += class_size(dims, m, fixed, g)
-    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
+    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is not int}
+    merged = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is int}
     certified = 0
     for t in residue:  # outside every class, then its own forward pass (forward_brute_force)
         charge(0)  # the clock
-        if in_class(keyed, t):
+        if in_class(keyed, t, merged):
             raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
         certified += forward._certified(tables.model.logits(t), max(t))
     proven += certified
     if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
         raise AssertionError("family_gap: the classes hold more sequences than the domain")
     return proven, (f"{proven - certified} sequences certified in {len(classes)} gap classes "
-                    f"(q, m, S, g) by Lemma R bounds at the last position, {certified} of "
+                    f"(q, m, S, g) ({len(merged)} merged (q, m, i0, g)) by Lemma R bounds at the "
+                    f"last position, {certified} of "
                     f"{len(residue)} residue sequences by their forward pass")

@@ -17,6 +17,7 @@ inputs and only confirmed classes are claimed, so the certificate verifies.
 from __future__ import annotations
 
 import itertools
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -66,10 +67,11 @@ def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int):
     return query.hint if float(others.max()) < -TOL * scale else None
 
 
-def smallest_gap(tab: Tables, q: int, m: int, fixed: tuple):
-    """(g, hints) for the smallest gap that proves the class, or None."""
+def smallest_gap(tab: Tables, q: int, m: int, fixed):
+    """(g, hints) for the smallest gap that proves the class, or None (fixed: S, or the
+    first position i0 of a merged class)."""
     k = tab.dims.n_ctx
-    if len(fixed) == k - 1:  # no free position: one sequence, the gap is immaterial
+    if type(fixed) is not int and len(fixed) == k - 1:  # one sequence: the gap is immaterial
         hint = attempt(tab, q, m, fixed, 1)
         return None if hint is None else (1, hint)
     lo, hi, best = 1, m, None
@@ -93,23 +95,52 @@ def class_keys(v: int, k: int):
     return
 
 
-def find_classes(weights, progress=False) -> list:
-    """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64."""
+def find_classes(weights, progress=False, merge="off") -> list:
+    """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64.  merge:
+    "off" (classes per S), "lossless" (a merged class M(q, m, i0, g), Lemma G5, replaces the
+    block's classes (q, m, S) with min S = i0 when it proves and holds at least as many
+    sequences), "always" (whenever it proves)."""
     tab = Tables(weights)
     d = tab.dims
     keys = sorted(class_keys(d.d_vocab, d.n_ctx))
-    out = []
+    out, blocks = [], {}
     for q, m, fixed in progress_bar(keys, "family-gap classes", progress):
         found = smallest_gap(tab, q, m, fixed)
         if found is not None:
-            out.append((q, m, fixed, found[0], found[1]))
+            blocks.setdefault((q, m, rule.first(fixed)), []).append(
+                (q, m, fixed, found[0], found[1]))
+    for (q, m, i0), group in sorted(blocks.items(), key=lambda kv: (
+            kv[0][0], kv[0][1], -1 if kv[0][2] is None else kv[0][2])):
+        if merge != "off" and i0 is not None and m >= 1:
+            found = smallest_gap(tab, q, m, i0)
+            if found is not None:
+                size = rule.class_size(d, m, i0, found[0])
+                if merge == "always" or size >= sum(rule.class_size(d, m, f, g)
+                                                    for _, _, f, g, _ in group):
+                    group = [(q, m, i0, found[0], found[1])]
+        out.extend(group)
     return out
+
+
+def covered_keys(dims, classes: list) -> dict:
+    """{(q, m, S): g}: every class, and for a merged class M(q, m, i0, g) every key (q, m, S)
+    with min S = i0 at its gap (M ∩ C(q, m, S, 1) = C(q, m, S, g), Lemma G5)."""
+    keyed = {}
+    for q, m, fixed, g, _ in classes:
+        if type(fixed) is int:
+            for size in range(0, dims.n_ctx - 2 - fixed + 1):
+                for rest in itertools.combinations(range(fixed + 1, dims.n_ctx - 1), size):
+                    keyed[(q, m, (fixed,) + rest)] = g
+        else:
+            keyed[(q, m, fixed)] = g
+    return keyed
 
 
 def encode(classes: list, residue=()) -> dict:
     from ..trace import b64
 
-    out = {"classes": [[q, m, list(fixed), g] + [b64(h[name], "<f8")
+    out = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g]
+                       + [b64(h[name], "<f8")
                                                  for name in rule.HINT_FIELDS]
                        for q, m, fixed, g, h in classes]}
     if len(residue):
@@ -122,7 +153,7 @@ def residue_candidates(dims, classes: list, limit: int) -> np.ndarray:
     class with g >= 2 its sequences with some free token in (m − g, m − 1], and every
     sequence of a valid key with no class; at most `limit` (the smallest gaps first)."""
     k = dims.n_ctx
-    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes}
+    keyed = covered_keys(dims, classes)
     parts, size = [], 0
     order = sorted(class_keys(dims.d_vocab, k), key=lambda key: keyed.get(key, 10**9))
     for q, m, fixed in order:
@@ -189,7 +220,9 @@ def checker_confirmed(trace, classes: list) -> list:
     return kept
 
 
-def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT):
+def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT, merge=None):
+    if merge is None:  # "off" | "lossless" | "always" (find_classes); gen-cert reads the env
+        merge = os.environ.get("FAMILY_GAP_MERGE", "off")
     d = trace.dims
     f = d.family
     if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
@@ -204,7 +237,7 @@ def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT):
         raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
                             f"interval operations in the checker (over {MAX_CHECKER_WORK:.0e}; "
                             "the rule runs in mpmath only)")
-    classes = find_classes(trace.weights, progress)
+    classes = find_classes(trace.weights, progress, merge)
     floats = len(classes)
     if confirm:
         classes = checker_confirmed(trace, classes)
@@ -219,4 +252,5 @@ def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT):
     return line, claim, {"classes": len(classes), "classes_float64": floats,
                          "residue": len(rest),
                          "checker_work": work,
+                         "merged": sum(type(c[2]) is int for c in classes),
                          "mean_gap": float(np.mean(gaps)) if gaps else None}
