@@ -66,7 +66,8 @@ def make_task(spec: str | None, dataset: str | None, dims):
 
 
 # the strategies proving semantics == float32 (spec/theorem.md §2c, spec/rules.md)
-FLOAT32_STRATEGIES = ("forward-brute-force", "brute-force", "cubic", "exact", "subcubic")
+FLOAT32_STRATEGIES = ("forward-brute-force", "brute-force", "cubic", "cubic-mix", "exact",
+                      "subcubic")
 
 
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,

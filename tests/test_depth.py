@@ -405,7 +405,7 @@ def test_generator_decomposition_strategies_refuse_two_layers(tmp_path):
     from generator.certify.strategies import NotApplicable
 
     fw = random_weights("two_layers_attn_only")
-    for name in ("cubic", "brute-force", "subcubic"):
+    for name in ("cubic", "cubic-mix", "brute-force", "subcubic"):
         with pytest.raises(NotApplicable, match="not defined for this model family"):
             STRATEGIES[name].certify(Trace(fw))
 
@@ -461,7 +461,7 @@ def test_shipped_demonstrations_are_deep_and_gated():
         assert json.loads(cert[-2])["claim"] == manifest[f"{name}.pt"]["correct"]
 
 
-@pytest.mark.parametrize("rule_name", ["brute_force", "cubic", "exact", "subcubic_gap",
+@pytest.mark.parametrize("rule_name", ["brute_force", "cubic", "cubic_mix", "exact", "subcubic_gap",
                                        "overwhelm_free", "overwhelm_perm", "overwhelm_family"])
 @pytest.mark.parametrize("family", ["two_layers_attn_only", "gated_silu_rms_rotary"])
 def test_checker_rules_other_than_forward_refuse_deep_and_gated(rule_name, family):

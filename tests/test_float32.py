@@ -269,7 +269,7 @@ def test_only_family_overwhelm_rules_refuse_float32():
 
     assert sorted(n for n, r in rules.RULES.items()
                   if "float32" in getattr(r, "SEMANTICS", ())) \
-        == ["brute_force", "cubic", "exact", "forward_brute_force", "overwhelm_free",
+        == ["brute_force", "cubic", "cubic_mix", "exact", "forward_brute_force", "overwhelm_free",
             "overwhelm_perm", "subcubic_gap"]
 
 

@@ -158,6 +158,10 @@ class ArbArithmetic(Arithmetic):
     def bound_point(self, a):
         return a.upper()  # bounds are already radius-0 balls (every up_* ends in upper())
 
+    def bound_exact(self, a):
+        man, exp = a.upper().man_exp()  # radius 0 after upper(); ValueError if not finite
+        return int(man), int(exp)  # FLINT integers (fmpz) as Python's
+
     def up_add(self, a, b):
         return (a + b).upper()
 

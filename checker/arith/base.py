@@ -109,6 +109,11 @@ class Arithmetic:
         number: subcubic_gap's two-gap entries subtract one bound from another)."""
         raise NotImplementedError
 
+    def bound_exact(self, a) -> tuple[int, int]:
+        """The upper bound a as exact integers (man, exp), a = man·2^exp (cubic_mix sums
+        bounds exactly); ValueError if a is not a finite number."""
+        raise NotImplementedError
+
     def up_add(self, a, b):
         """An upper bound of X + Y given X <= a, Y <= b."""
         raise NotImplementedError

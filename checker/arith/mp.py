@@ -18,6 +18,7 @@ from mpmath.libmp import (
     mpf_sub,
     round_ceiling,
     round_floor,
+    to_man_exp,
 )
 
 from .. import numbers
@@ -84,6 +85,10 @@ class MpmathArithmetic(Arithmetic):
     def bound_point(self, a):
         x = mpf(a)  # a raw mpmath number, exactly
         return iv.mpf((x, x))
+
+    def bound_exact(self, a):
+        man, exp = to_man_exp(a)  # a raw mpmath number; ValueError for ±inf and NaN
+        return (-man if a[0] else man), exp  # to_man_exp drops the sign bit a[0]
 
     upper = staticmethod(numbers.upper)
     up_add = staticmethod(numbers.up_add)

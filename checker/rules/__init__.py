@@ -17,6 +17,7 @@ ATTN_ONLY_WEIGHTS = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "
 from . import (  # noqa: E402
     brute_force,
     cubic,
+    cubic_mix,
     exact,
     family_gap,
     forward,
@@ -29,6 +30,7 @@ from . import (  # noqa: E402
 RULES = {
     "brute_force": brute_force,
     "cubic": cubic,
+    "cubic_mix": cubic_mix,
     "exact": exact,
     "family_gap": family_gap,
     "forward_brute_force": forward,

@@ -16,13 +16,15 @@ def magnitude(n: int) -> str:
 from . import (  # noqa: E402
     brute_force,
     cubic,
+    cubic_mix,
     exact,
     family_gap,
     forward_brute_force,
     subcubic,
 )
 
-STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic, exact.NAME: exact,
+STRATEGIES = {brute_force.NAME: brute_force, cubic.NAME: cubic, cubic_mix.NAME: cubic_mix,
+              exact.NAME: exact,
               family_gap.NAME: family_gap,
               forward_brute_force.NAME: forward_brute_force, subcubic.NAME: subcubic}
 

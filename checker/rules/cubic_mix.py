@@ -1,0 +1,230 @@
+"""Rule cubic_mix: the cubic rule's classes, counted by sums instead of pure sequences
+(spec/rules.md §cubic_mix, Lemma M, with the proof).
+
+Rule cubic counts a sequence only when every one of its non-max tokens is "good": its
+*pure* sequences are provably correct.  No proof of that shape passes the pure-sequence
+ceiling, and on some trained models (weight decay 1.0) that ceiling is 0.96 of the truth:
+a mixed sequence is right while one of its pure sequences is wrong.  This rule keeps
+cubic's tables and its Lemma 1 (the sign of ℓ_o − ℓ_m is bounded by a sum of one term per
+position), and splits the fixed part evenly over the c free positions instead:
+
+  for a class (q, m, P) — query q, max m, P the c non-query positions holding tokens < m,
+  every other non-query position m — and every output o != m,
+      c·F_o(t) = Σ_{i∈P} (Ã_P[o] + c·β_i·e_{t_i}·X_{t_i}[o]) <= Σ_{i∈P} Ψ_P(t_i, i),
+  Ã_P[o] = R_P·e_m·X_m[o] + β_{k−1}·e_q·Y_q[o],  R_P = Σ_{i<k−1, i∉P} β_i,
+  Ψ_P(t, i) >= max_{o≠m} (Ã_P[o] + c·β_i·e_t·X_t[o])   (cubic's (I), (II), (II′)).
+
+A sequence of the class is correct when Σ_{i∈P} Ψ_P(t_i, i) < 0; the rule counts those
+tuples exactly (each Ψ an upper bound turned into an exact integer, sorted, then a
+two-pointer count).  Pure sequences are tuples too, so no good token is lost except where
+(I) and (II) trade places across positions.
+
+Hints: {"joint": [[m, q, mask], ...]}: the tokens t < m of (q, m) whose bound over
+o ∉ {m, t} is the exact maximum (cubic's (II′), O(v) each) instead of the split (II).
+Cost O(v³·2^k) for the bounds plus the counting, Σ_P m^(c−1) (charged per (q, m) before
+it is done; spec/rules.md §cubic_mix).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from itertools import combinations
+from math import comb
+
+from ..arith import MPMATH
+from ..errors import Malformed, Rejected
+from ..rules import ATTN_ONLY_WEIGHTS
+from . import cubic
+
+INPUTS = cubic.INPUTS
+ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
+SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
+FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
+FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+
+
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
+    """(sequences proved correct, note).  `jobs` is accepted and unused (one process).
+    record: None, or a list the rule appends (q, m, P, columns, count) to for every class
+    with c ≥ 1 (columns: each position's exact bounds (man, exp)), and (q, m, (), None,
+    count) for c = 0 — for the enumeration tests; the verdict is the same."""
+    from ..certificate import hold
+
+    v, k = dims.d_vocab, dims.n_ctx
+    if v < 2:
+        raise Malformed("rule cubic_mix needs d_vocab >= 2")
+    joint = parse_hints(hints, v, k)
+    charge(cubic.table_work(v, k))
+    hold(charge, cubic.table_elements(v, k) + 2 * v * v + 16 * v, "tables")
+    tables = cubic._Tables(cubic._Counted(arith), mats, v, k, charge)
+    placements = [P for c in range(k) for P in combinations(range(k - 1), c)]
+    proven = 0
+    for q in range(v):
+        charge(query_work(k))
+        beta = tables.beta[q]
+        # R_P: the attention of the non-query positions outside P (holding m)
+        rest = {P: arith.fsum([beta[i] for i in range(k - 1) if i not in P])
+                for P in placements if len(P) < k - 1}
+        w_query = arith.product(beta[k - 1], tables.e[q][q])
+        for m in range(q, v):
+            mask = joint.get((m, q), 0)
+            charge(pair_work(v, k, q, m, mask.bit_count()))
+            proven += _count_q_m(tables, arith, q, m, mask, placements, rest, w_query, charge,
+                                 record)
+    return proven, f"{proven} sequences certified by the cubic mixture rule"
+
+
+def query_work(k: int) -> int:
+    """Per query: the sums R_P (k−2−|P| additions each, at least 0) and β_{k−1}·e_q."""
+    return sum(max(k - 2 - c, 0) * comb(k - 1, c) for c in range(k)) + 1
+
+
+def pair_work(v: int, k: int, q: int, m: int, joint: int) -> int:
+    """The scalar operations of one (q, m) with `joint` joint tokens, in cubic's units
+    (spec/rules.md §proof length): 10v for D, X_m, X_q, the weighted vectors and D's top
+    two; 2v for c = 0; 4m for h_self, 4m for h_spread, 2v per joint row X_t; per placement
+    2v for Ã_P (none when P is every position) and 2v for its top two; per position of P:
+    1 for c·β_i, 2m for (I), 3m for (II) and the max, 4v + 2 per joint token, m to find
+    its column's largest bound.  Counting, when those largest bounds do not decide the
+    class, is charged by _negative_sums (sort_work)."""
+    work = 12 * v
+    if m == 0:
+        return work
+    work += 8 * m + 2 * v * joint
+    max_c = k - 1 if q == m else k - 2
+    for c in range(1, max_c + 1):
+        per = (0 if c == k - 1 else 2 * v) + 2 * v + c * (1 + 6 * m + joint * (4 * v + 2))
+        work += comb(k - 1, c) * (per + 1)
+    return work
+
+
+def sort_work(m: int, c: int) -> int:
+    """Counting the c-tuples of m tokens with a negative sum, one by one: c·m conversions to
+    integers, c sorts (m·(log₂m + 1) each), then m^(c−2) two-pointer passes of 2m steps
+    (c ≥ 2) or one bisection (c = 1)."""
+    work = c * m + c * m * (m.bit_length() + 1)
+    return work + (2 * m ** (c - 1) if c >= 2 else m.bit_length())
+
+
+def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=None) -> int:
+    """The sequences with query q and max m whose bound Σ Ψ is below 0."""
+    k, v, eu, evou = t.k, t.v, t.eu[q], t.evou
+    d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
+    d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
+    x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
+    x_q = ar.v_add(ar.v_add(d_eu, t.dp_query[m]), ar.v_diff(evou[q], evou[q][m]))  # Y_q[o]
+    p = ar.v_mul(t.e[q][m], x_m)  # >= e_m·X_m[o]
+    qv = ar.v_mul(w_query, x_q)  # >= β_{k−1}·e_q·Y_q[o]
+    # c = 0: every non-query position holds m (R = B)
+    count = int(ar.all_below_zero(ar.v_affine(rest[()], p, qv), skip=(m,)))
+    if record is not None:
+        record.append((q, m, (), None, count))
+    if m == 0:
+        return count
+    tokens = range(m)
+    e_q, dv_rest = t.e[q], t.dv_rest[m]
+    # (I): h_self[u] >= e_u·X_u[u]
+    h_self = ar.v_mul_each([e_q[u] for u in tokens],
+                           ar.v_add([d[u] for u in tokens], [t.dv_self[m][u] for u in tokens]))
+    # (II): h_spread[u] >= e_u·(max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]); v = 2: no such o
+    d_top = ar.top_upper(d, m)
+    h_spread = None if v < 3 else ar.v_mul_each(
+        [e_q[u] for u in tokens],
+        ar.v_add([cubic._excluding(d_top, u) for u in tokens], [dv_rest[u] for u in tokens]))
+    exact = [u for u in tokens if joint >> u & 1]
+    x_rows = {u: ar.v_add(d, ar.v_diff(evou[u], evou[u][m])) for u in exact}  # X_u[o]
+    max_c = k - 1 if q == m else k - 2
+    for P in placements:
+        c = len(P)
+        if not 1 <= c <= max_c:
+            continue
+        a = qv if c == k - 1 else ar.v_affine(rest[P], p, qv)  # Ã_P (R_P = 0 when P is all)
+        top = ar.top_upper(a, m)
+        a_t = [a[u] for u in tokens]
+        a_rest = [cubic._excluding(top, u) for u in tokens]  # max_{o∉{m,u}} Ã_P[o]
+        columns = []
+        for i in P:
+            w = t.beta[q][i] * c  # c·β_i > 0
+            psi = ar.v_affine(w, h_self, a_t)  # (I), o = u
+            if h_spread is not None:
+                split = ar.v_affine(w, h_spread, a_rest)  # (II), o ∉ {m, u}
+                for u in exact:  # (II′): the exact maximum over o ∉ {m, u}, if smaller
+                    row = ar.v_affine(ar.product(w, e_q[u]), x_rows[u], a)
+                    best = cubic._excluding(ar.top_upper(row, m), u)
+                    if ar.greater(split[u], best):
+                        split[u] = best
+                psi = [x if ar.greater(x, y) else y for x, y in zip(psi, split)]
+            columns.append(psi)
+        counted = _negative_sums(ar, columns, charge)
+        if record is not None:
+            record.append((q, m, P, [[ar.bound_exact(x) for x in col] for col in columns],
+                           counted))
+        count += counted
+    return count
+
+
+def _negative_sums(ar, columns, charge) -> int:
+    """The number of tuples (x_1, …, x_c), x_i from columns[i], with x_1 + … + x_c < 0,
+    computed exactly: each bound as an integer multiple of one power of two.  When the sum
+    of the columns' largest bounds is below 0 (upper-bound arithmetic), every tuple is."""
+    tops = [ar.up_max(column) for column in columns]
+    total = tops[0]
+    for top in tops[1:]:
+        total = ar.up_add(total, top)
+    if ar.below_zero(total):
+        return len(columns[0]) ** len(columns)
+    charge(sort_work(len(columns[0]), len(columns)))
+    try:
+        exact = [[ar.bound_exact(x) for x in column] for column in columns]
+    except ValueError:  # a bound that is not a finite number proves nothing
+        raise Rejected("cubic_mix: a bound is not a finite number") from None
+    low = min(e for column in exact for _, e in column)
+    ints = [sorted(man << (e - low) for man, e in column) for column in exact]
+    return _tuples_below(ints, 0)
+
+
+def _tuples_below(columns, limit: int) -> int:
+    """The number of tuples, one entry from each sorted column, whose sum is < limit."""
+    if len(columns) == 1:
+        return bisect_left(columns[0], limit)
+    if len(columns) == 2:
+        first, second = columns
+        count, j = 0, len(second)
+        for x in first:  # ascending: the number of partners below limit − x never grows
+            while j and second[j - 1] >= limit - x:
+                j -= 1
+            if not j:
+                break
+            count += j
+        return count
+    floor = sum(column[0] for column in columns[1:])
+    count = 0
+    for x in columns[0]:
+        if x + floor >= limit:  # sorted: no later x has a tuple below the limit either
+            break
+        count += _tuples_below(columns[1:], limit - x)
+    return count
+
+
+def parse_hints(hints, v, k) -> dict:
+    """{"joint": [[m, q, mask], ...]} -> {(m, q): mask}: tokens < m, each pair once."""
+    if not (isinstance(hints, dict) and set(hints) == {"joint"}
+            and isinstance(hints["joint"], list)):
+        raise Malformed('rule cubic_mix: hints must be {"joint": [[m, q, mask], ...]}')
+    joint = {}
+    for entry in hints["joint"]:
+        if not (isinstance(entry, list) and len(entry) == 3 and all(type(x) is int for x in entry)):
+            raise Malformed(f"rule cubic_mix: bad hint entry {str(entry)[:80]}")
+        m, q, mask = entry
+        if not (0 <= q <= m < v and 0 <= mask < 1 << m):
+            raise Malformed(f"rule cubic_mix: hint entry {entry[:2]} is out of range or names "
+                            "tokens >= its max")
+        if (m, q) in joint:
+            raise Malformed(f"rule cubic_mix: duplicate hint for {entry[:2]}")
+        joint[(m, q)] = mask
+    return joint
+
+
+def dimensionality(dims, hints=None) -> int:
+    """Unexplained dimensionality: cubic's (the same inputs, enumerated): 3v² + 2kv."""
+    return cubic.dimensionality(dims, hints)
