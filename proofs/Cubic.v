@@ -213,4 +213,47 @@ Proof.
   - apply HII'; assumption.
 Qed.
 
+(** Rule cubic_mix, Lemmas M and M2 with the class argument (spec/rules.md
+    §cubic_mix): the fixed part split evenly over the c positions holding a
+    token < m.  If Psi i bounds position i's share for every output o <> m and
+    the shares sum below 0, the sequence is correct. *)
+Theorem cubic_mix_class_sound : forall tok (Psi : nat -> R),
+  let c := sumR (fun i => if (tok i =? m)%nat then 0 else 1) n in
+  let RP := sumR (fun i => if (tok i =? m)%nat then beta i else 0) n in
+  let A o := RP * e m * X m o + bq * e q * Y o in
+  (forall i o, (i < n)%nat -> tok i <> m -> (o < v)%nat -> o <> m ->
+     A o + c * beta i * (e (tok i) * X (tok i) o) <= Psi i) ->
+  sumR (fun i => if (tok i =? m)%nat then 0 else Psi i) n < 0 ->
+  forall o, (o < v)%nat -> o <> m -> Sigma tok o < 0.
+Proof.
+  intros tok Psi c RP A Hpsi Hsum o Ho Hom.
+  set (g i := beta i * (e (tok i) * X (tok i) o)).
+  (* F = A o + the positions holding a token < m *)
+  assert (HF : F tok o = A o + sumR (fun i => if (tok i =? m)%nat then 0 else g i) n).
+  { unfold F, A, RP. rewrite (sumR_split (fun i => (tok i =? m)%nat)).
+    rewrite (sumR_ext (fun i => if (tok i =? m)%nat then beta i * e (tok i) * X (tok i) o else 0)
+                      (fun i => (if (tok i =? m)%nat then beta i else 0) * (e m * X m o)))
+      by (intros i _; destruct (Nat.eqb_spec (tok i) m) as [->|]; ring).
+    rewrite (sumR_ext (fun i => if (tok i =? m)%nat then 0 else beta i * e (tok i) * X (tok i) o)
+                      (fun i => if (tok i =? m)%nat then 0 else g i))
+      by (intros i _; unfold g; destruct (_ =? _)%nat; ring).
+    rewrite sumR_scal_r. ring. }
+  (* c * F = the sum over those positions of A o + c * g i *)
+  assert (HcF : c * F tok o
+                = sumR (fun i => if (tok i =? m)%nat then 0 else A o + c * g i) n).
+  { rewrite HF, (sumR_ext (fun i => if (tok i =? m)%nat then 0 else A o + c * g i)
+                          (fun i => (if (tok i =? m)%nat then 0 else 1) * A o
+                                    + c * (if (tok i =? m)%nat then 0 else g i)))
+      by (intros i _; destruct (_ =? _)%nat; ring).
+    rewrite sumR_plus, sumR_scal_r, sumR_scal_l. fold c. ring. }
+  assert (Hle : c * F tok o <= sumR (fun i => if (tok i =? m)%nat then 0 else Psi i) n).
+  { rewrite HcF. apply sumR_le. intros i Hi.
+    destruct (Nat.eqb_spec (tok i) m) as [|Hne]; [lra|].
+    unfold g. rewrite <- Rmult_assoc. apply (Hpsi i o Hi Hne Ho Hom). }
+  assert (Hc : 0 <= c) by (apply sumR_nonneg; intros i _; destruct (_ =? _)%nat; lra).
+  apply Rle_lt_trans with (F tok o); [apply cubic_lemma1|].
+  destruct (Rlt_or_le (F tok o) 0) as [|HF0]; [assumption|].
+  assert (0 <= c * F tok o) by (apply Rmult_le_pos; assumption). lra.
+Qed.
+
 End CubicClass.
