@@ -81,11 +81,12 @@ def _counted_by_enumeration(record, k):
     return out
 
 
+@pytest.mark.parametrize("strategy", ["cubic-mix", "cubic-mix:placements=each"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_counted_sequence_is_correct(case, tmp_path, capsys):
+def test_every_counted_sequence_is_correct(case, strategy, tmp_path, capsys):
     weights = CASES[case]()
     k = weights.dims.n_ctx
-    model_path, cert, lines = certify(weights, tmp_path, "cubic-mix")
+    model_path, cert, lines = certify(weights, tmp_path, strategy)
     counts = set()
     for arith in ARITHMETICS:  # every back-end accepts, with the same count
         assert check_cert([str(cert), "--model", str(model_path), "--json",
@@ -170,6 +171,8 @@ def test_mutants_are_refused(tmp_path, capsys, arith):
         "duplicate pair": lambda r: r.update(hints={"joint": [[3, 1, 1], [3, 1, 2]]}),
         "not an int": lambda r: r.update(hints={"joint": [[3, 1, 1.0]]}),
         "no hints": lambda r: r.pop("hints"),
+        "unknown placements": lambda r: r["hints"].update(placements="some"),
+        "placements not a string": lambda r: r["hints"].update(placements=1),
     }
     for name, edit in mutants.items():
         path = _rewrite(lines, tmp_path, edit)
@@ -178,12 +181,45 @@ def test_mutants_are_refused(tmp_path, capsys, arith):
         assert code != 0, name
     # any joint set is sound: every token joint still verifies
     def every(rule):
-        rule["hints"] = {"joint": [[m, q, (1 << m) - 1] for m in range(1, 8)
-                                   for q in range(m + 1)]}
+        rule["hints"]["joint"] = [[m, q, (1 << m) - 1] for m in range(1, 8)
+                                  for q in range(m + 1)]
 
     path = _rewrite(lines, tmp_path, every)
     assert check_cert([str(path), "--model", str(model), "--arith", arith, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["correct"] == claim
+
+
+def test_options_round_trip():
+    from generator.certify.strategies import resolve
+
+    for name in ("cubic-mix", "cubic-mix:placements=each"):
+        assert resolve(name)[1]["options"].name() == name
+    assert resolve("cubic-mix:placements=bounds")[1]["options"].name() == "cubic-mix"
+    for bad in ("cubic-mix:placements=all", "cubic-mix:x=1", "cubic-mix:placements"):
+        with pytest.raises(ValueError):
+            resolve(bad)
+
+
+@pytest.mark.parametrize("name", ["max3_v32_seed0", "max5_v16_seed0"])
+def test_default_beats_cubic_at_no_more_work(name, tmp_path, capsys):
+    """The default (Lemma M3: one column per (q, m, c)) on shipped models: at least cubic's
+    count for at most cubic's proof length (measured when written: max3_v32 32,763 at
+    588,535 against 32,763 at 632,469; max5_v16, k = 5, 1,048,498 at 151,164 against
+    1,048,376 at 175,986)."""
+    from pathlib import Path
+
+    from generator.cli import generate
+
+    model = Path(__file__).resolve().parent.parent / f"generator/models/{name}.pt"
+    result = {}
+    for strategy in ("cubic", "cubic-mix"):
+        cert = tmp_path / f"{strategy}.jsonl"
+        cert.write_text("\n".join(generate(str(model), strategy)[0]) + "\n")
+        assert check_cert([str(cert), "--model", str(model), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        result[strategy] = (out["correct"], out["work"])
+    assert result["cubic-mix"][0] >= result["cubic"][0]
+    assert result["cubic-mix"][1] <= result["cubic"][1]
 
 
 def test_float32_semantics(tmp_path, capsys):

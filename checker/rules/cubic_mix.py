@@ -53,7 +53,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
     v, k = dims.d_vocab, dims.n_ctx
     if v < 2:
         raise Malformed("rule cubic_mix needs d_vocab >= 2")
-    joint = parse_hints(hints, v, k)
+    joint, bounded = parse_hints(hints, v, k)
     charge(cubic.table_work(v, k))
     hold(charge, cubic.table_elements(v, k) + 2 * v * v + 16 * v, "tables")
     tables = cubic._Tables(cubic._Counted(arith), mats, v, k, charge)
@@ -66,11 +66,13 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
         rest = {P: arith.fsum([beta[i] for i in range(k - 1) if i not in P])
                 for P in placements if len(P) < k - 1}
         w_query = arith.product(beta[k - 1], tables.e[q][q])
+        ends = _bounded_weights(arith, beta, k, rest[()]) if bounded else None
         for m in range(q, v):
             mask = joint.get((m, q), 0)
-            charge(pair_work(v, k, q, m, mask.bit_count()))
+            work = bounded_pair_work if bounded else pair_work
+            charge(work(v, k, q, m, mask.bit_count()))
             proven += _count_q_m(tables, arith, q, m, mask, placements, rest, w_query, charge,
-                                 record)
+                                 record, ends)
     return proven, f"{proven} sequences certified by the cubic mixture rule"
 
 
@@ -98,6 +100,44 @@ def pair_work(v: int, k: int, q: int, m: int, joint: int) -> int:
     return work
 
 
+def bounded_pair_work(v: int, k: int, q: int, m: int, joint: int) -> int:
+    """pair_work for hints with "placements": "bounds": per (q, m) as pair_work; then per c:
+    2v for Ã at the enclosure of R (none when c = k−1), 2v for its top two, 4m for (I) and
+    (II), m for Ψ, m for the column's largest, c additions; 4v + 2 per joint token."""
+    work = 12 * v
+    if m == 0:
+        return work
+    work += 8 * m + 2 * v * joint
+    max_c = k - 1 if q == m else k - 2
+    for c in range(1, max_c + 1):
+        work += (2 * v if c < k - 1 else 0) + 2 * v + 6 * m + c + joint * (4 * v + 2)
+    return work
+
+
+def _bounded_weights(ar, beta, k, b_total) -> dict:
+    """Per c (1 ≤ c ≤ k−1): (R, W), elements with R_P in R for every placement P of c
+    non-query positions (None when c = k−1: R = 0) and c·β_i in W for every non-query
+    position i, both >= 0 (spec/rules.md Lemma M3).  Built as lo + (hi − lo)·[0, 1] from
+    points: the subset-sum bounds of cubic, and 0 when B − S_hi cannot be shown >= 0."""
+    sums = cubic._subset_sum_bounds(cubic._Counted(ar), beta[:k - 1])
+    unit = ar.interval(0.0, 1.0)
+
+    def hull(lo, hi):  # lo <= hi points, lo >= 0: an element containing [lo, hi], >= 0
+        return lo + (hi - lo) * unit
+
+    b_min, b_max = sums[1]  # the smallest lower and the largest upper endpoint of the β_i
+    out = {}
+    for c in range(1, k):
+        r = None
+        if c < k - 1:
+            s_lo, s_hi = sums[c]
+            low = b_total - s_hi  # R_P = B − S_P >= B − S_hi, and R_P >= 0 in any case
+            r_lo = ar.lower_point(low) if ar.is_nonnegative(low) else ar.point(0.0)
+            r = hull(r_lo, ar.upper_point(b_total - s_lo))
+        out[c] = (r, hull(b_min, b_max) * c)
+    return out
+
+
 def sort_work(m: int, c: int) -> int:
     """Counting the c-tuples of m tokens with a negative sum, one by one: c·m conversions to
     integers, c sorts (m·(log₂m + 1) each), then m^(c−2) two-pointer passes of 2m steps
@@ -106,8 +146,10 @@ def sort_work(m: int, c: int) -> int:
     return work + (2 * m ** (c - 1) if c >= 2 else m.bit_length())
 
 
-def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=None) -> int:
-    """The sequences with query q and max m whose bound Σ Ψ is below 0."""
+def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=None,
+               ends=None) -> int:
+    """The sequences with query q and max m whose bound Σ Ψ is below 0; `ends` (from
+    _bounded_weights) selects the bounded classes (q, m, c) instead of each placement."""
     k, v, eu, evou = t.k, t.v, t.eu[q], t.evou
     d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
     d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
@@ -134,6 +176,9 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
     exact = [u for u in tokens if joint >> u & 1]
     x_rows = {u: ar.v_add(d, ar.v_diff(evou[u], evou[u][m])) for u in exact}  # X_u[o]
     max_c = k - 1 if q == m else k - 2
+    if ends is not None:
+        return count + _bounded_classes(ar, t, q, m, max_c, ends, p, qv, h_self, h_spread,
+                                        x_rows, charge, record)
     for P in placements:
         c = len(P)
         if not 1 <= c <= max_c:
@@ -160,6 +205,35 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
             record.append((q, m, P, [[ar.bound_exact(x) for x in col] for col in columns],
                            counted))
         count += counted
+    return count
+
+
+def _bounded_classes(ar, t, q, m, max_c, ends, p, qv, h_self, h_spread, x_rows, charge,
+                     record) -> int:
+    """Classes (q, m, c) with one column Ψ_c shared by every position of every placement
+    (spec/rules.md Lemma M3): Ã over the enclosure R of every R_P, c·β over the enclosure W
+    of every c·β_i (the upper-bound products pick the worse end entry by entry)."""
+    k, tokens, e_q = t.k, range(m), t.e[q]
+    count = 0
+    for c in range(1, max_c + 1):
+        r, w = ends[c]
+        a = qv if r is None else ar.v_affine(r, p, qv)  # >= Ã_P[o] for every P of size c
+        top = ar.top_upper(a, m)
+        psi = ar.v_affine(w, h_self, [a[u] for u in tokens])  # (I)
+        if h_spread is not None:
+            split = ar.v_affine(w, h_spread, [cubic._excluding(top, u) for u in tokens])  # (II)
+            for u, x_u in x_rows.items():  # (II′), if smaller
+                row = ar.v_affine(ar.product(w, e_q[u]), x_u, a)
+                best = cubic._excluding(ar.top_upper(row, m), u)
+                if ar.greater(split[u], best):
+                    split[u] = best
+            psi = [x if ar.greater(x, y) else y for x, y in zip(psi, split)]
+        tuples = _negative_sums(ar, [psi] * c, charge)
+        if record is not None:
+            column = [ar.bound_exact(x) for x in psi]
+            for placement in combinations(range(k - 1), c):
+                record.append((q, m, placement, [column] * c, tuples))
+        count += comb(k - 1, c) * tuples
     return count
 
 
@@ -206,11 +280,14 @@ def _tuples_below(columns, limit: int) -> int:
     return count
 
 
-def parse_hints(hints, v, k) -> dict:
-    """{"joint": [[m, q, mask], ...]} -> {(m, q): mask}: tokens < m, each pair once."""
-    if not (isinstance(hints, dict) and set(hints) == {"joint"}
-            and isinstance(hints["joint"], list)):
-        raise Malformed('rule cubic_mix: hints must be {"joint": [[m, q, mask], ...]}')
+def parse_hints(hints, v, k) -> tuple[dict, bool]:
+    """{"joint": [[m, q, mask], ...], "placements": "each" | "bounds"} -> ({(m, q): mask},
+    bounded): tokens < m, each pair once; "placements" optional, "each" by default."""
+    if not (isinstance(hints, dict) and set(hints) in ({"joint"}, {"joint", "placements"})
+            and isinstance(hints["joint"], list)
+            and hints.get("placements", "each") in ("each", "bounds")):
+        raise Malformed('rule cubic_mix: hints must be {"joint": [[m, q, mask], ...]} and '
+                        'optionally "placements": "each" or "bounds"')
     joint = {}
     for entry in hints["joint"]:
         if not (isinstance(entry, list) and len(entry) == 3 and all(type(x) is int for x in entry)):
@@ -222,7 +299,7 @@ def parse_hints(hints, v, k) -> dict:
         if (m, q) in joint:
             raise Malformed(f"rule cubic_mix: duplicate hint for {entry[:2]}")
         joint[(m, q)] = mask
-    return joint
+    return joint, hints.get("placements", "each") == "bounds"
 
 
 def dimensionality(dims, hints=None) -> int:

@@ -11,6 +11,7 @@ smaller count), so the certificate checks under either back-end.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -22,9 +23,40 @@ from . import NotApplicable, float32_eu
 
 NAME = "cubic-mix"
 INPUTS = list(rule.INPUTS)
+PLACEMENTS = ("bounds", "each")
 
 
-def certify(trace, progress=False, semantics="real"):
+@dataclass(frozen=True)
+class Options:
+    """placements: "bounds" (one column per (q, m, c), Lemma M3: about cubic's work) or
+    "each" (one column per position of each placement, Lemma M2: tighter, ~2× the work).
+    `name()` and `parse()` round-trip."""
+
+    placements: str = "bounds"
+
+    def name(self) -> str:
+        return NAME if self == Options() else f"{NAME}:placements={self.placements}"
+
+    @staticmethod
+    def parse(text: str) -> Options:
+        head, _, rest = text.partition(":")
+        fields = dict(part.partition("=")[::2] for part in filter(None, rest.split(",")))
+        if (head != NAME or set(fields) - {"placements"}
+                or fields.get("placements", "bounds") not in PLACEMENTS
+                or rest.count(",") + bool(rest) != len(fields)):
+            raise ValueError(f"bad strategy {text!r}; choose from "
+                             f"{[o.name() for o in grid()]}")
+        return Options(**fields)
+
+
+def grid() -> list[Options]:
+    return [Options(p) for p in PLACEMENTS]
+
+
+VARIANTS = tuple(o.name() for o in grid())
+
+
+def certify(trace, progress=False, semantics="real", options=Options()):
     d = trace.dims
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
@@ -36,8 +68,9 @@ def certify(trace, progress=False, semantics="real"):
         inputs += float32_eu.weight_inputs()
         eu_bounds = (lo, hi)
     with np.errstate(all="ignore"):
-        joint = find_joint(v, k, e, beta, evou, pvou, eu, progress)
-    hints = {"joint": [[m, q, mask] for (m, q), mask in sorted(joint.items()) if mask]}
+        joint = find_joint(v, k, e, beta, evou, pvou, eu, progress, options.placements)
+    hints = {"joint": [[m, q, mask] for (m, q), mask in sorted(joint.items()) if mask],
+             "placements": options.placements}
     count = checker_count(trace, hints, eu_bounds)
     line = trace.rule("cubic_mix", inputs, count, hints)
     return line, count, {"joint_tokens": sum(bin(x).count("1") for x in joint.values())}
@@ -78,8 +111,9 @@ def _back_ends():
     yield arb
 
 
-def find_joint(v, k, e, beta, evou, pvou, eu, progress=False) -> dict:
-    """{(m, q): bitmask of joint tokens} (float64 mirror of the rule's bounds)."""
+def find_joint(v, k, e, beta, evou, pvou, eu, progress=False, placements="bounds") -> dict:
+    """{(m, q): bitmask of joint tokens} (float64 mirror of the rule's bounds): a token is
+    joint where its split bound (II) is >= 0 and the exact (II′) is lower."""
     dp_max = (pvou[:-1, None, :] - pvou[:-1, :, None]).max(axis=0)  # (m, o)
     dp_query = pvou[-1][None, :] - pvou[-1][:, None]
     joint = {}
@@ -97,6 +131,11 @@ def find_joint(v, k, e, beta, evou, pvou, eu, progress=False) -> dict:
             spread = _excluding_each(d_ex, t) + _excluding_each_rows(evou, m, t) - evou[t, m]
             max_c = k - 1 if q == m else k - 2
             mask = np.zeros(m, bool)
+            if placements == "bounds":
+                for c in range(1, max_c + 1):
+                    mask |= _bounded_joint(k, q, m, c, beta, e, p, qv, t, spread, x_rows, v)
+                joint[(m, q)] = int(sum(1 << int(u) for u in np.nonzero(mask)[0]))
+                continue
             for c in range(1, max_c + 1):
                 for P in combinations(range(k - 1), c):
                     rest = sum(beta[q, i] for i in range(k - 1) if i not in P)
@@ -110,6 +149,23 @@ def find_joint(v, k, e, beta, evou, pvou, eu, progress=False) -> dict:
                         mask |= (split >= 0) & (exact < split)
             joint[(m, q)] = int(sum(1 << int(u) for u in np.nonzero(mask)[0]))
     return joint
+
+
+def _bounded_joint(k, q, m, c, beta, e, p, qv, t, spread, x_rows, v):
+    """Lemma M3's bounds for (q, m, c): the tokens whose split (II) is >= 0 at an end of W
+    while the exact (II′) is lower."""
+    b = np.sort(beta[q, :k - 1])
+    rs = [] if c == k - 1 else [b.sum() - b[::-1][:c].sum(), b.sum() - b[:c].sum()]
+    faces = [qv] if c == k - 1 else [r * p + qv for r in rs]
+    others = np.arange(v) != m
+    a_rest = np.max([_excluding_each(np.where(others, a, -np.inf), t) for a in faces], axis=0)
+    a_max = np.max(faces, axis=0)
+    split = np.full(len(t), -np.inf)
+    exact = np.full(len(t), -np.inf)
+    for w in (c * b[0], c * b[-1]):
+        split = np.maximum(split, a_rest + w * e[q, t] * spread)
+        exact = np.maximum(exact, (a_max[None, :] + (w * e[q, t])[:, None] * x_rows).max(axis=1))
+    return (split >= 0) & (exact < split)
 
 
 def _excluding_each(vec, t):
