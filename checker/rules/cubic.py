@@ -365,17 +365,23 @@ def _count_q(t: _Tables, good, charge, q):
     return count, ar.count
 
 
-def _count_q_m(t: _Tables, ar: _Counted, good, q, m, b_total, placements, w_query):
-    """Confirm the claimed good sets for (q, m, ·) and return their count.
-    Vectors are indexed by the output o; their entry o = m is never read."""
-    k, eu, evou = t.k, t.eu[q], t.evou
+def pair_vectors(t: _Tables, ar, q, m, w_query):
+    """(D, e_m·X_m, β_{k−1}·e_q·Y_q) for (q, m), as upper bounds indexed by the output o
+    (Lemma 1's terms; entry o = m is never read): 8v operations.  Shared with cubic_mix."""
+    eu, evou = t.eu[q], t.evou
     d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
     d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
     x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
-    # >= X^query_q[o] = EU[q,o] − EU[q,m] + PVOU[k−1,o] − PVOU[k−1,m] + ΔV_q[o]
+    # >= Y_q[o] = EU[q,o] − EU[q,m] + PVOU[k−1,o] − PVOU[k−1,m] + ΔV_q[o]
     x_q = ar.v_add(ar.v_add(d_eu, t.dp_query[m]), ar.v_diff(evou[q], evou[q][m]))
-    p = ar.v_mul(t.e[q][m], x_m)  # >= e_m·X_m[o]
-    qv = ar.v_mul(w_query, x_q)  # >= β_q·e_q·X_q[o]
+    return d, ar.v_mul(t.e[q][m], x_m), ar.v_mul(w_query, x_q)
+
+
+def _count_q_m(t: _Tables, ar: _Counted, good, q, m, b_total, placements, w_query):
+    """Confirm the claimed good sets for (q, m, ·) and return their count.
+    Vectors are indexed by the output o; their entry o = m is never read."""
+    k, evou = t.k, t.evou
+    d, p, qv = pair_vectors(t, ar, q, m, w_query)
     count = 0
     # c = 0: every non-query position holds m (S = 0, R = B).
     if good.get((m, q, 0), (0, 0))[0]:

@@ -150,13 +150,8 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
                ends=None) -> int:
     """The sequences with query q and max m whose bound Σ Ψ is below 0; `ends` (from
     _bounded_weights) selects the bounded classes (q, m, c) instead of each placement."""
-    k, v, eu, evou = t.k, t.v, t.eu[q], t.evou
-    d_eu = ar.v_diff(eu, eu[m])  # >= EU[q, o] − EU[q, m]
-    d = ar.v_add(d_eu, t.dp_max[m])  # >= D[o]
-    x_m = ar.v_add(d, t.dv_m[m])  # >= X_m[o]
-    x_q = ar.v_add(ar.v_add(d_eu, t.dp_query[m]), ar.v_diff(evou[q], evou[q][m]))  # Y_q[o]
-    p = ar.v_mul(t.e[q][m], x_m)  # >= e_m·X_m[o]
-    qv = ar.v_mul(w_query, x_q)  # >= β_{k−1}·e_q·Y_q[o]
+    k, v, evou = t.k, t.v, t.evou
+    d, p, qv = cubic.pair_vectors(t, ar, q, m, w_query)  # D, e_m·X_m, β_{k−1}·e_q·Y_q
     # c = 0: every non-query position holds m (R = B)
     count = int(ar.all_below_zero(ar.v_affine(rest[()], p, qv), skip=(m,)))
     if record is not None:
