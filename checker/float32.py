@@ -673,7 +673,17 @@ def widened_eu(dims, w: dict, lo: tuple, hi: tuple,
     v = dims.d_vocab
     if len(lo) != v * v or len(hi) != v * v:
         raise AssertionError("float32: EU is not v×v")  # exit 2: an internal error
-    flat = [_up_fraction(Fraction(x)) for row in deltas for x in row]
+    return widen_outward(lo, hi, [x for row in deltas for x in row])
+
+
+def widen_outward(lo: tuple, hi: tuple, deltas) -> tuple[tuple, tuple, float]:
+    """[lo − δ, hi + δ] entry by entry (binary64 ends, δ ≥ 0 rationals or binary64 in the
+    same order), rounded outward, and max δ: each δ first taken to a binary64 ≥ it, each end
+    the nearest binary64 of the exact difference or sum moved one binary64 outward (the
+    next binary64 above the nearest one of x is ≥ x).  widened_eu and widened_eu_row."""
+    flat = [_up_fraction(Fraction(x)) for x in deltas]
+    if len(flat) != len(lo) or len(flat) != len(hi):
+        raise AssertionError("float32: δ and the enclosure differ in size")  # exit 2
     new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
     new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
     return new_lo, new_hi, max(flat)
@@ -727,7 +737,4 @@ def widened_eu_row(dims, w: dict, lo: tuple, hi: tuple, q: int, p: int,
         row = attention_only_delta_rows(dims, w, q, [p], int_matmul)[p]
     if len(lo) != dims.d_vocab or len(hi) != dims.d_vocab:
         raise AssertionError("float32: EU_Q is not 1×v")  # exit 2: an internal error
-    flat = [_up_fraction(Fraction(x)) for x in row]
-    new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
-    new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
-    return new_lo, new_hi, max(flat)
+    return widen_outward(lo, hi, row)

@@ -116,3 +116,69 @@ def subcubic_covered(gaps, v, k):
             continue
         out.add(seq)
     return out
+
+
+# --- float32 evaluations in several summation orders (spec/theorem.md §2c) -------------------
+
+F32 = np.float32
+ATTN_ONLY_NAMES = ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O",
+                   "W_U", "b_U")
+
+
+def float32_dot(x: np.ndarray, m: np.ndarray, reverse: bool = False) -> np.ndarray:
+    """x (..., n) @ m (n, c) in float32, accumulating one term at a time, left to right
+    (or reversed), each partial sum rounded to float32."""
+    order = range(x.shape[-1] - 1, -1, -1) if reverse else range(x.shape[-1])
+    out = np.zeros(x.shape[:-1] + (m.shape[1],), dtype=F32)
+    for i in order:
+        out = (out + x[..., i:i + 1] * m[i]).astype(F32)
+    return out
+
+
+def float32_torch_permuted(w, tokens: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """float32 logits at the last position of an attention-only model (torch) with its
+    residual coordinates permuted by perm: the same real function, every sum over d_model
+    in another order."""
+    from generator.model import ModelWeights
+
+    p = {n: getattr(w, n) for n in ATTN_ONLY_NAMES}
+    for n in ("W_E", "W_pos", "W_O"):
+        p[n] = p[n][:, perm]
+    for n in ("W_Q", "W_K", "W_V", "W_U"):
+        p[n] = p[n][perm]
+    p["b_O"] = p["b_O"][perm]
+    model = MaxOfKTransformer.from_weights(ModelWeights(dims=w.dims, **p))
+    with torch.no_grad():
+        return model(torch.from_numpy(tokens)).numpy()
+
+
+def float32_numpy(w, tokens: np.ndarray, reverse: bool, reciprocal: bool = False) -> np.ndarray:
+    """A plain numpy float32 forward pass of an attention-only model, every dot product
+    accumulated one term at a time (left to right or reversed, float32_dot); the softmax
+    as e/S, or as e·fl(1/S) with reciprocal."""
+    x = (w.W_E[tokens] + w.W_pos).astype(F32)
+    q = (float32_dot(x[:, -1], w.W_Q, reverse) + w.b_Q).astype(F32)
+    key = (float32_dot(x, w.W_K, reverse) + w.b_K).astype(F32)
+    val = (float32_dot(x, w.W_V, reverse) + w.b_V).astype(F32)
+    s = (np.einsum("nh,nkh->nk", q, key).astype(F32) / F32(np.sqrt(w.dims.d_head))).astype(F32)
+    e = np.exp(s - s.max(axis=1, keepdims=True)).astype(F32)
+    total = e.sum(axis=1, keepdims=True, dtype=F32)
+    a = (e * (F32(1) / total)).astype(F32) if reciprocal else (e / total).astype(F32)
+    z = np.einsum("nk,nkh->nh", a, val).astype(F32)
+    r = (x[:, -1] + float32_dot(z, w.W_O, reverse) + w.b_O).astype(F32)
+    return (float32_dot(r, w.W_U, reverse) + w.b_U).astype(F32)
+
+
+def float32_evaluations(w, tokens: np.ndarray, seed: int = 0,
+                        reciprocal_when_reversed: bool = True) -> list:
+    """Several float32 evaluations (logits at the last position) of an attention-only model
+    on `tokens` (n, n_ctx): torch with the residual coordinates in three orders (identity, a
+    random permutation from `seed`, reversed) and numpy left to right and reversed (the
+    reversed one with the softmax as e·fl(1/S) unless reciprocal_when_reversed is False)."""
+    d = w.dims.d_model
+    g = np.random.default_rng(seed)
+    out = [float32_torch_permuted(w, tokens, perm)
+           for perm in (np.arange(d), g.permutation(d), np.arange(d)[::-1].copy())]
+    out += [float32_numpy(w, tokens, reverse, reverse and reciprocal_when_reversed)
+            for reverse in (False, True)]
+    return out
