@@ -509,11 +509,13 @@ class CertificateChecker:
         wanted = rule.inputs(self.dims, claim)
         # float32 (spec/rules.md §float32 for the overwhelm rules): every EU_Q@p widened by
         # Lemma G@p's δ_p[q][o], from the weights (read for δ only, never by the rule)
-        widen = self.semantics == "float32"
+        # (a rule without FLOAT32_WIDENS_EU but with float32 in SEMANTICS, overwhelm_family,
+        # proves it itself: spec/rules.md §overwhelm_family, float32)
+        widen = self.semantics == "float32" and getattr(rule, "FLOAT32_WIDENS_EU", False)
+        if self.semantics not in getattr(rule, "SEMANTICS", ("real",)):  # fail closed
+            raise Rejected(f"line {lineno}: rule {obj['rule']} proves the real semantics "
+                           "only (spec/theorem.md §2c)")
         if widen:
-            if not getattr(rule, "FLOAT32_WIDENS_EU", False):  # fail closed
-                raise Rejected(f"line {lineno}: rule {obj['rule']} proves the real semantics "
-                               "only (spec/theorem.md §2c)")
             wanted = {**wanted, **{name: self.canonical[name] for name in rule.FLOAT32_INPUTS}}
         if not isinstance(obj["inputs"], dict) or set(obj["inputs"]) != set(wanted):
             raise Malformed(f"line {lineno}: rule {obj['rule']} for this claim takes inputs "
@@ -549,8 +551,9 @@ class CertificateChecker:
                 "EU_Q@p widened by Lemma G@p's δ_p[q][o]")
         matrices = {name: value.rows(rows_ar, self.tick) for name, value in values.items()}
         started, stored = time.monotonic(), self.stored
+        extra = {"semantics": self.semantics} if self.semantics != "real" and not widen else {}
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),
-                          RuleBudget(self, lineno, obj["rule"]), arith=ar) + widened
+                          RuleBudget(self, lineno, obj["rule"]), arith=ar, **extra) + widened
         self.stored = stored  # the rule's tables are garbage now
         self.proven[lineno] = claim
         self.report.rule_notes.append(f"{obj['rule']}: {note} "

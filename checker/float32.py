@@ -238,14 +238,20 @@ def normalize(c: list, mean_square, eps: float, sqrt_interval) -> list:
     `mean_square` and ε̃ = fl32(ε) = ε(1 + δ): the sum v + ε̃ one rounding (u), then the
     square root and the division (or a reciprocal square root within 2 ulps and a
     product): relative γ_{NORM_FACTORS}, plus η for underflow."""
+    scale = norm_scale(mean_square, eps, sqrt_interval)
+    g = gamma(NORM_FACTORS)
+    return [relative(a / scale, g, ETA) for a in c]
+
+
+def norm_scale(mean_square, eps: float, sqrt_interval):
+    """An enclosure of the real number sqrt(fl(v + ε̃)) that normalize divides by (within
+    relative γ_{NORM_FACTORS}), v in the enclosure mean_square, ε̃ = fl32(ε)."""
     u = float(U)
     eps_float = iv.mpf(eps) * iv.mpf((1 - u, 1 + u))
     floor = max(mean_square.a, 0)  # a float mean of squares is >= 0
     shifted = relative(iv.mpf((floor, mean_square.b)) + eps_float, u)
     # fl(v + ε̃) >= ε̃ >= ε(1 − u) > 0 (rounding is monotone, v >= 0, ε̃ a float)
-    scale = sqrt_interval(iv.mpf((max(shifted.a, eps_float.a), shifted.b)))
-    g = gamma(NORM_FACTORS)
-    return [relative(a / scale, g, ETA) for a in c]
+    return sqrt_interval(iv.mpf((max(shifted.a, eps_float.a), shifted.b)))
 
 
 def scale_shift(y: list, w_mag_pairs) -> list:

@@ -1,0 +1,224 @@
+"""float32 semantics for rule overwhelm_family (one layer; spec/rules.md §overwhelm_family
+under the float32 semantics: Lemma W-family, Lemma LN-float).
+
+- Enumeration: every completion of a float32-accepted claim outputs the claimed token,
+  strictly, in float32 in several summation orders (torch with the residual coordinates
+  permuted, numpy left to right and reversed: soundness_helpers.family_float32_evaluations);
+  the checker's verdict is the same under mpmath and arb.
+- Mutants: a planted near-tie (one completion, real margin ~1e-6) is proved for the real
+  semantics, not for float32 (gen-cert says not proved; the real certificate relabelled
+  float32 and the forced float32 certificate are rejected), and would be accepted if the
+  float32 widening were skipped (monkeypatched): so skipping it is caught.
+- Scope refusals by name: several layers, permutation claims, other normalisations.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from overwhelm_fixtures import MODELS, Loaded, check_lines, family_random, shipped
+from soundness_helpers import family_float32_evaluations
+
+from checker.errors import Rejected
+from checker.modelspec import Dims
+from checker.rules import overwhelm_family_float32 as f32
+from checker.statement import Overwhelm
+from generator.model import FamilyWeights
+from generator.overwhelm import any_logits, certify
+
+F32 = np.float32
+V6 = MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt"
+
+
+def completions(claim: Overwhelm, v: int):
+    """Every admissible sequence s + t + [q], grouped by length (numpy arrays)."""
+    alphabet = claim.over if claim.over is not None else range(v)
+    for n in claim.lengths():
+        ts = list(itertools.product(alphabet, repeat=n))
+        yield np.array([claim.prefix + tuple(t) + (claim.query,) for t in ts], dtype=np.int64)
+
+
+def assert_float32_correct(weights, claim: Overwhelm, limit: int = 4096, seed: int = 0):
+    """Every completion (a random sample of `limit` per length if more) outputs
+    claim.output strictly in every float32 evaluation of family_float32_evaluations."""
+    g = np.random.default_rng(seed)
+    total = 0
+    for tokens in completions(claim, weights.dims.d_vocab):
+        if len(tokens) > limit:
+            tokens = tokens[g.choice(len(tokens), limit, replace=False)]
+        for logits in family_float32_evaluations(weights, tokens, seed):
+            assert logits.dtype == F32
+            top = logits[:, claim.output]
+            others = np.delete(logits, claim.output, axis=1)
+            assert (others < top[:, None]).all()
+        total += len(tokens)
+    return total
+
+
+def relabelled(lines: list, semantics: str) -> list:
+    """The certificate with its theorem's semantics atom set to `semantics`."""
+    out = [json.loads(s) for s in lines]
+    theorem = out[0]["theorem"].replace(" and semantics == float32", "")
+    out[0]["theorem"] = theorem + ("" if semantics == "real" else f" and semantics == {semantics}")
+    return [json.dumps(o) for o in out]
+
+
+# --- enumeration soundness ---------------------------------------------------------------
+
+SHIPPED_V6 = Overwhelm((5,), 3, 5, free_cmp="<=", free=3)
+
+
+def test_shipped_v6_float32_proved_and_every_completion_float32_correct():
+    loaded = shipped(V6)
+    verdict = certify(loaded, SHIPPED_V6, float_shadow=False, semantics="float32")
+    assert verdict.verdict == "proved"
+    reports = [check_lines(verdict.lines, arith=a) for a in ("mpmath", "arb")]
+    for report in reports:
+        assert report.facts.semantics == "float32"
+        assert any("float32 semantics: Lemma W-family" in n for n in report.rule_notes)
+    assert assert_float32_correct(loaded.weights, SHIPPED_V6) == 1 + 6 + 36 + 216
+
+
+def _small_claims():
+    """Claims on the small trained family model (v6) that the real rule proves (the
+    cases of tests/test_overwhelm_family.py's small_trained, free claims)."""
+    loaded, out = shipped(V6), []
+    for m, q in itertools.product(range(6), (0, 3, 5)):
+        for claim in (Overwhelm((m,), q, m, free_cmp="<=", free=3),
+                      Overwhelm((m,), q, m, free_cmp="==", free=4, over=tuple(range(m + 1)))):
+            if certify(loaded, claim, float_shadow=False).verdict == "proved":
+                out.append(claim)
+    return out
+
+
+def test_small_family_claims_float32_correct():
+    """Every real-proved claim on the small trained model: its float32 certificate, when
+    gen-cert proves one, verifies under mpmath and arb alike, and every completion is
+    float32-correct in every evaluation order."""
+    loaded = shipped(V6)
+    claims = _small_claims()
+    assert len(claims) >= 4
+    proved = 0
+    for claim in claims:
+        verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
+        if verdict.verdict != "proved":
+            continue
+        proved += 1
+        for arith in ("mpmath", "arb"):
+            assert check_lines(verdict.lines, arith=arith).facts.semantics == "float32"
+        assert_float32_correct(loaded.weights, claim)
+    assert proved >= 4
+
+
+# --- the planted near-tie -----------------------------------------------------------------
+
+def _near_tie(target: float = 1e-6):
+    """A small ln_mlp_rope model and a one-completion claim (free == 1 over one token)
+    whose real margin ℓ_o − max ℓ_m is about `target` (b_U[o] lowered): the real rule's
+    bound is nearly exact there (Lemma R with one token per position)."""
+    loaded = family_random("ln_mlp_rope", 0)
+    w = loaded.weights
+    seq = (1, 2, 3)
+    claim = Overwhelm((seq[0],), seq[2], -1, free_cmp="==", free=1, over=(seq[1],))
+    logits = any_logits(w, np.array([seq]))[0]
+    o = int(np.argmax(logits))
+    margin = logits[o] - np.max(np.delete(logits, o))
+    params = dict(w.params)
+    b_u = params["unembed.b_U"].copy()
+    b_u[o] = F32(float(b_u[o]) - margin + target)
+    params["unembed.b_U"] = b_u
+    planted = Loaded(FamilyWeights(dims=w.dims, params=params))
+    logits = any_logits(planted.weights, np.array([seq]))[0]
+    real_margin = logits[o] - np.max(np.delete(logits, o))
+    assert 0 < real_margin < 10 * target
+    return planted, replace(claim, output=o)
+
+
+@pytest.fixture(scope="module")
+def near_tie():
+    return _near_tie()
+
+
+def test_near_tie_real_proved_float32_not(near_tie):
+    loaded, claim = near_tie
+    real = certify(loaded, claim, float_shadow=False)
+    assert real.verdict == "proved"
+    assert check_lines(real.lines).facts.semantics == "real"
+    f32_verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
+    assert f32_verdict.verdict == "not proved" and f32_verdict.lines is None
+    forced = certify(loaded, claim, float_shadow=False, semantics="float32", force=True)
+    assert forced.verdict == "forced"
+    for lines in (forced.lines, relabelled(real.lines, "float32")):
+        for arith in ("mpmath", "arb"):
+            with pytest.raises(Rejected):
+                check_lines(lines, arith=arith)
+
+
+def _skip_widening(monkeypatch):
+    """The float32 rule with every float32 error dropped: real tables, no Lemma S factor,
+    no widening of the functionals, the LayerNorm and the unembedding exact."""
+    from checker import float32 as fp
+    from checker.rules import forward
+
+    monkeypatch.setattr(f32.Tables, "MODEL", forward._Model)
+    monkeypatch.setattr(f32.AtQuery, "widening", lambda self, a, y, col: 0.0)
+    monkeypatch.setattr(f32, "U", 0.0)
+    monkeypatch.setattr(fp, "dot_error", lambda n, s: 0.0)
+    monkeypatch.setattr(fp, "mean_error", lambda n, s: 0.0)
+    monkeypatch.setattr(fp, "gamma", lambda n: 0.0)
+    monkeypatch.setattr(fp, "exp_factor", lambda: 1)
+    monkeypatch.setattr(fp, "ETA", 0.0)
+
+
+def test_near_tie_accepted_if_widening_skipped(near_tie, monkeypatch):
+    """The rejection above is the widening's doing: with it skipped the relabelled real
+    certificate is accepted (so a test would catch a rule that skipped it)."""
+    loaded, claim = near_tie
+    real = certify(loaded, claim, float_shadow=False)
+    _skip_widening(monkeypatch)
+    assert check_lines(relabelled(real.lines, "float32")).facts.semantics == "float32"
+
+
+def test_real_certificate_relabelled_float32_of_shipped_model():
+    """The shipped v6 claim's real certificate relabelled float32: its hints (slack 1e-9)
+    are checked over the float32 enclosures; whatever the verdict, a float32 acceptance
+    is a float32-correct claim (enumerated above) and a rejection is Rejected, not an
+    internal error."""
+    loaded = shipped(V6)
+    real = certify(loaded, SHIPPED_V6, float_shadow=False)
+    try:
+        report = check_lines(relabelled(real.lines, "float32"))
+    except Rejected:
+        return
+    assert report.facts.semantics == "float32"
+
+
+def test_float32_certificate_relabelled_real_still_verifies():
+    """The same lines prove the real theorem too (the float32 hints are the real rule's
+    with a larger slack): a float32 certificate relabelled real is accepted as real."""
+    loaded = shipped(V6)
+    verdict = certify(loaded, SHIPPED_V6, float_shadow=False, semantics="float32")
+    assert check_lines(relabelled(verdict.lines, "real")).facts.semantics == "real"
+
+
+# --- scope ----------------------------------------------------------------------------------
+
+def test_scope_refused_by_name():
+    from overwhelm_fixtures import family_random as fr
+
+    perm = Overwhelm((0, 1), 1, 0, free_perm=(0, 1))
+    with pytest.raises(Rejected, match="permutation"):
+        f32.refuse(fr("ln_mlp_rope").weights.dims, perm)
+    free = Overwhelm((0,), 1, 0, free_cmp="<=", free=1)
+    for name, why in (("lnpre_parallel", "normalization"), ("plain_mlp", "normalization")):
+        with pytest.raises(Rejected, match=why):
+            f32.refuse(fr(name).weights.dims, free)
+    one = fr("ln_mlp_rope").weights.dims
+    deep = Dims(one.d_vocab, one.n_ctx, one.d_model, one.d_head,
+                family=replace(one.family, n_layers=2))
+    with pytest.raises(Rejected, match="several layers"):
+        f32.refuse(deep, free)
