@@ -222,3 +222,83 @@ def test_scope_refused_by_name():
                 family=replace(one.family, n_layers=2))
     with pytest.raises(Rejected, match="several layers"):
         f32.refuse(deep, free)
+
+
+# --- the tables are float32 enclosures --------------------------------------------------------
+
+def _rule_mats(weights):
+    from mpmath import iv
+
+    from checker.rules import forward
+    from generator.certify.trace import Trace
+
+    trace = Trace(weights)
+    mats = {}
+    for name in forward.inputs(trace.dims):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    return trace.dims, mats
+
+
+def _float32_attention_inputs(weights, reverse: bool):
+    """numpy float32 LN1, q, key, val per (head, position, token) (rotated), sums one term
+    at a time left to right or reversed: arrays (H, k, v, h)."""
+    from soundness_helpers import _f32_sum, float32_dot
+
+    from generator.model import rope_angles
+
+    dims, f = weights.dims, weights.dims.family
+    p = {k: np.asarray(v, dtype=F32) for k, v in weights.params.items()}
+    k, v, d = dims.n_ctx, dims.d_vocab, dims.d_model
+    x = np.broadcast_to(p["embed.W_E"][None], (k, v, d)).astype(F32)
+    if f.positional == "standard":
+        x = (x + p["pos_embed.W_pos"][:, None]).astype(F32)
+    mean = (_f32_sum(x, reverse) / F32(d)).astype(F32)
+    c = (x - mean[..., None]).astype(F32)
+    var = (_f32_sum((c * c).astype(F32), reverse) / F32(d)).astype(F32)
+    y = (c / np.sqrt((var + F32(f.ln_eps)).astype(F32))[..., None]).astype(F32)
+    y = (y * p["blocks.0.ln1.w"] + p["blocks.0.ln1.b"]).astype(F32)
+    att = "blocks.0.attn."
+    out = {}
+    for n in "QKV":
+        out[n] = np.stack([(float32_dot(y, p[att + "W_" + n][j], reverse)
+                            + p[att + "b_" + n][j]).astype(F32) for j in range(f.n_heads)])
+    if f.positional == "rotary":
+        ang = rope_angles(dims)
+        cos, sin = np.cos(ang).astype(F32)[None, :, None], np.sin(ang).astype(F32)[None, :, None]
+        half, r = f.rotary_dim // 2, f.rotary_dim
+        for n in "QK":
+            t = out[n].copy()
+            a, b = out[n][..., :half], out[n][..., half:r]
+            t[..., :half] = (a * cos - b * sin).astype(F32)
+            t[..., half:r] = (b * cos + a * sin).astype(F32)
+            out[n] = t
+    return out
+
+
+def _misses(tables, arrays) -> int:
+    m, misses = tables.model, 0
+    for name, table in (("Q", m.q), ("K", m.key), ("V", m.val)):
+        arr = arrays[name]
+        for j, i, u in itertools.product(range(arr.shape[0]), range(arr.shape[1]),
+                                         range(arr.shape[2])):
+            for c, x in enumerate(table[j][i][u]):
+                misses += not (x.a <= float(arr[j, i, u, c]) <= x.b)
+    return misses
+
+
+def test_tables_contain_the_float32_attention_inputs():
+    """The float32 rule's tables (Float32Model) contain the numpy float32 query, key and
+    value of every (head, position, token) in two summation orders; the real rule's tables
+    (forward._Model: exact-real enclosures) do not — so tables left real are caught."""
+    from checker.rules import overwhelm_family as real_rule
+
+    weights = shipped(V6).weights
+    dims, mats = _rule_mats(weights)
+    float_tables = f32.Tables(dims, mats, lambda work: None)
+    real_tables = real_rule.Tables(dims, mats, lambda work: None)
+    for reverse in (False, True):
+        arrays = _float32_attention_inputs(weights, reverse)
+        assert _misses(float_tables, arrays) == 0
+        assert _misses(real_tables, arrays) > 0

@@ -30,8 +30,8 @@ rule uses between such quantities made exact again by an explicit error term:
 
 Refused by name (Rejected): several layers (overwhelm_deep proves the real semantics
 only), permutation claims, a parallel MLP, a normalisation other than LN.
-Cost: as the real rule, plus O(slots) per functional for M_j(a) and O(n_heads·h·d) per
-functional for Rz_j·|c(W_O[j])||a| (mpmath only, whatever --arith).
+Cost: as the real rule, plus per query position n_functionals·n_heads·(slots + h·d) for
+M_j(a) and Rz_j·|c(W_O[j])||a| (charged; mpmath only, whatever --arith).
 """
 
 from __future__ import annotations
@@ -354,8 +354,12 @@ def check(dims, mats, claim, hints, charge) -> str:
                                                  for p in positions(claim)), "tables")
     tables = Tables(dims, mats, charge)
     fun = base.Functionals(tables, claim.output)
+    f, h, d = dims.family, dims.d_head, dims.d_model
     for p in positions(claim):
-        charge(0)  # enforces the time limit
+        # the widening's own work: per functional and head, M_j over the slots and
+        # Rz_j·|c_rows(W_O[j])||a| (h·d)
+        slots = len(claim.prefix) + 1 + (p - len(claim.prefix)) * len(free)
+        charge(base.n_functionals(dims) * f.n_heads * (slots + h * d))
         AtQuery(tables, fun, claim, p, bounds[p]).check()
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), "
             f"{len(free)} free token(s), {dims.family.n_heads} head(s) (float32 semantics: "
