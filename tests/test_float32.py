@@ -265,13 +265,13 @@ def test_statement_semantics_atom():
         statement.parse("semantics >= float32")
 
 
-def test_only_family_overwhelm_rules_refuse_float32():
+def test_only_family_gap_refuses_float32():
     from checker import rules
 
     assert sorted(n for n, r in rules.RULES.items()
                   if "float32" in getattr(r, "SEMANTICS", ())) \
-        == ["brute_force", "cubic", "exact", "forward_brute_force", "overwhelm_free",
-            "overwhelm_perm", "subcubic_gap"]
+        == ["brute_force", "cubic", "exact", "forward_brute_force", "overwhelm_family",
+            "overwhelm_free", "overwhelm_perm", "subcubic_gap"]
 
 
 def test_gen_cert_refuses_float32_for_real_only_strategies(planted):

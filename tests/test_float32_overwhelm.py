@@ -8,7 +8,8 @@ spec/rules.md §float32 for the overwhelm rules: Lemma G@p and Lemma W-overwhelm
 - The widening matters: a planted overwhelm near-tie (real margin far below δ) is proved for
   the real semantics; its float32 certificate (forced) is rejected, and would be accepted
   if δ were zero (monkeypatched) -- so skipping the widening is caught.
-- A real certificate relabelled float32 is rejected; overwhelm_family refuses float32.
+- A real certificate relabelled float32 is rejected (overwhelm_family's too: its hints are
+  not confirmed over the float32 enclosures; its float32 rule: test_float32_overwhelm_family).
 - Enumeration: every completion a verified float32 claim covers evaluates to the claimed
   output, strictly, in float32 in several summation orders.
 """
@@ -331,14 +332,16 @@ def test_float32_relabelled_real_is_not_float32(near_tie):
         check(lines)
 
 
-def test_overwhelm_family_refuses_float32():
+def test_overwhelm_family_real_certificate_relabelled_float32_rejected():
+    """overwhelm_family proves float32 (tests/test_float32_overwhelm_family.py), but a real
+    certificate's hints (slack 1e-9) are not confirmed over the float32 enclosures."""
     from pathlib import Path
 
     cert = (Path(__file__).resolve().parent.parent / "certs"
             / "maxany_v6_k6_ln_mlp_rope_seed0.overwhelm-5-free3.jsonl")
     lines = [json.loads(s) for s in cert.read_text().splitlines()]
     lines[0]["theorem"] += " and semantics == float32"
-    with pytest.raises(Rejected, match="real semantics only"):
+    with pytest.raises(Rejected, match="not confirmed"):
         check(lines)
 
 

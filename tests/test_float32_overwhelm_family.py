@@ -183,18 +183,17 @@ def test_near_tie_accepted_if_widening_skipped(near_tie, monkeypatch):
     assert check_lines(relabelled(real.lines, "float32")).facts.semantics == "float32"
 
 
-def test_real_certificate_relabelled_float32_of_shipped_model():
-    """The shipped v6 claim's real certificate relabelled float32: its hints (slack 1e-9)
-    are checked over the float32 enclosures; whatever the verdict, a float32 acceptance
-    is a float32-correct claim (enumerated above) and a rejection is Rejected, not an
-    internal error."""
-    loaded = shipped(V6)
-    real = certify(loaded, SHIPPED_V6, float_shadow=False)
-    try:
-        report = check_lines(relabelled(real.lines, "float32"))
-    except Rejected:
-        return
-    assert report.facts.semantics == "float32"
+@pytest.mark.parametrize("name", [
+    "maxany_v6_k6_ln_mlp_rope_seed0.overwhelm-5-free3.jsonl",
+    "flipflop_k32_ln_mlp_rope_seed0.overwhelm-w0-free22.jsonl",
+    "maxany_v16_k16_ln_mlp_rope_seed0.overwhelm-15x3-free10.jsonl"])
+def test_shipped_real_certificates_relabelled_float32_rejected(name):
+    """The shipped real family certificates relabelled float32: their hints (slack 1e-9)
+    are not confirmed over the float32 enclosures (the float32 certificates of the same
+    claims, written by gen-cert --semantics float32, verify: benchmarks/RESULTS.md)."""
+    cert = MODELS.parent.parent / "certs" / name
+    with pytest.raises(Rejected, match="not confirmed"):
+        check_lines(relabelled(cert.read_text().splitlines(), "float32"))
 
 
 def test_float32_certificate_relabelled_real_still_verifies():
