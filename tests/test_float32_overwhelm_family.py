@@ -301,3 +301,109 @@ def test_tables_contain_the_float32_attention_inputs():
         arrays = _float32_attention_inputs(weights, reverse)
         assert _misses(float_tables, arrays) == 0
         assert _misses(real_tables, arrays) > 0
+
+
+# --- each float32 error term is present (against an independent float64 evaluation) ----------
+
+def _gamma(n: int) -> float:
+    u = 2.0 ** -24
+    return n * u / (1 - n * u)
+
+
+def _float64_trace(weights, seq):
+    """Float64 intermediates of one sequence at its last position (spec/theorem.md §2b)."""
+    from generator.model import rope_angles
+
+    dims, f = weights.dims, weights.dims.family
+    w = {k: a.astype(np.float64) for k, a in weights.params.items()}
+    att, L = "blocks.0.attn.", len(seq)
+
+    def ln(x, which):
+        c = x - x.mean(-1, keepdims=True)
+        sigma = np.sqrt((c * c).mean(-1, keepdims=True) + f.ln_eps)
+        return c, sigma, c / sigma * w[which + ".w"] + w[which + ".b"]
+
+    x = w["embed.W_E"][list(seq)]
+    _, _, a_in = ln(x, "blocks.0.ln1")
+    q = np.einsum("d,jdh->jh", a_in[-1], w[att + "W_Q"]) + w[att + "b_Q"]
+    key = np.einsum("ld,jdh->jlh", a_in, w[att + "W_K"]) + w[att + "b_K"][:, None]
+    val = np.einsum("ld,jdh->jlh", a_in, w[att + "W_V"]) + w[att + "b_V"][:, None]
+    ang = rope_angles(dims)[:L]
+    cos, sin, half, r = np.cos(ang), np.sin(ang), f.rotary_dim // 2, f.rotary_dim
+
+    def rot(t, c, s):
+        out = t.copy()
+        out[..., :half] = t[..., :half] * c - t[..., half:r] * s
+        out[..., half:r] = t[..., half:r] * c + t[..., :half] * s
+        return out
+    q, key = rot(q, cos[-1], sin[-1]), rot(key, cos, sin)
+    s = np.einsum("jh,jlh->jl", q, key) / np.sqrt(dims.d_head)
+    a = np.exp(s - s.max(-1, keepdims=True))
+    a /= a.sum(-1, keepdims=True)
+    z = np.einsum("jl,jlh->jh", a, val)
+    resid = x[-1] + np.einsum("jh,jhd->d", z, w[att + "W_O"]) + w[att + "b_O"]
+    _, _, y2 = ln(resid, "blocks.0.ln2")
+    hidden = np.maximum(y2 @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"], 0)
+    resid2 = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
+    c_f, sigma_f, y_f = ln(resid2, "ln_final")
+    return dict(w=w, x_p=x[-1], val=val, z=z, resid2=resid2, c_f=c_f, sigma_f=sigma_f[0],
+                y_f=y_f)
+
+
+def test_every_float32_error_term_is_present(monkeypatch):
+    """On a one-completion claim of the v6 model the float32 rule proves, each error term
+    of spec/rules.md §overwhelm_family under float32 is at least its value at the sequence's
+    own float64 quantities: Lemma S's spread γ_{n+1}, the residual sum's rounding Rr, the
+    widening E(g_t) ≥ spread·max|vo·g_t| + Rr·|c(g_t)|, the unembedding's roundings, the
+    final LayerNorm's deviation D and mean error Ec, and the weights' relative width 16u
+    (Lemma S's exp factor).  Dropping any of them is caught here (the near-tie test only
+    catches dropping all of them)."""
+    loaded = shipped(V6)
+    seq = (5, 2, 3)
+    claim = Overwhelm((5,), 3, 5, free_cmp="==", free=1, over=(2,))
+    captured = []
+    original = f32.AtQuery.check
+
+    def spy(self):
+        captured.append(self)
+        return original(self)
+
+    monkeypatch.setattr(f32.AtQuery, "check", spy)
+    verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
+    assert verdict.verdict == "proved"
+    at = captured[-1]
+    tr = _float64_trace(loaded.weights, seq)
+    w, dims, f = tr["w"], loaded.weights.dims, loaded.weights.dims.family
+    d, h, n, low = dims.d_model, dims.d_head, len(seq), 1 - 1e-9
+    u = 2.0 ** -24
+    assert at.spread >= _gamma(n + 1)
+    w_o = w["blocks.0.attn.W_O"]  # (H, h, d)
+    t_sum = (np.abs(tr["x_p"]) + np.abs(w["blocks.0.attn.b_O"])
+             + np.einsum("jh,jhd->d", np.abs(tr["z"]), np.abs(w_o)))
+    rr_ref = _gamma(f.n_heads * h + 2) * t_sum
+    assert (np.array(at.rr) >= rr_ref * low).all()
+    u_mat, b_u = w["unembed.W_U"], w["unembed.b_U"]
+    o = claim.output
+    wo_c = w_o - w_o.mean(-1, keepdims=True)
+    unemb = _gamma(d + 1) * (np.abs(tr["y_f"]) @ np.abs(u_mat) + np.abs(b_u))
+    w_f, b_f = w["ln_final.w"], w["ln_final.b"]
+    n_f = tr["c_f"] / tr["sigma_f"]
+    dev_ref = (_gamma(2) * (np.abs(n_f * w_f) + np.abs(b_f))
+               + np.abs(w_f) * _gamma(8) * np.abs(tr["c_f"]) / tr["sigma_f"])
+    for t in range(dims.d_vocab):
+        if t == o:
+            continue
+        g = (u_mat[:, t] - u_mat[:, o]) * w_f
+        cg = g - g.mean()
+        vo_g = np.einsum("jlh,jhd,d->jl", tr["val"], wo_c, g)
+        e_ref = float(rr_ref @ np.abs(cg)) + _gamma(n + 1) * float(np.abs(vo_g).max(-1).sum())
+        assert at.parts[t]["E"] >= e_ref * low, t
+        assert at.parts[t]["unembed"] >= (unemb[t] + unemb[o]) * low, t
+        dt = np.abs(u_mat[:, t] - u_mat[:, o])
+        assert float(np.array(at.last_dev) @ dt) >= float(dev_ref @ dt) * low, t
+    r2 = tr["resid2"]
+    ec_ref = _gamma(d + 1) * np.abs(r2).sum() / d + u * np.abs(tr["c_f"])
+    assert (np.array(at.last_ec) >= ec_ref * low).all()
+    for head in at.heads:
+        for x in head.w.values():
+            assert float(x.b - x.a) >= 15 * u * float(x.b)

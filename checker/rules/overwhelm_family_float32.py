@@ -201,7 +201,8 @@ class AtQuery(base.AtQuery):
 
     def functional_f32(self, base_dot, y, col, lo_hi, what, keys, a):
         total = self.functional(base_dot, y, col, lo_hi, what, keys)
-        return fp.widen(total, self.widening(a, y, col))
+        self.last_widening = self.widening(a, y, col)  # kept for the tests
+        return fp.widen(total, self.last_widening)
 
     def box(self) -> list:
         """The box of c(r̃): the real rule's box, each coordinate widened by E(e_k)."""
@@ -233,6 +234,7 @@ class AtQuery(base.AtQuery):
         e_mu = fp.mean_error(d, fp.abs_sum(r_mag))
         ec = [fp._up(fp._up(e_mu * (1 + 2.0 ** -23)) + fp._up(U * fp.mag(c))) for c in box]
         bt = [fp.widen(c, err) for c, err in zip(box, ec)]
+        self.last_ec = ec  # kept for the tests
         sq = [square_interval(c) for c in bt]
         lo_sum, hi_sum = iv.fsum(sq).a, iv.fsum(sq).b
         if low is not None:
@@ -261,6 +263,7 @@ class AtQuery(base.AtQuery):
             n_err = fp.abs_sum([fp._up(fp._up(g8 * bm[i]) * inv), fp.ETA,
                                 fp._up(ec[i] * inv)])
             dev.append(fp.abs_sum([e_y, fp._up(wm[i] * n_err)]))
+        self.last_dev = dev  # kept for the tests
         return sigma, y, dev
 
     def hidden_f32(self, r_box: list) -> list:
@@ -289,6 +292,7 @@ class AtQuery(base.AtQuery):
         """Step 6 in float32: raise Rejected unless every float ℓ̃_m − ℓ̃_o < 0."""
         f, o, fun, m = self.f, self.claim.output, self.fun, self.m
         d, v = self.t.dims.d_model, self.t.dims.d_vocab
+        self.parts = {}  # per logit t: its float32 error terms (kept for the tests)
         r_box = self.box()
         final, mlp_g, rr2, r_mag2 = r_box, [iv.mpf(0)] * v, [0.0] * d, self.r_mag
         hidden = self.hidden_f32(r_box) if f.d_mlp else []
@@ -337,6 +341,7 @@ class AtQuery(base.AtQuery):
             numer = _plus(numer, rr2_err(fun.g[t]))
             bound = up_add(base._upper_ratio(numer, sigma), upper(self.logit_const(t)))
             slack = fp._up(fp._abs_dot(dev, fp.mags(fun.d_u[t])) + fp._up(unembed_err(t) + e_o))
+            self.parts[t] = {"E": self.last_widening, "unembed": fp._up(unembed_err(t) + e_o)}
             if not below_zero(_plus(bound, slack)):
                 raise Rejected(f"overwhelm_family (float32): at query position {self.p}, the "
                                f"bound on logit {t} − logit {o} is not negative")
