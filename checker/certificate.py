@@ -440,32 +440,27 @@ class CertificateChecker:
         ar = self.arith if portable and (self.semantics == "real" or widen) else MPMATH
         # a rule whose inputs are mpmath intervals whatever the back-end (INPUT_ARITHMETIC)
         rows_ar = MPMATH if getattr(rule, "INPUT_ARITHMETIC", None) == "mpmath" else ar
-        matrices, values, weights = {}, {}, {}
+        values = {}
         for name in names:
             (value,) = self._refs([inputs[name]], lineno, 1)
             if value.term != self.canonical[name]:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
-            if widen and name in rule.FLOAT32_INPUTS:  # read for δ only, never by the rule
-                weights[name] = _weight_rows(value)
-                continue
-            matrices[name], values[name] = value.rows(rows_ar, self.tick), value
+            values[name] = value
+        weights = _float32_weights(rule, values) if widen else {}
+        matrices = {name: value.rows(rows_ar, self.tick) for name, value in values.items()}
         widened = ""
         if widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)
 
-            eu = values["EU"]
-            budget0 = RuleBudget(self, lineno, obj["rule"])
-            # δ's own operations (float32.delta_work) and the two widened ends per entry
-            budget0(float32.delta_work(self.dims) + 2 * len(eu.lo))
-            lo, hi, worst = float32.widened_eu(self.dims, weights, eu.lo, eu.hi,
-                                               ar.int_matmul)
-            values["EU"] = Value(eu.term, lo, hi, eu.shape)
             # subcubic_gap's summary row is the mean of EU before widening (spec/rules.md)
             matrices["EU_UNWIDENED"] = matrices["EU"]
+            widened = self._widen_float32(
+                lineno, obj["rule"], values, ("EU",), float32.delta_work(self.dims),
+                lambda: lambda _, eu: float32.widened_eu(self.dims, weights, eu.lo, eu.hi,
+                                                         ar.int_matmul),
+                "EU widened by Lemma G's δ[q][o]")
             matrices["EU"] = values["EU"].rows(ar, self.tick)
-            widened = (f" (float32 semantics: EU widened by Lemma G's δ[q][o] ≤ "
-                       f"{float(worst):.3g})")
         claim = _int(obj["claim"], f"line {lineno}: claim", 0, task.pairs())
         started, stored = time.monotonic(), self.stored
         budget = RuleBudget(self, lineno, obj["rule"])
@@ -514,11 +509,13 @@ class CertificateChecker:
         wanted = rule.inputs(self.dims, claim)
         # float32 (spec/rules.md §float32 for the overwhelm rules): every EU_Q@p widened by
         # Lemma G@p's δ_p[q][o], from the weights (read for δ only, never by the rule)
-        widen = self.semantics == "float32"
+        # (a rule without FLOAT32_WIDENS_EU but with float32 in SEMANTICS, overwhelm_family,
+        # proves it itself: spec/rules.md §overwhelm_family, float32)
+        widen = self.semantics == "float32" and getattr(rule, "FLOAT32_WIDENS_EU", False)
+        if self.semantics not in getattr(rule, "SEMANTICS", ("real",)):  # fail closed
+            raise Rejected(f"line {lineno}: rule {obj['rule']} proves the real semantics "
+                           "only (spec/theorem.md §2c)")
         if widen:
-            if not getattr(rule, "FLOAT32_WIDENS_EU", False):  # fail closed
-                raise Rejected(f"line {lineno}: rule {obj['rule']} proves the real semantics "
-                               "only (spec/theorem.md §2c)")
             wanted = {**wanted, **{name: self.canonical[name] for name in rule.FLOAT32_INPUTS}}
         if not isinstance(obj["inputs"], dict) or set(obj["inputs"]) != set(wanted):
             raise Malformed(f"line {lineno}: rule {obj['rule']} for this claim takes inputs "
@@ -527,46 +524,57 @@ class CertificateChecker:
         # a rule may read its inputs as mpmath intervals whatever the back-end (it converts
         # what it computes with `ar` itself: overwhelm_family)
         rows_ar = MPMATH if getattr(rule, "INPUT_ARITHMETIC", None) == "mpmath" else ar
-        matrices, values, weights = {}, {}, {}
+        values = {}
         for name, term in wanted.items():
             (value,) = self._refs([obj["inputs"][name]], lineno, 1)
             if value.term != term:
                 raise Rejected(f"line {lineno}: input {name} (line {obj['inputs'][name]}) is "
                                "not that quantity as defined in spec/overwhelm.md")
-            if widen and name in rule.FLOAT32_INPUTS:
-                weights[name] = _weight_rows(value)
-                continue
             values[name] = value
         widened = ""
         if widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)
 
-            budget0 = RuleBudget(self, lineno, obj["rule"])
-            worst = 0.0
-            eus = {int(n.split("@")[1]): n for n in values if n.startswith("EU_Q@")}
-            # δ_p for the claim's query row only, the key tables shared across positions
-            # (float32.delta_row_work) and the two widened ends per entry
-            budget0(float32.delta_row_work(self.dims, len(eus))
-                    + sum(2 * len(values[n].lo) for n in eus.values()))
-            rows = float32.attention_only_delta_rows(self.dims, weights, claim.query, eus,
-                                                     ar.int_matmul)
-            for p, name in eus.items():
-                eu = values[name]
-                lo, hi, top = float32.widened_eu_row(self.dims, weights, eu.lo, eu.hi,
-                                                     claim.query, p, row=rows[p])
-                values[name] = Value(eu.term, lo, hi, eu.shape)
-                worst = max(worst, top)
-            widened = (f" (float32 semantics: EU_Q@p widened by Lemma G@p's δ_p[q][o] ≤ "
-                       f"{float(worst):.3g})")
-        for name, value in values.items():
-            matrices[name] = value.rows(rows_ar, self.tick)
+            weights = _float32_weights(rule, values)
+            eus = {n: int(n.split("@")[1]) for n in values if n.startswith("EU_Q@")}
+
+            def by_rows():  # δ_p for the claim's query row only, the key tables shared
+                rows = float32.attention_only_delta_rows(self.dims, weights, claim.query,
+                                                         eus.values(), ar.int_matmul)
+                return lambda name, eu: float32.widened_eu_row(
+                    self.dims, weights, eu.lo, eu.hi, claim.query, eus[name],
+                    row=rows[eus[name]])
+
+            widened = self._widen_float32(
+                lineno, obj["rule"], values, tuple(eus),
+                float32.delta_row_work(self.dims, len(eus)), by_rows,
+                "EU_Q@p widened by Lemma G@p's δ_p[q][o]")
+        matrices = {name: value.rows(rows_ar, self.tick) for name, value in values.items()}
         started, stored = time.monotonic(), self.stored
+        extra = {"semantics": self.semantics} if self.semantics != "real" and not widen else {}
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),
-                          RuleBudget(self, lineno, obj["rule"]), arith=ar) + widened
+                          RuleBudget(self, lineno, obj["rule"]), arith=ar, **extra) + widened
         self.stored = stored  # the rule's tables are garbage now
         self.proven[lineno] = claim
         self.report.rule_notes.append(f"{obj['rule']}: {note} "
                                       f"({time.monotonic() - started:.1f} s)")
+
+    def _widen_float32(self, lineno: int, rule_name: str, values: dict, names, work: int,
+                       prepare, what: str) -> str:
+        """The float32 widening of both EU paths (spec/rules.md §float32 by widening EU,
+        §float32 for the overwhelm rules): charge `work` (δ's own operations) and the two
+        widened ends of every entry of values[name], name in names, to the rule line's
+        budget; then widen = prepare() (δ computed after the charge) and each such
+        enclosure becomes widen(name, value) = ([lo − δ, hi + δ] rounded outward, max δ)
+        (float32.widened_eu / widened_eu_row).  Returns the rule note's text."""
+        RuleBudget(self, lineno, rule_name)(work + sum(2 * len(values[n].lo) for n in names))
+        worst, widen = 0.0, prepare()
+        for name in names:
+            eu = values[name]
+            lo, hi, top = widen(name, eu)
+            values[name] = Value(eu.term, lo, hi, eu.shape)
+            worst = max(worst, top)
+        return f" (float32 semantics: {what} ≤ {float(worst):.3g})"
 
     def _qed(self, obj: dict, lineno: int) -> None:
         _keys(obj, lineno, {"id", "kind", "by"})
@@ -733,6 +741,13 @@ def _family_mismatch(family: Family, file_family: Family, no_config: bool) -> st
                 "({'model': model.state_dict(), 'config': model.cfg.to_dict()}) or put "
                 "<stem>.config.json beside the file")
     return f"the certificate's model family is not the model file's: {diff}"
+
+
+def _float32_weights(rule, values: dict) -> dict:
+    """Remove the rule's FLOAT32_INPUTS (the weights, read for Lemma G's δ only, never by
+    the rule) from values and return them as _weight_rows."""
+    return {name: _weight_rows(values.pop(name)) for name in rule.FLOAT32_INPUTS
+            if name in values}
 
 
 def _weight_rows(value: Value) -> list:

@@ -238,14 +238,20 @@ def normalize(c: list, mean_square, eps: float, sqrt_interval) -> list:
     `mean_square` and ε̃ = fl32(ε) = ε(1 + δ): the sum v + ε̃ one rounding (u), then the
     square root and the division (or a reciprocal square root within 2 ulps and a
     product): relative γ_{NORM_FACTORS}, plus η for underflow."""
+    scale = norm_scale(mean_square, eps, sqrt_interval)
+    g = gamma(NORM_FACTORS)
+    return [relative(a / scale, g, ETA) for a in c]
+
+
+def norm_scale(mean_square, eps: float, sqrt_interval):
+    """An enclosure of the real number sqrt(fl(v + ε̃)) that normalize divides by (within
+    relative γ_{NORM_FACTORS}), v in the enclosure mean_square, ε̃ = fl32(ε)."""
     u = float(U)
     eps_float = iv.mpf(eps) * iv.mpf((1 - u, 1 + u))
     floor = max(mean_square.a, 0)  # a float mean of squares is >= 0
     shifted = relative(iv.mpf((floor, mean_square.b)) + eps_float, u)
     # fl(v + ε̃) >= ε̃ >= ε(1 − u) > 0 (rounding is monotone, v >= 0, ε̃ a float)
-    scale = sqrt_interval(iv.mpf((max(shifted.a, eps_float.a), shifted.b)))
-    g = gamma(NORM_FACTORS)
-    return [relative(a / scale, g, ETA) for a in c]
+    return sqrt_interval(iv.mpf((max(shifted.a, eps_float.a), shifted.b)))
 
 
 def scale_shift(y: list, w_mag_pairs) -> list:
@@ -673,7 +679,17 @@ def widened_eu(dims, w: dict, lo: tuple, hi: tuple,
     v = dims.d_vocab
     if len(lo) != v * v or len(hi) != v * v:
         raise AssertionError("float32: EU is not v×v")  # exit 2: an internal error
-    flat = [_up_fraction(Fraction(x)) for row in deltas for x in row]
+    return widen_outward(lo, hi, [x for row in deltas for x in row])
+
+
+def widen_outward(lo: tuple, hi: tuple, deltas) -> tuple[tuple, tuple, float]:
+    """[lo − δ, hi + δ] entry by entry (binary64 ends, δ ≥ 0 rationals or binary64 in the
+    same order), rounded outward, and max δ: each δ first taken to a binary64 ≥ it, each end
+    the nearest binary64 of the exact difference or sum moved one binary64 outward (the
+    next binary64 above the nearest one of x is ≥ x).  widened_eu and widened_eu_row."""
+    flat = [_up_fraction(Fraction(x)) for x in deltas]
+    if len(flat) != len(lo) or len(flat) != len(hi):
+        raise AssertionError("float32: δ and the enclosure differ in size")  # exit 2
     new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
     new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
     return new_lo, new_hi, max(flat)
@@ -727,7 +743,4 @@ def widened_eu_row(dims, w: dict, lo: tuple, hi: tuple, q: int, p: int,
         row = attention_only_delta_rows(dims, w, q, [p], int_matmul)[p]
     if len(lo) != dims.d_vocab or len(hi) != dims.d_vocab:
         raise AssertionError("float32: EU_Q is not 1×v")  # exit 2: an internal error
-    flat = [_up_fraction(Fraction(x)) for x in row]
-    new_lo = tuple(-_up(x - a) for a, x in zip(lo, flat))
-    new_hi = tuple(_up(b + x) for b, x in zip(hi, flat))
-    return new_lo, new_hi, max(flat)
+    return widen_outward(lo, hi, row)

@@ -170,8 +170,9 @@ def parser() -> argparse.ArgumentParser:
                         "(default) or every IEEE-754 float32 evaluation of it (any summation "
                         "order, FMA or not); float32 works with the default strategy and with "
                         "forward-brute-force, brute-force, cubic, exact, subcubic (not its "
-                        "low-rank EU variants), and with --property overwhelm on the "
-                        "attention-only model (rules overwhelm_free, overwhelm_perm)")
+                        "low-rank EU variants), and with --property overwhelm (rules "
+                        "overwhelm_free, overwhelm_perm; overwhelm_family on one layer, free "
+                        "claims)")
     p.add_argument("--property", choices=("accuracy", "overwhelm"), default="accuracy",
                    help="the theorem: accuracy (default) or overwhelm (spec/overwhelm.md)")
     overwhelm.add_arguments(p)

@@ -143,9 +143,7 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
     trace = Trace(weights, float_shadow=float_shadow)
     if uses_family_rule(weights, family_rule):
         if semantics != "real":
-            raise ValueError("rule overwhelm_family proves the real semantics only; float32 "
-                             "is proved by overwhelm_free/overwhelm_perm on the attention-only "
-                             "model (spec/rules.md §float32 for the overwhelm rules)")
+            return _certify_family_float32(loaded, claim, force, started, float_shadow)
         return _certify_family(loaded, claim, trace, force, started)
     ids = strategy.emit_inputs(trace, claim)
     mats = strategy.mid_values(trace, ids)
@@ -185,7 +183,54 @@ def certify(loaded, claim: Overwhelm, float_shadow: bool = True,
     return verdict
 
 
-def _finish(loaded, trace, claim, rule_name, ids, hints, margin, info) -> list:
+def _certify_family_float32(loaded, claim: Overwhelm, force: bool, started: float,
+                            float_shadow: bool) -> Verdict:
+    """Rule overwhelm_family under semantics == float32 (one layer; spec/rules.md
+    §overwhelm_family, float32): the real rule's hints with the larger slacks F32_SLACKS in
+    turn, each certificate replayed by the checker's float32 rule (untrusted use: the
+    generator keeps the first one it accepts).  Not proved: with force, the lines of the
+    smallest slack."""
+    from checker.certificate import CertificateChecker
+    from checker.rules import overwhelm_family as family_rule
+    from checker.rules import overwhelm_family_float32 as f32_rule
+
+    weights = loaded.weights
+    try:
+        f32_rule.refuse(weights.dims, claim)
+    except Rejected as e:
+        raise Malformed(str(e)) from None
+    verdict, first = None, None
+    for rel in family_strategy.F32_SLACKS:
+        trace = Trace(weights, float_shadow=float_shadow)
+        margin = family_strategy.family_margins(weights, claim, rel)
+        verdict = Verdict(claim, "not proved", margin)
+        if not margin.proved and not force:
+            break  # the real mirror already fails: no slack helps
+        ids = {name: trace.emit(term)
+               for name, term in family_rule.inputs(trace.dims, claim).items()}
+        verdict.lines = _finish(loaded, trace, claim, "overwhelm_family", ids, margin.hints,
+                                margin, {"worst_margin": margin.worst}, semantics="float32")
+        first = first or verdict.lines
+        if not margin.proved:
+            break
+        checker = CertificateChecker()
+        try:
+            for line in verdict.lines:
+                checker.feed(line)
+            checker.finish()
+        except Rejected:
+            continue
+        verdict.verdict = "proved"
+        break
+    if verdict.verdict != "proved":  # forced: the smallest slack's lines
+        verdict.verdict = "forced" if force and first else "not proved"
+        verdict.lines = first if force else None
+    verdict.seconds = time.monotonic() - started
+    return verdict
+
+
+def _finish(loaded, trace, claim, rule_name, ids, hints, margin, info,
+            semantics: str = "real") -> list:
     """The certificate's lines for a rule line proving `claim`."""
     weights, v = loaded.weights, loaded.weights.dims.d_vocab
     line = {"kind": "rule", "rule": rule_name, "inputs": ids, "claim": claim_json(claim)}
@@ -194,7 +239,8 @@ def _finish(loaded, trace, claim, rule_name, ids, hints, margin, info) -> list:
     by = trace._append(line)
     facts = Facts(dims={"d_vocab": v, "n_ctx": weights.dims.n_ctx,
                         "d_model": weights.dims.d_model, "d_head": weights.dims.d_head},
-                  weights_sha256=trace.weights_sha256, correct=None, overwhelm=claim)
+                  weights_sha256=trace.weights_sha256, correct=None, overwhelm=claim,
+                  semantics=semantics)
     return trace.lines("overwhelm", by, 1, {"file_sha256": loaded.file_sha256},
                        {"program": "gen-cert", **info}, theorem=theorem_text(facts))
 

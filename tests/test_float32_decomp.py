@@ -12,9 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from soundness_helpers import float32_evaluations
 from test_float32 import (
-    _float32_logits_numpy,
-    _float32_logits_permuted,
     _interval_weights,
     _random_attn_only,
     _with_header,
@@ -148,13 +147,10 @@ def _truth(w):
     """(tokens, real float64 logits, δ per sequence (n, v), float32 logits in five orders)."""
     from generator.model import logits_float64
 
-    v, k, d = w.dims.d_vocab, w.dims.n_ctx, w.dims.d_model
+    v, k = w.dims.d_vocab, w.dims.n_ctx
     tokens = np.array(list(itertools.product(range(v), repeat=k)))
     deltas = np.array(fp.attention_only_deltas(w.dims, _interval_weights(w)), dtype=float)
-    g = np.random.default_rng(0)
-    floats = [_float32_logits_permuted(w, tokens, p) for p in
-              (np.arange(d), g.permutation(d), np.arange(d)[::-1].copy())]
-    floats += [_float32_logits_numpy(w, tokens, r) for r in (False, True)]
+    floats = float32_evaluations(w, tokens, 0, reciprocal_when_reversed=False)
     return tokens, logits_float64(w, tokens), deltas[tokens[:, -1]], floats
 
 

@@ -16,13 +16,8 @@ import lemma_g_previous as previous
 import numpy as np
 import pytest
 from mpmath import iv, mp, mpf
-from test_float32 import (
-    F32,
-    _float32_logits_numpy,
-    _float32_logits_permuted,
-    _interval_weights,
-    _random_attn_only,
-)
+from soundness_helpers import float32_dot, float32_evaluations
+from test_float32 import F32, _interval_weights, _random_attn_only
 
 from checker import float32 as fp
 from checker.modelspec import Dims
@@ -56,15 +51,9 @@ def _real_scores(w, tokens):
 
 def _float32_scores(w, tokens, reverse: bool):
     """float32 scores, the projections summed one term at a time (left to right or back)."""
-    def dot(x, m):
-        order = range(x.shape[-1] - 1, -1, -1) if reverse else range(x.shape[-1])
-        out = np.zeros(x.shape[:-1] + (m.shape[1],), dtype=F32)
-        for i in order:
-            out = (out + x[..., i:i + 1] * m[i]).astype(F32)
-        return out
     x = (w.W_E[tokens] + w.W_pos).astype(F32)
-    q = (dot(x[:, -1], w.W_Q) + w.b_Q).astype(F32)
-    k = (dot(x, w.W_K) + w.b_K).astype(F32)
+    q = (float32_dot(x[:, -1], w.W_Q, reverse) + w.b_Q).astype(F32)
+    k = (float32_dot(x, w.W_K, reverse) + w.b_K).astype(F32)
     return (np.einsum("nh,nkh->nk", q, k).astype(F32) / F32(np.sqrt(w.dims.d_head))).astype(F32)
 
 
@@ -104,11 +93,7 @@ def _check_bounds(w, deltas) -> float:
     tokens = np.array(list(itertools.product(range(w.dims.d_vocab), repeat=w.dims.n_ctx)))
     real = logits_float64(w, tokens)
     delta = np.array(deltas, dtype=float)[tokens[:, -1]]
-    d = w.dims.d_model
-    g = np.random.default_rng(1)
-    floats = [_float32_logits_permuted(w, tokens, p)
-              for p in (np.arange(d), g.permutation(d), np.arange(d)[::-1].copy())]
-    floats += [_float32_logits_numpy(w, tokens, r) for r in (False, True)]
+    floats = float32_evaluations(w, tokens, 1, reciprocal_when_reversed=False)
     worst = 0.0
     for f in floats:
         err = np.abs(f.astype(float) - real)

@@ -8,7 +8,8 @@ spec/rules.md §float32 for the overwhelm rules: Lemma G@p and Lemma W-overwhelm
 - The widening matters: a planted overwhelm near-tie (real margin far below δ) is proved for
   the real semantics; its float32 certificate (forced) is rejected, and would be accepted
   if δ were zero (monkeypatched) -- so skipping the widening is caught.
-- A real certificate relabelled float32 is rejected; overwhelm_family refuses float32.
+- A real certificate relabelled float32 is rejected (overwhelm_family's too: its hints are
+  not confirmed over the float32 enclosures; its float32 rule: test_float32_overwhelm_family).
 - Enumeration: every completion a verified float32 claim covers evaluates to the claimed
   output, strictly, in float32 in several summation orders.
 """
@@ -21,16 +22,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 from mpmath import iv
 from overwhelm_fixtures import SMALL_FLIPFLOP, SMALL_MAXANY, Loaded, sharp_random, shipped
+from soundness_helpers import float32_evaluations as shared_evaluations
 
 from checker import float32 as fp
 from checker.certificate import CertificateChecker
 from checker.errors import Malformed, Rejected
 from checker.modelspec import Dims
 from checker.statement import Overwhelm
-from generator.model import MaxOfKTransformer, ModelWeights
+from generator.model import ModelWeights
 from generator.overwhelm import certify
 from generator.tasks.causal import logits_at
 
@@ -61,51 +62,10 @@ def truncated(w: ModelWeights, length: int) -> ModelWeights:
                            for n in NAMES})
 
 
-def float32_torch(w: ModelWeights, tokens: np.ndarray, perm: np.ndarray) -> np.ndarray:
-    """float32 logits at the last position (torch), residual coordinates permuted by perm:
-    the same real function, every sum over d_model in another order."""
-    p = {n: getattr(w, n) for n in NAMES}
-    for n in ("W_E", "W_pos", "W_O"):
-        p[n] = p[n][:, perm]
-    for n in ("W_Q", "W_K", "W_V", "W_U"):
-        p[n] = p[n][perm]
-    p["b_O"] = p["b_O"][perm]
-    model = MaxOfKTransformer.from_weights(ModelWeights(dims=w.dims, **p))
-    with torch.no_grad():
-        return model(torch.from_numpy(tokens)).numpy()
-
-
-def float32_numpy(w: ModelWeights, tokens: np.ndarray, reverse: bool) -> np.ndarray:
-    """A plain numpy float32 forward pass, every dot product accumulated one term at a
-    time (left to right or reversed); softmax as e·fl(1/S) when reversed."""
-    def dot(x, m):
-        order = range(x.shape[-1] - 1, -1, -1) if reverse else range(x.shape[-1])
-        out = np.zeros(x.shape[:-1] + (m.shape[1],), dtype=F32)
-        for i in order:
-            out = (out + x[..., i:i + 1] * m[i]).astype(F32)
-        return out
-    x = (w.W_E[tokens] + w.W_pos).astype(F32)
-    q = (dot(x[:, -1], w.W_Q) + w.b_Q).astype(F32)
-    key = (dot(x, w.W_K) + w.b_K).astype(F32)
-    val = (dot(x, w.W_V) + w.b_V).astype(F32)
-    s = (np.einsum("nh,nkh->nk", q, key).astype(F32) / F32(np.sqrt(w.dims.d_head))).astype(F32)
-    e = np.exp(s - s.max(axis=1, keepdims=True)).astype(F32)
-    total = e.sum(axis=1, keepdims=True, dtype=F32)
-    a = (e * (F32(1) / total)).astype(F32) if reverse else (e / total).astype(F32)
-    z = np.einsum("nk,nkh->nh", a, val).astype(F32)
-    r = (x[:, -1] + dot(z, w.W_O) + w.b_O).astype(F32)
-    return (dot(r, w.W_U) + w.b_U).astype(F32)
-
-
 def float32_evaluations(w: ModelWeights, tokens: np.ndarray, seed: int = 0) -> list:
-    """Several float32 evaluations at the last position of sequences of one length."""
-    t = truncated(w, tokens.shape[1])
-    d = w.dims.d_model
-    g = np.random.default_rng(seed)
-    out = [float32_torch(t, tokens, perm)
-           for perm in (np.arange(d), g.permutation(d), np.arange(d)[::-1].copy())]
-    out += [float32_numpy(t, tokens, reverse) for reverse in (False, True)]
-    return out
+    """Several float32 evaluations at the last position of sequences of one length
+    (soundness_helpers.float32_evaluations on the model truncated to that length)."""
+    return shared_evaluations(truncated(w, tokens.shape[1]), tokens, seed)
 
 
 def completions(claim: Overwhelm, v: int):
@@ -372,14 +332,16 @@ def test_float32_relabelled_real_is_not_float32(near_tie):
         check(lines)
 
 
-def test_overwhelm_family_refuses_float32():
+def test_overwhelm_family_real_certificate_relabelled_float32_rejected():
+    """overwhelm_family proves float32 (tests/test_float32_overwhelm_family.py), but a real
+    certificate's hints (slack 1e-9) are not confirmed over the float32 enclosures."""
     from pathlib import Path
 
     cert = (Path(__file__).resolve().parent.parent / "certs"
             / "maxany_v6_k6_ln_mlp_rope_seed0.overwhelm-5-free3.jsonl")
     lines = [json.loads(s) for s in cert.read_text().splitlines()]
     lines[0]["theorem"] += " and semantics == float32"
-    with pytest.raises(Rejected, match="real semantics only"):
+    with pytest.raises(Rejected, match="not confirmed"):
         check(lines)
 
 

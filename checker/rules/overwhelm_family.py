@@ -88,6 +88,7 @@ ARITHMETICS = ("mpmath", "arb")  # arb: Lemma R's sums only (overwhelm_family_ar
 INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
 FORM = "any"  # free and permutation claims
 ANY_FAMILY = True  # certificate.py: applies to every model family
+SEMANTICS = ("real", "float32")  # float32: one layer, Lemma W-family (spec/rules.md)
 HINT_FIELDS = ("box", "pre", "diff", "dir", "dir_lo")
 
 
@@ -204,13 +205,16 @@ def dot(x: list, y: list):
 class Tables:
     """The model's per-(position, token) tables and, per head, the centred
     value-output vectors vo_j(i, u) as rows of VO_j (rotary: one row per token,
-    since values are not rotated and LN1(E[u]) does not depend on i)."""
+    since values are not rotated and LN1(E[u]) does not depend on i).  MODEL: the
+    forward pass whose tables are read (float32: their float32 enclosures)."""
+
+    MODEL = forward._Model
 
     def __init__(self, dims, m, charge):
         f = dims.family
         self.dims, self.m, self.f = dims, m, f
         self.centre = f.normalization is not None
-        self.model = forward._Model(dims, m, charge)  # charges its own tables
+        self.model = self.MODEL(dims, m, charge)  # charges its own tables
         self.tick = self.model.tick  # the clock
         v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
         self.per_position = f.positional == "standard"
@@ -511,13 +515,20 @@ def query_elements(dims, claim: Overwhelm, p: int) -> int:
     return f.n_heads * (2 * slots + 2 * rows + n * n) + v + 3 * d + 3 * f.d_mlp
 
 
-def check(dims, mats, claim: Overwhelm, hints, charge, arith=None) -> str:
-    """Confirm the claim at every query position; raise Rejected otherwise."""
+def check(dims, mats, claim: Overwhelm, hints, charge, arith=None, semantics="real") -> str:
+    """Confirm the claim at every query position; raise Rejected otherwise.  semantics
+    float32: every float32 evaluation (overwhelm_family_float32.py, Lemma W-family)."""
     from ..certificate import hold
 
     if dims.family.normalization in ("RMS", "RMSPre"):  # Lemma LN assumes centring
         raise Malformed("overwhelm_family does not support RMS normalization yet "
                         "(forward_brute_force does)")
+    if semantics == "float32":
+        from . import overwhelm_family_float32
+
+        return overwhelm_family_float32.check(dims, mats, claim, hints, charge)
+    if semantics != "real":
+        raise Malformed(f"rule overwhelm_family: unknown semantics {semantics!r}")
     if dims.family.n_layers > 1:  # Algorithm 1 layer after layer (overwhelm_deep.py)
         from . import overwhelm_deep
 

@@ -28,6 +28,10 @@ from ...model import _layer_norm_np, rope_angles
 from .overwhelm import TOL
 
 SLACK = 1e-9  # relative slack added to each λ so the checker's rounding agrees
+# float32 (rule overwhelm_family_float32): the checker confirms each λ over the tables'
+# float32 enclosures and Lemma S's weight intervals (relative widths ~1e-6..1e-4); the
+# generator tries these slacks in turn and keeps the first certificate the checker accepts
+F32_SLACKS = (1e-4, 1e-3, 1e-2)
 ATT = "blocks.0.attn."
 
 
@@ -125,8 +129,8 @@ def max_ratio(w: np.ndarray, y: np.ndarray, iters: int = 100):
     return lam, pick
 
 
-def slack(lam: np.ndarray, scale: float) -> np.ndarray:
-    return lam + SLACK * (np.abs(lam) + scale)
+def slack(lam: np.ndarray, scale: float, rel: float = SLACK) -> np.ndarray:
+    return lam + rel * (np.abs(lam) + scale)
 
 
 def _box_mul(lo, hi, mat):
@@ -147,8 +151,9 @@ def _ln_scale(lo, hi, eps, e=None, low=None):
 class _Query:
     """Mirror of AtQuery at query position p; fills the hint arrays as it goes."""
 
-    def __init__(self, tab: Tables, claim: Overwhelm, p: int):
+    def __init__(self, tab: Tables, claim: Overwhelm, p: int, rel: float = SLACK):
         f, w = tab.f, tab.w
+        self.rel = rel  # the relative slack of every λ (float32: larger, F32_SLACKS)
         self.tab, self.claim, self.p, self.f, self.w = tab, claim, p, f, w
         s = len(claim.prefix)
         free = list(rule.alphabet(tab.dims, claim))
@@ -178,14 +183,14 @@ class _Query:
                 lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
                 continue
             top, pick = max_ratio(wt, y)
-            per[j, :, 1] = slack(top, scale)
+            per[j, :, 1] = slack(top, scale, self.rel)
             if keep is not None:
                 s = len(self.claim.prefix)
                 keep += [tuple(int(toks[i, pick[i, c]]) for i in range(s, self.p))
                          for c in range(a.shape[1])]
             if not upper_only:
                 bot, _ = max_ratio(wt, -y)
-                per[j, :, 0] = -slack(bot, scale)
+                per[j, :, 0] = -slack(bot, scale, self.rel)
             lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
         return lo, hi, per
 
@@ -199,7 +204,7 @@ class _Query:
                 if side == 0 and upper_only:
                     continue
                 lam, cols = max_ratio_perm(wt, sign * y[:, :, c], self.free_rows)
-                lam = slack(np.array([lam]), scale)[0]
+                lam = slack(np.array([lam]), scale, self.rel)[0]
                 out[c, side] = sign * lam
                 if keys[side] is not None:
                     self.hint["perm_u"][j, keys[side][c]] = perm_potentials(
@@ -315,12 +320,14 @@ def encode_hints(entries: list, claim: Overwhelm) -> dict:
                        for p, hint in entries]}
 
 
-def family_margins(weights, claim: Overwhelm) -> FamilyMargin:
-    """Mirror of rule overwhelm_family.check: the worst bound over positions and m."""
+def family_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin:
+    """Mirror of rule overwhelm_family.check: the worst bound over positions and m.
+    rel: the relative slack added to every λ (float32: F32_SLACKS, since the checker
+    confirms each λ over the float32 enclosures of the tables and of Lemma S's weights)."""
     tab = Tables(weights)
     best, entries, candidates = None, [], []
     for p in rule.positions(claim):
-        q = _Query(tab, claim, p)
+        q = _Query(tab, claim, p, rel)
         bound = q.margins()
         entries.append((p, q.hint))
         candidates += q.candidates
