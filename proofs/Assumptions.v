@@ -20,6 +20,7 @@ Print Assumptions Cubic.cubic_class_sound.
 Print Assumptions Cubic.cubic_c0_sound.
 Print Assumptions Cubic.cubic_lemma4.
 Print Assumptions Cubic.cubic_mix_class_sound.
+Print Assumptions Cubic.cubic_mix_lemma_M3.
 Print Assumptions Exact.E1_total.
 Print Assumptions Exact.E1_class_residue.
 Print Assumptions Exact.E2.

@@ -257,3 +257,22 @@ Proof.
 Qed.
 
 End CubicClass.
+
+(** Rule cubic_mix, Lemma M3 (placements "bounds"): for R_P in [Rlo, Rhi] and
+    c·beta_i in [Wlo, Whi], each output's share is at most its maximum over the
+    interval ends, term by term (what the upper-bound products compute). *)
+Lemma cubic_mix_lemma_M3 : forall R Rlo Rhi w Wlo Whi x y z,
+  Rlo <= R <= Rhi -> Wlo <= w <= Whi ->
+  R * x + y + w * z <= Rmax (Rlo * x) (Rhi * x) + y + Rmax (Wlo * z) (Whi * z).
+Proof.
+  intros R Rlo Rhi w Wlo Whi x y z [HR1 HR2] [Hw1 Hw2].
+  assert (HR : R * x <= Rmax (Rlo * x) (Rhi * x)).
+  { destruct (Rle_or_lt 0 x).
+    - apply Rle_trans with (Rhi * x); [nra | apply Rmax_r].
+    - apply Rle_trans with (Rlo * x); [nra | apply Rmax_l]. }
+  assert (Hw : w * z <= Rmax (Wlo * z) (Whi * z)).
+  { destruct (Rle_or_lt 0 z).
+    - apply Rle_trans with (Whi * z); [nra | apply Rmax_r].
+    - apply Rle_trans with (Wlo * z); [nra | apply Rmax_l]. }
+  lra.
+Qed.
