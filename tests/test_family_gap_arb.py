@@ -12,22 +12,22 @@ import pytest
 
 pytest.importorskip("flint")
 
-from test_family_gap import (  # noqa: E402
+from family_gap_models import (  # noqa: E402
     ADVERSARIAL,
     FORCED,
     MODELS,
     NAME,
-    _mutate,
-    _rule,
     certificate,
+    checker_inputs,
     model,
     replay,
 )
+from family_gap_models import mutate as _mutate  # noqa: E402
+from family_gap_models import rule_line as _rule  # noqa: E402
 
 from checker.errors import Malformed, Rejected  # noqa: E402
 from checker.rules import family_gap as rule  # noqa: E402
 from generator.certify.strategies import family_gap as strategy  # noqa: E402
-from generator.certify.trace import Trace  # noqa: E402
 
 
 @pytest.fixture
@@ -66,18 +66,9 @@ def test_generated_certificates_agree(name, arb_used):
 def _class_verdicts(fw, classes, fast: bool) -> list:
     """Each class's verdict (accepted, or the error class and message) by the rule's own class
     proof, on the reference's or the fast path's tables, weights and heads."""
-    from mpmath import iv
-
-    from checker.rules import forward
     from checker.rules import overwhelm_family as family
 
-    trace = Trace(fw, float_shadow=False)
-    d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    d, mats = checker_inputs(fw)
     parsed = rule.parse_hints(strategy.encode(classes), d, lambda work: None)
     if fast:
         from checker.rules import family_gap_arb as arb
@@ -202,9 +193,6 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
     verdict comparisons above do not see: caught here.)"""
     from fractions import Fraction
 
-    from mpmath import iv
-
-    from checker.rules import forward
     from checker.rules import overwhelm_family as family
     from checker.rules.family_gap_arb import GapTables, score_function
 
@@ -212,14 +200,7 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
         sign, man, exp, _ = raw
         return (-1 if sign else 1) * Fraction(man) * Fraction(2) ** exp
 
-    fw = model(NAME)
-    trace = Trace(fw, float_shadow=False)
-    d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    d, mats = checker_inputs(model(NAME))
     ref = family.Tables(d, mats, lambda work: None)
     fast = GapTables(d, mats, lambda work: None)
     p, model_ = d.n_ctx - 1, fast.model
@@ -254,14 +235,7 @@ def test_residue_forward_products_are_the_reference_ones():
     from checker.rules import overwhelm_family as family
     from checker.rules.family_gap_arb import GapTables
 
-    fw = model(NAME)
-    trace = Trace(fw, float_shadow=False)
-    d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    d, mats = checker_inputs(model(NAME))
     ref = family.Tables(d, mats, lambda work: None).model
     fast = GapTables(d, mats, lambda work: None).model
     rng = np.random.default_rng(5)
