@@ -15,116 +15,37 @@ task, a family the rule does not support, a work limit below the charged cost.
 from __future__ import annotations
 
 import base64
-import functools
 import itertools
 import json
 import struct
 
 import numpy as np
 import pytest
-from test_families import reference_logits
+from family_gap_models import (
+    ADVERSARIAL,
+    FORCED,
+    MODELS,
+    NAME,
+    certificate,
+    model,
+    replay,
+    trained,
+)
+from family_gap_models import correct as _correct
+from family_gap_models import mutate as _mutate
+from family_gap_models import rule_line as _rule
 
-from checker import arith as backends
-from checker.certificate import CertificateChecker
 from checker.errors import Malformed, Rejected
 from checker.limits import Limits
 from checker.modelspec import Dims, Family
 from checker.rules import family_gap as rule
-from generator.certify.strategies import STRATEGIES
 from generator.certify.strategies import family_gap as strategy
 from generator.certify.trace import Trace
 from generator.ground_truth import count_correct
-from generator.model import FamilyWeights
-from generator.train import TrainConfig, train
-
-MODELS = {
-    "ln_mlp_rope_2heads_k4": dict(d_vocab=6, n_ctx=4, d_model=8, d_head=4, steps=250,
-                                  layernorm="LN", d_mlp=8, n_heads=2, rope=True, seed=1),
-    "lnpre_parallel_mlp_k3": dict(d_vocab=6, n_ctx=3, d_model=8, d_head=8, steps=300,
-                                  layernorm="LNPre", d_mlp=8, parallel=True, seed=2),
-    "ln_3heads_k2": dict(d_vocab=7, n_ctx=2, d_model=8, d_head=4, steps=300, layernorm="LN",
-                         n_heads=3, seed=3),
-    "mlp_no_norm_k3": dict(d_vocab=6, n_ctx=3, d_model=8, d_head=8, steps=300, d_mlp=8,
-                           seed=4),
-    "ln_mlp_k4_well_trained": dict(d_vocab=5, n_ctx=4, d_model=8, d_head=4, steps=400,
-                                   layernorm="LN", d_mlp=8, n_heads=2, rope=True, seed=1),
-}
-
-
-@functools.cache
-def trained(name: str) -> FamilyWeights:
-    return train(TrainConfig(**MODELS[name]), progress=False).weights()
-
-
-def _edited(name: str, edit) -> FamilyWeights:
-    w = trained(name)
-    params = {k: np.array(a, dtype=np.float32) for k, a in w.params.items()}
-    edit(params, w.dims)
-    return FamilyWeights(dims=w.dims, params=params)
-
-
-def _negative_gains(p, dims):
-    for key in ("blocks.0.ln1.w", "blocks.0.ln2.w", "ln_final.w"):
-        p[key][::2] *= -1.5
-
-
-def _flat_embedding(p, dims):  # token 0's residual nearly constant: LayerNorm's c ≈ 0
-    p["embed.W_E"][0] = 0.3 + 1e-4 * np.arange(dims.d_model)
-
-
-def _rare_unit(p, dims):  # MLP unit 0 switches on for the largest token only
-    top = p["embed.W_E"][dims.d_vocab - 1]
-    p["blocks.0.mlp.W_in"][:, 0] = 4 * (top - top.mean())
-    p["blocks.0.mlp.b_in"][0] = -3.0
-    p["blocks.0.mlp.W_out"][0] = 2 * p["unembed.W_U"][:, 0]
-
-
-def _smallest_attention(p, dims):  # head 1 attends to small tokens
-    p["blocks.0.attn.W_Q"][1] *= -2
-
-
-ADVERSARIAL = {
-    "negative_ln_gains": ("ln_mlp_rope_2heads_k4", _negative_gains),
-    "near_zero_variance": ("ln_mlp_k4_well_trained", _flat_embedding),
-    "rare_mlp_unit": ("ln_mlp_k4_well_trained", _rare_unit),
-    "attends_to_smallest": ("ln_mlp_rope_2heads_k4", _smallest_attention),
-}
-
-
-def model(name: str) -> FamilyWeights:
-    if name in MODELS:
-        return trained(name)
-    base, edit = ADVERSARIAL[name]
-    return _edited(base, edit)
-
-
-@functools.cache
-def certificate(name: str) -> tuple:
-    trace = Trace(model(name), float_shadow=False)
-    by, claim, _ = STRATEGIES["family-gap"].certify(trace)
-    return tuple(trace.lines("family-gap", by, claim, {}, {}))
-
-
-def replay(lines, arith="mpmath", limits=None):
-    checker = CertificateChecker(arith=backends.get(arith), **({"limits": limits} if limits
-                                                              else {}))
-    for line in lines:
-        checker.feed(line if isinstance(line, str) else json.dumps(line, separators=(",", ":")))
-    return checker.finish()
-
-
-def _rule(lines) -> dict:
-    return next(json.loads(x) for x in lines if '"kind":"rule"' in x)
 
 
 def _class_sequences(dims, q, m, fixed, g):
     return itertools.product(*rule.slots(dims, q, m, tuple(fixed), g))
-
-
-def _correct(fw, tokens) -> bool:
-    logits = reference_logits(fw, tokens)
-    top = max(tokens)
-    return all(logits[top] > x for o, x in enumerate(logits) if o != top)
 
 
 # -- soundness by enumeration ------------------------------------------------------------------
@@ -154,8 +75,6 @@ def test_every_sequence_of_every_accepted_class_is_correct(name):
         assert len(seen) > 0  # a test that proves nothing cannot fail
 
 
-FORCED = ["ln_mlp_rope_2heads_k4", "negative_ln_gains", "attends_to_smallest",
-          "mlp_no_norm_k3", "lnpre_parallel_mlp_k3"]
 
 
 @pytest.mark.parametrize("name", FORCED)
@@ -213,22 +132,6 @@ def test_both_backends_agree():
 
 # -- mutants -------------------------------------------------------------------------------
 
-NAME = "ln_mlp_rope_2heads_k4"  # gaps 1..5, classes with and without free positions
-
-
-def _mutate(lines, edit, claim_delta=0):
-    out = []
-    for x in lines:
-        obj = json.loads(x)
-        if obj["kind"] == "rule":
-            edit(obj)
-            obj["claim"] += claim_delta
-        if obj["kind"] == "header" and claim_delta:
-            obj["theorem"] = obj["theorem"].replace(
-                f"correct >= {_rule(lines)['claim']}",
-                f"correct >= {_rule(lines)['claim'] + claim_delta}")
-        out.append(json.dumps(obj, separators=(",", ":")))
-    return out
 
 
 def _f64(text):

@@ -12,22 +12,22 @@ import pytest
 
 pytest.importorskip("flint")
 
-from test_family_gap import (  # noqa: E402
+from family_gap_models import (  # noqa: E402
     ADVERSARIAL,
     FORCED,
     MODELS,
     NAME,
-    _mutate,
-    _rule,
     certificate,
+    checker_inputs,
     model,
     replay,
 )
+from family_gap_models import mutate as _mutate  # noqa: E402
+from family_gap_models import rule_line as _rule  # noqa: E402
 
 from checker.errors import Malformed, Rejected  # noqa: E402
 from checker.rules import family_gap as rule  # noqa: E402
 from generator.certify.strategies import family_gap as strategy  # noqa: E402
-from generator.certify.trace import Trace  # noqa: E402
 
 
 @pytest.fixture
@@ -66,18 +66,9 @@ def test_generated_certificates_agree(name, arb_used):
 def _class_verdicts(fw, classes, fast: bool) -> list:
     """Each class's verdict (accepted, or the error class and message) by the rule's own class
     proof, on the reference's or the fast path's tables, weights and heads."""
-    from mpmath import iv
-
-    from checker.rules import forward
     from checker.rules import overwhelm_family as family
 
-    trace = Trace(fw, float_shadow=False)
-    d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    d, mats = checker_inputs(fw)
     parsed = rule.parse_hints(strategy.encode(classes), d, lambda work: None)
     if fast:
         from checker.rules import family_gap_arb as arb
@@ -202,9 +193,6 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
     verdict comparisons above do not see: caught here.)"""
     from fractions import Fraction
 
-    from mpmath import iv
-
-    from checker.rules import forward
     from checker.rules import overwhelm_family as family
     from checker.rules.family_gap_arb import GapTables, score_function
 
@@ -212,14 +200,7 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
         sign, man, exp, _ = raw
         return (-1 if sign else 1) * Fraction(man) * Fraction(2) ** exp
 
-    fw = model(NAME)
-    trace = Trace(fw, float_shadow=False)
-    d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    d, mats = checker_inputs(model(NAME))
     ref = family.Tables(d, mats, lambda work: None)
     fast = GapTables(d, mats, lambda work: None)
     p, model_ = d.n_ctx - 1, fast.model
@@ -254,14 +235,7 @@ def test_residue_forward_products_are_the_reference_ones():
     from checker.rules import overwhelm_family as family
     from checker.rules.family_gap_arb import GapTables
 
-    fw = model(NAME)
-    trace = Trace(fw, float_shadow=False)
-    d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    d, mats = checker_inputs(model(NAME))
     ref = family.Tables(d, mats, lambda work: None).model
     fast = GapTables(d, mats, lambda work: None).model
     rng = np.random.default_rng(5)
@@ -279,3 +253,84 @@ def test_residue_forward_products_are_the_reference_ones():
             vals = [ref.val[j][i][t] for i, t in enumerate(tokens)]
             assert raw(fast.attend(query, keys, vals, ref.w_o[0][j])) == \
                 raw(forward._Model.attend(ref, query, keys, vals, ref.w_o[0][j]))
+
+
+@pytest.mark.parametrize("name, merge", [(NAME, "off"), ("ln_mlp_k4_well_trained", "always"),
+                                         ("lnpre_parallel_mlp_k3", "always")])
+def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
+    """The check proves the classes in (m, q, S) order, computes each output's functionals
+    once, and keeps Lemma R's column caches and the integer forms at three lifetimes
+    (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read, the
+    integers kept in the three column stores plus six per entry of the kept integer forms stay
+    within `group_elements`, charged up front; the constant store is reused across outputs.
+    (Breaks tried: every column in the constant store; VO·G registered as a constant: both
+    exceed the bound here.)"""
+    from checker.rules import family_gap_arb as arb
+
+    lines = certificate(name, merge)
+    dims, _ = checker_inputs(model(name))
+    bound = arb.group_elements(dims)
+    seen = {"max": 0, "outputs": [], "reads": 0, "const_hits": 0}
+    original = arb._GapConverter.int_column
+    for_output = rule.SharedFunctionals.for_output
+
+    def counted(self, m):
+        seen["outputs"].append(m)
+        return for_output(self, m)
+
+    def spy(self, table, col, sign):
+        constant = self.tables.lifetime(table) is self.tables.ints
+        hit = constant and self.stores[0] is not None and \
+            (id(table), col, sign, "int") in self.stores[0][1]
+        out = original(self, table, col, sign)
+        seen["reads"] += 1
+        seen["const_hits"] += hit and len(seen["outputs"]) > 1
+        columns = sum(len(hit[1][0]) for s in self.stores if s is not None
+                      for hit in s[1].values() if hit[1] is not None)
+        t = self.tables
+        forms = sum(6 * len(f[0]) * len(f[0][0]) for c in (t.ints, t.output, t.group)
+                    for f in c.values())
+        seen["max"] = max(seen["max"], columns + forms)
+        return out
+
+    monkeypatch.setattr(arb._GapConverter, "int_column", spy)
+    monkeypatch.setattr(rule.SharedFunctionals, "for_output", counted)
+    report = replay(lines, "arb")
+    assert report.facts.correct == _rule(lines)["claim"]
+    classes = _rule(lines)["hints"]["classes"]
+    assert seen["outputs"] == sorted({c[1] for c in classes})  # once per m, in order
+    assert seen["reads"] > 0 and seen["const_hits"] > 0
+    assert 0 < seen["max"] <= bound, (seen["max"], bound)
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope_2heads_k4", "attends_to_smallest"])
+@pytest.mark.parametrize("arith", ["mpmath", "arb"])
+def test_a_class_proof_does_not_depend_on_the_others(name, arith):
+    """The rule proves the classes in (m, q, S) order sharing per-output functionals and
+    per-query caches: every class at gap 1 with its own float64 hints is checked alone (a
+    fresh check) and then the accepted ones all together by the rule's check — accepted,
+    with the sum of their sizes.  (Break tried: the per-(q, m) cache entry base·G keyed by q
+    only — a stale logit base for the query's later outputs: the joint check rejects.)"""
+    from checker import arith as backends
+
+    fw = model(name)
+    dims, mats = checker_inputs(fw)
+    tab = strategy.Tables(fw)
+    charge = lambda work: None  # noqa: E731
+    accepted = []
+    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
+        if rule.signature(dims, q, m, fixed, 1) is not None:
+            continue
+        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, 1))
+        with np.errstate(all="ignore"):
+            query.margins()
+        cls = (q, m, fixed, 1, query.hint)
+        try:
+            rule.check(dims, mats, strategy.encode([cls]), charge, arith=backends.get(arith))
+        except (Rejected, Malformed, ArithmeticError):
+            continue
+        accepted.append(cls)
+    assert len(accepted) > 2 * dims.d_vocab  # several outputs and queries
+    proved, _ = rule.check(dims, mats, strategy.encode(accepted), charge,
+                           arith=backends.get(arith))
+    assert proved == sum(rule.class_size(dims, m, f, g) for _, m, f, g, _ in accepted)

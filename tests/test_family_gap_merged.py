@@ -15,26 +15,23 @@ each with the same verdict under both back-ends.
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import pytest
-from test_family_gap import _correct, _mutate, _rule, model, replay
+from family_gap_models import certificate, model, replay
+from family_gap_models import correct as _correct
+from family_gap_models import mutate as _mutate
+from family_gap_models import rule_line as _rule
 
 from checker.errors import Malformed, Rejected
 from checker.rules import family_gap as rule
-from generator.certify.strategies import family_gap as strategy
-from generator.certify.trace import Trace
 
 K34 = ["ln_mlp_rope_2heads_k4", "lnpre_parallel_mlp_k3", "mlp_no_norm_k3",
        "ln_mlp_k4_well_trained"]
 
 
-@functools.cache
 def merged_certificate(name: str, merge: str = "always") -> tuple:
-    trace = Trace(model(name), float_shadow=False)
-    by, claim, _ = strategy.certify(trace, merge=merge)
-    return tuple(trace.lines("family-gap", by, claim, {}, {}))
+    return certificate(name, merge)
 
 
 def _sequences(k, q, m, fixed, g):

@@ -31,9 +31,10 @@ each verified to lie in no class (`in_class`, by Lemma G1) and decided by its ow
 forward pass (forward_brute_force's enclosures); the certified ones are added.
 
 Sharing: overwhelm_family's Tables once per model; attention weights w_j(i, u)
-once per query token q (`QueryWeights`); the output-dependent functionals once
-per maximum m from one projection of w_f ∘ W_U (`SharedFunctionals`: the
-difference of two columns encloses the column of the difference).
+once per query token q (`QueryWeights`, kept for the whole check); the output-dependent
+functionals once per maximum m from one projection of w_f ∘ W_U (`SharedFunctionals`: the
+difference of two columns encloses the column of the difference), the classes being proved
+in the order (m, q, S).
 
 Hints {"classes": [[q, m, S, g, box, pre, diff, dir, dir_lo], ...]} sorted by
 (q, m, S); the arrays are overwhelm_family's at p = k−1 (base64 f64); optionally
@@ -376,10 +377,11 @@ def dimensionality(dims, hints=None) -> int:
 
 
 def table_elements(dims) -> int:
-    """overwhelm_family's tables, one query token's weights, one output's functionals."""
+    """overwhelm_family's tables, every query token's weights and per-token vectors (x_p, base,
+    base·A, base·G of one output), one output's functionals."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
     rows = v * k if f.positional == "standard" else v
-    return (family.table_elements(dims) + 2 * f.n_heads * k * v
+    return (family.table_elements(dims) + v * (2 * f.n_heads * k * v + 2 * d + f.d_mlp + v)
             + 2 * (f.n_heads * rows * v + f.d_mlp * v + v * d) + 4 * d + 3 * f.d_mlp)
 
 
@@ -406,14 +408,20 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
                                                  fast.ClassQueries())
     tables = make_tables(dims, mats, charge)
     shared = SharedFunctionals(tables)
-    proven, weights, fun = 0, {}, {}
-    for q, m, fixed, g, hint in classes:
+    # The classes are proved in the order (m, q, S) (each proof is independent of the others):
+    # the functionals once per maximum m, every query token's weights kept (at most v: charged
+    # in table_elements), the (q, m)-dependent cache entries released at the next m.
+    proven, weights, fun, fun_m = 0, {}, None, None
+    for n in sorted(range(len(classes)), key=lambda n: (classes[n][1], classes[n][0], n)):
+        q, m, fixed, g, hint = classes[n]
         charge(0)  # the clock
+        if m != fun_m:
+            for w in weights.values():
+                w.cache.pop(("base_g", fun_m), None)
+            fun, fun_m = shared.for_output(m), m
         if q not in weights:
-            weights = {q: make_weights(tables, q)}  # sorted by q: one at a time
-        if m not in fun:
-            fun = {m: shared.for_output(m)}
-        make_query(tables, fun[m], weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
+            weights[q] = make_weights(tables, q)
+        make_query(tables, fun, weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
         proven += class_size(dims, m, fixed, g)
     keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is not int}
     merged = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is int}

@@ -41,12 +41,13 @@ __all__ = ["GapTables", "ArbQueryWeights", "ClassQueries"]
 
 
 class GapTables(BatchedTables):
-    """BatchedTables whose integer forms are kept in two bounded caches: the check's constant
-    matrices (VO_j, and what `keep` registers: c(W_out)) for the whole check, every other
-    matrix (an output's c(W_out)·G, ...) until the next (query, output) group of classes
-    (`new_group`).  Their memory and the Lemma R column caches' (one converter per group,
-    ArbClassQuery) are charged once, up front, at their largest (`group_elements`), instead of
-    per matrix as for overwhelm_family's single claim."""
+    """BatchedTables whose integer forms are kept in three bounded caches: the check's constant
+    matrices (VO_j, and what `keep` registers: c(W_out), VO_j·A) for the whole check, an
+    output's matrices (what `keep_for_output` registers: c(W_out)·G, VO_j·G) until the next
+    output (`new_output`), every other matrix until the next (output, query) group of classes
+    (`new_group`).  Their memory and the Lemma R column caches' (one converter for the check,
+    its caches at the same three lifetimes: _GapConverter) are charged once, up front, at their
+    largest (`group_elements`), instead of per matrix as for overwhelm_family's single claim."""
 
     def __init__(self, dims, m, charge):
         from ..certificate import hold
@@ -54,19 +55,33 @@ class GapTables(BatchedTables):
         super().__init__(dims, m, charge)
         hold(charge, group_elements(dims), "integer forms and column caches")
         self.constant_ids = {id(x) for x in self.vo}
-        self.group = {}
+        self.output_ids = set()
+        self.output, self.group = {}, {}
 
     def keep(self, m: list) -> None:
         """Register m as a constant of the check (its integer form kept to the end)."""
         self.constant_ids.add(id(m))
 
+    def keep_for_output(self, m: list) -> None:
+        """Register m as a matrix of the current output (kept until `new_output`)."""
+        self.output_ids.add(id(m))
+
+    def new_output(self) -> None:
+        self.output, self.output_ids, self.group = {}, set(), {}
+
     def new_group(self) -> None:
         self.group = {}
+
+    def lifetime(self, m: list) -> dict:
+        """The cache whose lifetime is m's (constant, output or group)."""
+        if id(m) in self.constant_ids:
+            return self.ints
+        return self.output if id(m) in self.output_ids else self.group
 
     def integers(self, m: list):
         if len(m) < 2 or len(m[0]) < 2:
             return IntMatrix(m)
-        cache = self.ints if id(m) in self.constant_ids else self.group
+        cache = self.lifetime(m)
         hit = cache.get(id(m))
         if hit is not None and hit[0] is m:
             return hit[1]
@@ -77,10 +92,11 @@ class GapTables(BatchedTables):
 
 def group_elements(dims) -> int:
     """An upper bound of GapTables' kept elements: six integers per entry of the constants
-    (VO_j: R × d per head; c(W_out): d_mlp × d) and of one group's matrices (c(W_out)·G:
-    d_mlp × v), and one integer per row of every Lemma R column one group reads (per head:
-    G's v columns, A's d_mlp and VO's d columns at both signs, two direction columns per class
-    of the group, at most 2^(k−1) classes), and v logit constants."""
+    (VO_j: R × d per head; c(W_out): d_mlp × d) and of one output's matrices (c(W_out)·G:
+    d_mlp × v), and one integer per row of every Lemma R column kept at once (per head: the
+    output's G's v columns, the constant A's d_mlp and VO's d columns at both signs, two
+    direction columns per class of one group, at most 2^(k−1) classes), and v logit
+    constants (one output's)."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
     rows = v * k if f.positional == "standard" else v
     constants = 6 * (f.n_heads * rows * d + f.d_mlp * d)
@@ -175,22 +191,58 @@ class ArbClassQuery(gap.ClassQuery):
         return self.conv.consts[key]
 
 
+class _GapConverter(_Converter):
+    """overwhelm_family_arb's converter whose Lemma R column caches live as long as their
+    table's integer form in GapTables (`lifetime`): the constant tables' columns (VO_j,
+    VO_j·A) for the whole check, an output's (VO_j·G) until the next output, the others (a
+    class's direction projections) until the next group; the logit constants per output."""
+
+    def __init__(self, tables):
+        super().__init__()
+        self.tables = tables
+        self.stores = [None, None, None]  # (GapTables' cache, its columns): constant, output, group
+
+    def new_output(self) -> None:
+        self.consts = {}
+
+    def int_column(self, table: list, col: int, sign: int):
+        t = self.tables
+        life = t.lifetime(table)
+        level = 0 if life is t.ints else 1 if life is t.output else 2
+        store = self.stores[level]
+        if store is None or store[0] is not life:  # a new output's or group's: the old released
+            store = self.stores[level] = (life, {})
+        self.columns = store[1]
+        return super().int_column(table, col, sign)
+
+
 class ClassQueries:
     """A constructor (tables, fun, weights, q, m, slot_sets, hint) -> ArbClassQuery, with one
-    converter (Lemma R's integer column caches, the logit constants) per output's
-    functionals and query token: a new (fun, q) starts a new converter and a new group of
-    GapTables' integer forms, so the previous group's caches are released (their bound is
-    charged once: group_elements)."""
+    converter (Lemma R's integer column caches, the logit constants) for the check: a new
+    output's functionals `fun` start a new output (its G-dependent integer forms and columns
+    replace the previous output's), a new query token q a new group of classes (the previous
+    group's forms and columns are released; at most 2^(k−1) classes per (output, query),
+    distinct keys, as group_elements assumes; their bound is charged once)."""
 
     def __init__(self):
-        self.group, self.conv = None, None
+        self.fun, self.q, self.conv = None, None, None
 
     def __call__(self, tables, fun, weights, q, m, slot_sets, hint):
-        if self.group is None or self.group[0] is not fun or self.group[1] != q:
-            # a new (query, output) group: at most 2^(k−1) classes (distinct S, keys strictly
-            # increasing), as group_elements assumes
-            self.group, self.conv = (fun, q), _Converter()
-            tables.new_group()
-            if getattr(fun, "w_out_c", None) is not None:  # shared by every output
+        if self.conv is None:
+            self.conv = _GapConverter(tables)
+        if self.fun is not fun:
+            self.fun, self.q = fun, None
+            tables.new_output()
+            self.conv.new_output()
+            for y in fun.y_a:  # VO_j·A and c(W_out): shared by every output
+                tables.keep(y)
+            if getattr(fun, "w_out_c", None) is not None:
                 tables.keep(fun.w_out_c)
+            for y in fun.y_g:  # VO_j·G: this output's
+                tables.keep_for_output(y)
+            if getattr(fun, "out_g", None) is not None:
+                tables.keep_for_output(fun.out_g)
+        if self.q != q:
+            self.q = q
+            tables.new_group()
         return ArbClassQuery(tables, fun, weights, q, m, slot_sets, hint, self.conv)

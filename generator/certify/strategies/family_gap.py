@@ -12,13 +12,20 @@ bisection (the bound only improves as the alphabet shrinks), and records that
 mirror's λ hints.  Classes proved at no gap are left out.  With `confirm` (the
 default) every class is then checked by the checker's own code on the recorded
 inputs and only confirmed classes are claimed, so the certificate verifies.
+
+Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
+`--strategy family-gap:merge=always`):
+  merge   "off" (classes per S; the default), "lossless" (a merged class
+          M(q, m, i0, g), Lemma G5, replaces its block's classes when it proves and
+          holds at least as many sequences) or "always" (whenever it proves).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -37,6 +44,42 @@ NAME = "family-gap"
 # ~2.6·10^9: hours, refused).
 MAX_CHECKER_WORK = 2 * 10**8
 RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
+
+Merge = Literal["off", "lossless", "always"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """The strategy's options; `name()` and `parse()` round-trip."""
+
+    merge: Merge = "off"
+
+    def name(self) -> str:
+        return NAME if self.merge == "off" else f"{NAME}:merge={self.merge}"
+
+    @staticmethod
+    def parse(text: str) -> Options:
+        """'family-gap' or 'family-gap:merge=MODE' -> Options (ValueError if bad)."""
+        head, _, rest = text.partition(":")
+        if head != NAME:
+            raise ValueError(f"not a {NAME} strategy name: {text!r}")
+        fields = {}
+        for part in filter(None, rest.split(",")):
+            key, eq, value = part.partition("=")
+            if not eq or key != "merge" or key in fields:
+                raise ValueError(f"bad option {part!r} in {text!r} (options: merge="
+                                 f"{'|'.join(get_args(Merge))})")
+            fields[key] = value
+        merge = fields.get("merge", Options.merge)
+        if merge not in get_args(Merge):
+            raise ValueError(f"bad option merge={merge!r} in {text!r}; choose from "
+                             f"{[o.name() for o in grid()]}")
+        return Options(merge=merge)
+
+
+def grid() -> list[Options]:
+    """Every named option combination (`--list`)."""
+    return [Options(merge) for merge in get_args(Merge)]
 
 
 class _ClassQuery(_Query):
@@ -189,19 +232,26 @@ def residue(weights, classes: list, limit: int) -> np.ndarray:
     return keep[np.lexsort(keep.T[::-1])]
 
 
-def checker_confirmed(trace, classes: list) -> list:
-    """The classes the checker's own code confirms on the recorded inputs."""
+def checker_inputs(trace) -> dict:
+    """The rule's inputs as the checker reads them: every weight of forward.inputs as a
+    matrix of mpmath intervals [lo, hi] of the recorded enclosures."""
     from mpmath import iv
 
+    mats = {}
+    for name in forward.inputs(trace.dims):
+        value = trace.values[trace.quantity(name)]
+        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
+                      for lo, hi in zip(value.lo, value.hi)]
+    return mats
+
+
+def checker_confirmed(trace, classes: list) -> list:
+    """The classes the checker's own code confirms on the recorded inputs."""
     from checker.errors import Malformed, Rejected
     from checker.rules import overwhelm_family as family
 
     d = trace.dims
-    mats = {}
-    for name in forward.inputs(d):
-        value = trace.values[trace.quantity(name)]
-        mats[name] = [[iv.mpf((float(a), float(b))) for a, b in zip(lo, hi)]
-                      for lo, hi in zip(value.lo, value.hi)]
+    mats = checker_inputs(trace)
     parsed = rule.parse_hints(encode(classes), d, lambda work: None)
     tables = family.Tables(d, mats, lambda work: None)
     shared = rule.SharedFunctionals(tables)
@@ -220,9 +270,8 @@ def checker_confirmed(trace, classes: list) -> list:
     return kept
 
 
-def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT, merge=None):
-    if merge is None:  # "off" | "lossless" | "always" (find_classes); gen-cert reads the env
-        merge = os.environ.get("FAMILY_GAP_MERGE", "off")
+def certify(trace, progress=False, options: Options = Options(), confirm=True,
+            residue_limit=RESIDUE_LIMIT):
     d = trace.dims
     f = d.family
     if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
@@ -237,7 +286,7 @@ def certify(trace, progress=False, confirm=True, residue_limit=RESIDUE_LIMIT, me
         raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
                             f"interval operations in the checker (over {MAX_CHECKER_WORK:.0e}; "
                             "the rule runs in mpmath only)")
-    classes = find_classes(trace.weights, progress, merge)
+    classes = find_classes(trace.weights, progress, options.merge)
     floats = len(classes)
     if confirm:
         classes = checker_confirmed(trace, classes)
