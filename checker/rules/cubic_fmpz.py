@@ -403,6 +403,9 @@ class _Coarse(_Fast):
                 top = max(top, x.bit_length())
                 shifts.append(_shift_for(top, COARSE_BITS_E))
             self.e_shift.append(shifts)
+        # row q rounded on grid t, built once per (q, t): the grids of a row are nondecreasing
+        # in m, so a row has few of them; the whole row is rounded (entries beyond m unread)
+        self._e_rows = {}
 
     def query_terms(self, q):
         """_Fast.query_terms with the query position's β[q][k−1] ends in place of w (w is
@@ -410,10 +413,18 @@ class _Coarse(_Fast):
         b_lo, b_hi, placements, _, _ = super().query_terms(q)
         return b_lo, b_hi, placements, self.b_lo[q][self.k - 1], self.b_hi[q][self.k - 1]
 
+    def e_rows(self, q, t):
+        """exp(EQKE)'s row q rounded outward on the grid 2^t: (lower ends, upper ends)."""
+        rows = self._e_rows.get((q, t))
+        if rows is None:
+            rows = ((_floor_shift(self.e_lo[q], t), _ceil_shift(self.e_hi[q], t)) if t
+                    else (self.e_lo[q], self.e_hi[q]))
+            self._e_rows = {key: value for key, value in self._e_rows.items() if key[0] == q}
+            self._e_rows[(q, t)] = rows
+        return rows
+
     def count_q_m(self, good, q, m, query):
-        t = self.e_shift[q][m]
-        e_lo = _floor_shift(self.e_lo[q][:m + 1], t) if t else self.e_lo[q]
-        e_hi = _ceil_shift(self.e_hi[q][:m + 1], t) if t else self.e_hi[q]
+        e_lo, e_hi = self.e_rows(q, self.e_shift[q][m])
         b_lo, b_hi, placements, beta_lo, beta_hi = query
         return _Fast.count_q_m(self, good, q, m, (b_lo, b_hi, placements, beta_lo * e_lo[q],
                                                   beta_hi * e_hi[q]), (e_lo, e_hi))
