@@ -197,7 +197,7 @@ class _Fast:
             ys = list(map(add, self.eu_hi_int[q], self.self_tab[m]))  # minus EU[q,m] below
             dv_rest = self.dv_rest[m]
             first, second = first - eu_m, second - eu_m
-            h_self, h_spread = {}, {}
+            h_self, h_spread = [0] * m, [0] * m  # read at the tokens only (all < m)
             for u in tokens:
                 y = ys[u] - eu_m
                 h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
@@ -217,8 +217,9 @@ class _Fast:
             for key, _ in groups.items():
                 g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
                                     & ~good[(m, q, k - 1)][1]) if key == "last" else key)
-                claimed = _members(g_mask)  # ⊆ tokens (the union), increasing
-                split = _members(g_split)
+                # ⊆ tokens (the union), increasing; the same lists when the sets are equal
+                claimed = tokens if g_mask == union else _members(g_mask)
+                split = claimed if g_split == g_mask else _members(g_split)
                 zeros = None  # beyond m
                 if split:
                     spread = list(map(h_spread.__getitem__, split))
