@@ -69,8 +69,7 @@ def tables(recorded, v: int, k: int, charge):
     charge(0)
     try:
         it = exact.IntegerTables(recorded, v, k)
-        fine = _Fast(it, v, k)
-        return _Tiered(_Coarse(it, v, k), fine) if tiers == 2 else fine
+        return _Tiered(_Coarse(it, v, k), it) if tiers == 2 else _Fast(it, v, k)
     except Rejected:
         return None
 
@@ -455,13 +454,21 @@ class _Coarse(_Fast):
 class _Tiered:
     """The accelerator: a (q, m) is tried on the coarse tables first, then on the exact
     ones; None (the reference decides) only if both defer.  Each tier returns a count only
-    when its own bounds confirm every claim of the pair, so the first count is sound."""
+    when its own bounds confirm every claim of the pair, so the first count is sound.
+    The exact tier's tables are built when a pair first needs them (most pairs do not)."""
 
-    def __init__(self, coarse: _Coarse, fine: _Fast):
-        self.coarse, self.fine = coarse, fine
+    def __init__(self, coarse: _Coarse, it: exact.IntegerTables):
+        self.coarse, self._it, self._fine = coarse, it, None
+
+    @property
+    def fine(self) -> _Fast:
+        if self._fine is None:
+            self._fine = _Fast(self._it, self._it.v, self._it.k)
+        return self._fine
 
     def query_terms(self, q):
-        return self.coarse.query_terms(q), self.fine.query_terms(q)
+        # the exact tier's terms read only the integer tables' b, e rows (as _Fast's own)
+        return self.coarse.query_terms(q), _Fast.query_terms(self._it, q)
 
     def count_q_m(self, good, q, m, terms):
         got = self.coarse.count_q_m(good, q, m, terms[0])
