@@ -25,6 +25,7 @@ import math
 import struct
 import time
 from dataclasses import dataclass, field
+from operator import sub
 
 from . import definitions, ops, rules, statement, tasks
 from .arith import MPMATH, Arithmetic
@@ -344,14 +345,18 @@ class CertificateChecker:
             computed = function(*[a.rows(ar, tick) for a in args], *values, tick=tick,
                                 **kwargs)
         flat = [x for row in computed for x in row]
-        for i, (a, b, want) in enumerate(zip(lo, hi, flat)):
-            if i % _CHUNK == 0:
-                tick()
-            if not ar.contained(want, a, b):
-                r, c = divmod(i, shape[1])
-                raise Rejected(f"line {lineno} ({op}): recorded interval at [{r}, {c}] "
-                               f"[{a!r}, {b!r}] does not enclose the checker's "
-                               f"{_show(ar, want)}")
+        contained = ar.contained
+        for start in range(0, len(flat), _CHUNK):  # a chunk at a time, the clock before each
+            tick()
+            end = start + _CHUNK
+            if all(map(contained, flat[start:end], lo[start:end], hi[start:end])):
+                continue
+            i = next(i for i in range(start, min(end, len(flat)))  # the first one not enclosed
+                     if not contained(flat[i], lo[i], hi[i]))
+            r, c = divmod(i, shape[1])
+            raise Rejected(f"line {lineno} ({op}): recorded interval at [{r}, {c}] "
+                           f"[{lo[i]!r}, {hi[i]!r}] does not enclose the checker's "
+                           f"{_show(ar, flat[i])}")
         term = (op, *[a.term for a in args], *[params[p] for p in param_names])
         self.values[lineno] = Value(term, lo, hi, shape)
         if "float" in obj and term in self.canonical.values():
@@ -360,8 +365,8 @@ class CertificateChecker:
     def _measure_gap(self, data, lo, hi, term, lineno) -> None:
         """The generator's plain float32 result vs the enclosure (report only)."""
         floats = decode_floats(data, len(lo), "f32", f"line {lineno} (float)")
-        gap = max(max(abs(f - a), abs(f - b)) for f, a, b in zip(floats, lo, hi))
-        scale = max(abs(f) for f in floats)
+        gap = max(max(map(abs, map(sub, floats, lo))), max(map(abs, map(sub, floats, hi))))
+        scale = max(map(abs, floats))
         for name, t in self.canonical.items():
             if t == term:
                 self.report.float_gap[name] = (gap, scale)
