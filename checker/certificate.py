@@ -79,6 +79,39 @@ class Value:
         return self.rows(MPMATH)
 
 
+class LazyRows:
+    """A Value's rows of `ar`'s elements, each row built when first read: the elements
+    Value.rows builds (the same constructor on the same recorded pair), for a rule with
+    LAZY_INPUTS that reads only some rows on its fast path (rule cubic under its
+    accelerator: exp(EQKP) and the diagonal of exp(EQKE)).  Rows already built by
+    Value.rows are reused."""
+
+    def __init__(self, value: Value, ar: Arithmetic, tick=lambda: None):
+        self._value, self._ar, self._tick = value, ar, tick
+        built = value._rows.get(ar.name)
+        self._rows = list(built) if built is not None else [None] * value.shape[0]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: int) -> list:
+        if type(i) is not int:
+            raise TypeError("LazyRows: an integer row index")
+        row = self._rows[i]
+        if row is None:
+            self._tick()
+            i %= len(self._rows)
+            cols, ar = self._value.shape[1], self._ar
+            lo = self._value.lo[i * cols:(i + 1) * cols]
+            hi = self._value.hi[i * cols:(i + 1) * cols]
+            row = self._rows[i] = [ar.point(a) if a == b else ar.interval(a, b)
+                                   for a, b in zip(lo, hi)]
+        return row
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self._rows)))
+
+
 @dataclass
 class Report:
     """What a successful check established, for the verdict."""
@@ -454,7 +487,11 @@ class CertificateChecker:
             if widen and name in rule.FLOAT32_INPUTS:  # read for δ only, never by the rule
                 weights[name] = _weight_rows(value)
                 continue
-            matrices[name], values[name] = value.rows(rows_ar, self.tick), value
+            values[name] = value
+            # a rule reading only some rows of its inputs has them built on first read
+            matrices[name] = (LazyRows(value, rows_ar, self.tick)
+                              if getattr(rule, "LAZY_INPUTS", False) else
+                              value.rows(rows_ar, self.tick))
         widened = ""
         if widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)

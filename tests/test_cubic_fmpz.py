@@ -677,3 +677,36 @@ def test_rules_registry_imports_a_rule_when_looked_up():
     assert rules.RULES["cubic"] is cubic and dict(rules.RULES)["exact"] is exact
     with pytest.raises(KeyError):
         rules.RULES["nope"]
+
+
+@pytest.mark.parametrize("back", ["mpmath", "arb"])
+def test_lazy_rows_are_value_rows(back):
+    """certificate.LazyRows (rule cubic's inputs, LAZY_INPUTS): each row, built when first
+    read, has the elements Value.rows builds (points and intervals, ±0, subnormals, huge and
+    tiny ends, an interval from a negative to a positive end); rows Value.rows already built
+    are reused; negative indices, iteration and len as a list's; no slicing of the matrix."""
+    from checker.certificate import LazyRows, Value
+
+    ar = arith.get(back)
+    rng = random.Random(7)
+    ends = [(0.0, 0.0), (-0.0, 0.0), (5e-324, 1e-323), (-1e300, 1e300), (1.0, 1.0),
+            (-3.5, -3.25), (2.0 ** -1074, 2.0 ** 1000), (0.1, 0.2)]
+    pairs = [rng.choice(ends) for _ in range(5 * 7)]
+    value = Value(("t",), tuple(a for a, _ in pairs), tuple(b for _, b in pairs), (5, 7))
+    lazy = LazyRows(value, ar)
+    want = Value(value.term, value.lo, value.hi, value.shape).rows(ar)
+
+    def same(x, y):  # the same element: equal endpoints (mpmath), equal midpoint and radius
+        if back == "arb":
+            return x.mid() == y.mid() and x.rad() == y.rad()
+        return x.a == y.a and x.b == y.b
+
+    assert len(lazy) == 5 and lazy._rows == [None] * 5
+    assert all(same(x, y) for x, y in zip(lazy[-1], want[-1])) and lazy._rows[4] is not None
+    assert all(same(x, y) for r, s in zip(lazy, want) for x, y in zip(r, s))
+    built = value.rows(ar)
+    assert LazyRows(value, ar)[2] is built[2]  # reused, not rebuilt
+    with pytest.raises(TypeError):
+        lazy[1:3]
+    with pytest.raises(IndexError):
+        lazy[5]

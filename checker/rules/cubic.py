@@ -47,6 +47,7 @@ RECORDED = True  # certificate.py passes the recorded binary64 pairs (the arb ac
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+LAZY_INPUTS = True  # rows built when read (certificate.LazyRows): the accelerator reads few
 
 
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
