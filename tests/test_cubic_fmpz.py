@@ -703,6 +703,7 @@ def test_lazy_rows_are_value_rows(back):
 
     assert len(lazy) == 5 and lazy._rows == [None] * 5
     assert all(same(x, y) for x, y in zip(lazy[-1], want[-1])) and lazy._rows[4] is not None
+    assert [len(r) for r in lazy] == [7] * 5
     assert all(same(x, y) for r, s in zip(lazy, want) for x, y in zip(r, s))
     built = value.rows(ar)
     assert LazyRows(value, ar)[2] is built[2]  # reused, not rebuilt
