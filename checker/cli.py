@@ -114,11 +114,13 @@ def floor_decimal(x: Fraction, digits: int = 6) -> str:
     return f"{scaled // 10 ** digits}.{scaled % 10 ** digits:0{digits}d}"
 
 
-def _summary(report: Report, model_path: str | None) -> dict:
+def _summary(report: Report, model_path: str | None, with_version: bool = True) -> dict:
     """The verified result as JSON-ready fields (--json, the audit).  It names the
-    version that checked it and says whether the weights were compared with a
-    model file: without --model the theorem is about the certificate's own weights."""
-    return {"version": version(), **_result(report, model_path),
+    version that checked it (unless with_version is false: the text report does not
+    print it, and looking it up costs tens of milliseconds) and says whether the weights
+    were compared with a model file: without --model the theorem is about the
+    certificate's own weights."""
+    return {**({"version": version()} if with_version else {}), **_result(report, model_path),
             "weights_bound_to_model_file": model_path is not None}
 
 
@@ -298,7 +300,7 @@ def _main(argv: list[str] | None) -> int:
         report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend,
                             progress=not args.json)
         enforce(policies, report.facts)
-        summary = _summary(report, args.model)
+        summary = _summary(report, args.model, with_version=args.json)
     except (Malformed, Rejected) as err:
         verdict = "rejected" if isinstance(err, Rejected) else "malformed"
         return _fail(args.json, verdict, str(err), err.exit_code)

@@ -148,18 +148,12 @@ def _models():
     return [certificate_file(random_model(seed), "cubic") for seed in (1, 2, 3, 5)]
 
 
-@pytest.mark.parametrize("which", range(4))
-def test_confirmed_pairs_are_confirmed_by_the_reference(which):
-    """For every single claim [m, q, c, one token] (and every c = 0 flag), and for the
-    claim of *every* token < m at once (forged: mostly false), each also with its tokens
-    joint (the (II′) test): whenever the accelerator confirms the (q, m), the mpmath
-    reference accepts the same claim with the same count.  The accelerator must also
-    confirm most true single claims (it is not vacuous)."""
-    path = _models()[which]
-    dims, mats, recorded, _ = _rule_line(path)
+def _single_claims_against_the_reference(fast, dims, mats):
+    """For every single claim [m, q, c, one token] (and every c = 0 flag), and for the claim
+    of every token < m at once (forged: mostly false), each also with its tokens joint (the
+    (II′) test, c >= 1): every (q, m) that `fast` confirms, the mpmath reference accepts with
+    the same count.  Returns (confirmed, refused: true claims that `fast` deferred)."""
     v, k = dims.d_vocab, dims.n_ctx
-    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
-    assert fast is not None
     confirmed = refused = 0
     for m, q in itertools.product(range(v), repeat=2):
         if q > m:
@@ -167,18 +161,39 @@ def test_confirmed_pairs_are_confirmed_by_the_reference(which):
         terms = fast.query_terms(q)
         for c in range(0, (k - 1 if q == m else k - 2) + 1):
             masks = [1] if c == 0 else [1 << u for u in range(m)] + ([(1 << m) - 1] if m else [])
-            # each claim also with every claimed token joint ((II′) instead of (II)), c >= 1
             entries = [[m, q, c, mask] for mask in masks] + [
                 [m, q, c, mask, mask] for mask in (masks if c else [])]
             for entry in entries:
-                good = cubic.parse_hints({"good": [entry]}, v, k)
-                got = fast.count_q_m(good, q, m, terms)
+                got = fast.count_q_m(cubic.parse_hints({"good": [entry]}, v, k), q, m, terms)
                 want = _reference(dims, mats, [entry])
                 if got is not None:
                     assert want == got, (entry, got, want)
                     confirmed += 1
                 elif want is not None:
                     refused += 1
+    return confirmed, refused
+
+
+def _count_every_pair(fast, good, v):
+    """[count_q_m of every (q, m), q <= m], in order."""
+    out = []
+    for q in range(v):
+        terms = fast.query_terms(q)
+        out.extend(fast.count_q_m(good, q, m, terms) for m in range(q, v))
+    return out
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_confirmed_pairs_are_confirmed_by_the_reference(which):
+    """For every single claim [m, q, c, one token] (and every c = 0 flag), and for the
+    claim of *every* token < m at once (forged: mostly false), each also with its tokens
+    joint (the (II′) test): whenever the accelerator confirms the (q, m), the mpmath
+    reference accepts the same claim with the same count.  The accelerator must also
+    confirm most true single claims (it is not vacuous)."""
+    dims, mats, recorded, _ = _rule_line(_models()[which])
+    fast = cubic_fmpz.tables(recorded, dims.d_vocab, dims.n_ctx, lambda work: None)
+    assert fast is not None
+    confirmed, refused = _single_claims_against_the_reference(fast, dims, mats)
     assert confirmed > 0 and refused <= confirmed // 10 + 2, (confirmed, refused)
 
 
@@ -194,15 +209,9 @@ def test_whole_certificate_counts_agree_with_the_accelerator(cert):
     dims, mats, recorded, hints = _rule_line(root / "certs" / cert)
     v, k = dims.d_vocab, dims.n_ctx
     good = cubic.parse_hints(hints, v, k)
-    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None)
-    total = 0
-    for q in range(v):
-        terms = fast.query_terms(q)
-        for m in range(q, v):
-            got = fast.count_q_m(good, q, m, terms)
-            assert got is not None, (q, m)
-            total += got
-    assert total == _reference(dims, mats, hints["good"])
+    counts = _count_every_pair(cubic_fmpz.tables(recorded, v, k, lambda work: None), good, v)
+    assert None not in counts
+    assert sum(counts) == _reference(dims, mats, hints["good"])
 
 
 def test_accelerator_skipped_when_its_tables_do_not_fit():
@@ -456,27 +465,9 @@ def test_coarse_tier_alone_confirms_only_what_the_reference_accepts(which):
     """The coarse tier on its own (no exact tier behind it): single claims and forged
     all-token claims, each also joint; every pair it confirms, the mpmath reference accepts
     with the same count; and it confirms most true single claims (it is not vacuous)."""
-    path = _models()[which]
-    dims, mats, recorded, _ = _rule_line(path)
-    v, k = dims.d_vocab, dims.n_ctx
-    fast = cubic_fmpz.tables(recorded, v, k, lambda work: None).coarse
-    confirmed = refused = 0
-    for m, q in itertools.product(range(v), repeat=2):
-        if q > m:
-            continue
-        terms = fast.query_terms(q)
-        for c in range(0, (k - 1 if q == m else k - 2) + 1):
-            masks = [1] if c == 0 else [1 << u for u in range(m)] + ([(1 << m) - 1] if m else [])
-            entries = [[m, q, c, mask] for mask in masks] + [
-                [m, q, c, mask, mask] for mask in (masks if c else [])]
-            for entry in entries:
-                got = fast.count_q_m(cubic.parse_hints({"good": [entry]}, v, k), q, m, terms)
-                want = _reference(dims, mats, [entry])
-                if got is not None:
-                    assert want == got, (entry, got, want)
-                    confirmed += 1
-                elif want is not None:
-                    refused += 1
+    dims, mats, recorded, _ = _rule_line(_models()[which])
+    fast = cubic_fmpz.tables(recorded, dims.d_vocab, dims.n_ctx, lambda work: None).coarse
+    confirmed, refused = _single_claims_against_the_reference(fast, dims, mats)
     assert confirmed > 0 and refused <= confirmed // 5 + 2, (confirmed, refused)
 
 
@@ -525,3 +516,198 @@ def test_exact_tier_alone_when_both_tiers_do_not_fit():
     held.clear()
     room = cubic_fmpz.elements(v, k, 2)
     assert type(cubic_fmpz.tables(recorded, v, k, Budget())) is cubic_fmpz._Tiered
+
+
+# -- issue 22, cubic at native speed: the tables built with map, the exp rows per grid, the lazy
+# exact tier, pair_work from entry_work's sums (spec/arithmetic.md §cubic at native speed) ------
+
+def _elementwise_tables(it, v, k):
+    """_Fast's integer tables by their defining formulas, entry by entry (the reference for
+    the map-built ones)."""
+    ev_lo, ev_hi, pv_lo, pv_hi = it.evou_lo, it.evou_hi, it.pvou_lo, it.pvou_hi
+    dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
+              for m in range(v)]
+    return {
+        "dp_max_int": dp_max,
+        "xm_tab": [[dp_max[m][o] + ev_hi[m][o] - ev_lo[m][m] for o in range(v)]
+                   for m in range(v)],
+        "dpq": [[pv_hi[k - 1][o] - pv_lo[k - 1][m] for o in range(v)] for m in range(v)],
+        "self_tab": [[dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)]
+                     for m in range(v)],
+        "dv_rest": [[max(ev_hi[t][o] for o in range(v) if o not in (m, t)) - ev_lo[t][m]
+                     for t in range(v)] for m in range(v)],
+    }
+
+
+def _assert_tables_are_elementwise(it, v, k):
+    for cls in (cubic_fmpz._Fast, cubic_fmpz._Coarse):
+        fast = cls(it, v, k)
+        src = it if cls is cubic_fmpz._Fast else cubic_fmpz.coarse_tables(it)
+        want = _elementwise_tables(src, v, k)
+        for name, rows in want.items():
+            got = getattr(fast, name)
+            got = [_entries(r, v) if isinstance(r, fmpz_poly) else list(r) for r in got]
+            assert got == rows, (cls.__name__, name)
+        assert fast.dp_max == [fmpz_poly(r) for r in want["dp_max_int"]]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_map_built_tables_are_the_elementwise_ones(seed):
+    """The v × v tables of _Fast (and of _Coarse, on its rounded tables), built row by row
+    with map, are exactly the integers of their defining formulas: adversarial entries
+    (zero, tiny, huge, powers of two and their neighbours: cancellation in every
+    difference), and rows of EVOU with ties among their largest entries (dv_rest's
+    choice of the largest EVOU⁺[t, o] over o ∉ {m, t})."""
+    rng = random.Random(seed)
+    v, k = rng.choice([(3, 3), (4, 3), (5, 4), (7, 5), (9, 3)])
+    it = _random_tables(rng, v, k)
+    if seed % 3 == 0:  # ties: a row's top entries equal, at the diagonal or elsewhere
+        for t, row in enumerate(it.evou_hi):
+            top = max(row)
+            for o in rng.sample(range(v), rng.randrange(1, v)):
+                row[o] = top
+            if seed % 2:
+                row[t] = top + rng.randrange(2)
+    _assert_tables_are_elementwise(it, v, k)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_coarse_exp_rows_per_grid_are_the_per_pair_roundings(seed):
+    """_Coarse.e_rows(q, t), built once per grid: for every pair (q, m) on grid t its entries
+    up to m are exactly ⌊e/2^t⌋, ⌈e/2^t⌉ of the exact row (what rounding the row per pair
+    gives), hence enclose it outward; rows with growing, flat and huge entries."""
+    rng = random.Random(seed)
+    v, k = rng.choice([(4, 3), (6, 4), (9, 3)])
+    it = _random_tables(rng, v, k)
+    for q in range(v):
+        kind = rng.randrange(3)
+        if kind == 0:  # increasing magnitudes: a new grid at almost every m
+            it.e_lo[q] = [rng.getrandbits(8 * (t + 1)) for t in range(v)]
+        elif kind == 1:  # flat: one grid
+            it.e_lo[q] = [1 << 70] * v
+        it.e_hi[q] = [x + rng.randrange(3) for x in it.e_lo[q]]
+    fast = cubic_fmpz._Coarse(it, v, k)
+    for q in rng.sample(range(v), v):  # any order of the queries (forked workers)
+        for m in rng.sample(range(v), v):
+            t = fast.e_shift[q][m]
+            e_lo, e_hi = fast.e_rows(q, t)
+            assert len(e_lo) > m and len(e_hi) > m
+            assert e_lo[:m + 1] == cubic_fmpz._floor_shift(it.e_lo[q][:m + 1], t)
+            assert e_hi[:m + 1] == cubic_fmpz._ceil_shift(it.e_hi[q][:m + 1], t)
+            assert all(a << t <= x <= y <= b << t for a, x, y, b in
+                       zip(e_lo, it.e_lo[q], it.e_hi[q], e_hi))
+
+
+def test_exact_tier_built_only_when_a_pair_falls_back():
+    """The tiered accelerator builds the exact tier's tables on the first pair the coarse tier
+    defers; its per-query terms, read from the integer tables, are the exact tier's own."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dims, _, recorded, hints = _rule_line(root / "certs" / "max3_v8_seed0.cubic.jsonl")
+    v, k = dims.d_vocab, dims.n_ctx
+    good = cubic.parse_hints(hints, v, k)
+    tiered = cubic_fmpz.tables(recorded, v, k, lambda work: None)
+    assert type(tiered) is cubic_fmpz._Tiered and tiered._fine is None
+    assert all(tiered.query_terms(q)[1] == cubic_fmpz._Fast(tiered._it, v, k).query_terms(q)
+               for q in range(v))
+    counts = _count_every_pair(tiered, good, v)
+    assert tiered._fine is None  # every pair confirmed by the coarse tier
+    tiered.coarse.count_q_m = lambda *args: None  # now every pair falls back
+    assert _count_every_pair(tiered, good, v) == counts
+    assert isinstance(tiered._fine, cubic_fmpz._Fast)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_pair_work_is_entry_works_share(seed):
+    """The operations the accelerator counts for a confirmed pair (10v plus entry_work's
+    share for its claims, recorded by entry_work) are pair_work's, for random hints with
+    joint tokens, and pairs without claims."""
+    rng = random.Random(seed)
+    v, k = rng.choice([(5, 3), (8, 4), (6, 5)])
+    entries = []
+    for m in range(v):
+        for q in range(m + 1):
+            for c in range((k - 1 if q == m else k - 2) + 1):
+                if rng.random() < 0.6:
+                    mask = rng.randrange(2) if c == 0 else rng.getrandbits(m) if m else 0
+                    joint = 0 if c == 0 else mask & rng.getrandbits(max(m, 1))
+                    entries.append([m, q, c, mask, joint])
+    good = cubic.parse_hints({"good": entries}, v, k)
+
+    class Tables:  # what entry_work reads: dv_rest's existence (all, d_vocab >= 3)
+        dv_rest = [[0] * v for _ in range(v)]
+
+    tables = Tables()
+    cubic.entry_work(v, k, good, tables)
+    spreadable = cubic._spreadable(tables)
+    for m in range(v):
+        for q in range(m + 1):
+            assert (10 * v + tables.claims_work.get((m, q), 0)
+                    == cubic.pair_work(v, k, good, q, m, spreadable[m])), (q, m)
+
+
+def test_rules_registry_imports_a_rule_when_looked_up():
+    """checker.rules.RULES: every rule name is known without importing any rule module; a
+    check imports the rules its certificate uses (not family_gap, forward, ...), and no
+    multiprocessing with --jobs 1."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys; from checker import rules; "
+            "names = sorted(rules.RULES); "
+            "before = sorted(m for m in sys.modules if m.startswith('checker.rules.')); "
+            "assert 'cubic' in rules.RULES and 'nope' not in rules.RULES; "
+            "assert len(rules.RULES) == 9; from checker.cli import main; "
+            "rc = main([sys.argv[1], '--jobs', '1', '--arith', 'arb']); "
+            "after = sorted(m for m in sys.modules if m.startswith('checker.rules.')); "
+            "print(rc, names, before, after, 'multiprocessing' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code,
+                          str(root / "certs" / "max3_v8_seed0.cubic.jsonl")],
+                         capture_output=True, text=True, cwd=root)
+    last = out.stdout.strip().splitlines()[-1]
+    assert last == ("0 ['brute_force', 'cubic', 'exact', 'family_gap', 'forward_brute_force', "
+                    "'overwhelm_family', 'overwhelm_free', 'overwhelm_perm', 'subcubic_gap'] [] "
+                    "['checker.rules.cubic', 'checker.rules.cubic_fmpz', 'checker.rules.exact', "
+                    "'checker.rules.pool'] False"), out.stdout + out.stderr
+    from checker import rules
+
+    assert rules.RULES["cubic"] is cubic and dict(rules.RULES)["exact"] is exact
+    with pytest.raises(KeyError):
+        rules.RULES["nope"]
+
+
+@pytest.mark.parametrize("back", ["mpmath", "arb"])
+def test_lazy_rows_are_value_rows(back):
+    """certificate.LazyRows (rule cubic's inputs, LAZY_INPUTS): each row, built when first
+    read, has the elements Value.rows builds (points and intervals, ±0, subnormals, huge and
+    tiny ends, an interval from a negative to a positive end); rows Value.rows already built
+    are reused; negative indices, iteration and len as a list's; no slicing of the matrix."""
+    from checker.certificate import LazyRows, Value
+
+    ar = arith.get(back)
+    rng = random.Random(7)
+    ends = [(0.0, 0.0), (-0.0, 0.0), (5e-324, 1e-323), (-1e300, 1e300), (1.0, 1.0),
+            (-3.5, -3.25), (2.0 ** -1074, 2.0 ** 1000), (0.1, 0.2)]
+    pairs = [rng.choice(ends) for _ in range(5 * 7)]
+    value = Value(("t",), tuple(a for a, _ in pairs), tuple(b for _, b in pairs), (5, 7))
+    lazy = LazyRows(value, ar)
+    want = Value(value.term, value.lo, value.hi, value.shape).rows(ar)
+
+    def same(x, y):  # the same element: equal endpoints (mpmath), equal midpoint and radius
+        if back == "arb":
+            return x.mid() == y.mid() and x.rad() == y.rad()
+        return x.a == y.a and x.b == y.b
+
+    assert len(lazy) == 5 and lazy._rows == [None] * 5
+    assert all(same(x, y) for x, y in zip(lazy[-1], want[-1])) and lazy._rows[4] is not None
+    assert [len(r) for r in lazy] == [7] * 5
+    assert all(same(x, y) for r, s in zip(lazy, want) for x, y in zip(r, s))
+    built = value.rows(ar)
+    assert LazyRows(value, ar)[2] is built[2]  # reused, not rebuilt
+    with pytest.raises(TypeError):
+        lazy[1:3]
+    with pytest.raises(IndexError):
+        lazy[5]

@@ -156,3 +156,56 @@ def test_mpmath_intervals_take_the_general_path():
 
 def test_inputs_are_the_cubic_inputs():
     assert set(cubic.INPUTS) == {"EU", "EVOU", "PVOU", "EXP_EQKE", "EXP_EQKP"}
+
+
+# -- the accelerator's v × v tables from these integers (cubic_fmpz._Fast, built with map) ------
+
+def _exact_upper_tables(mats, v, k):
+    """dp_max, xm_tab, dpq, self_tab, dv_rest (cubic_fmpz._Fast) as exact rationals of the
+    recorded binary64 endpoints (Fraction): upper ends minus lower ends."""
+    lo = {n: [[Fraction(a) for a, _ in row] for row in mats[n]] for n in ("EVOU", "PVOU")}
+    hi = {n: [[Fraction(b) for _, b in row] for row in mats[n]] for n in ("EVOU", "PVOU")}
+    ev_lo, ev_hi, pv_lo, pv_hi = lo["EVOU"], hi["EVOU"], lo["PVOU"], hi["PVOU"]
+    dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
+              for m in range(v)]
+    return {"dp_max_int": dp_max,
+            "xm_tab": [[dp_max[m][o] + ev_hi[m][o] - ev_lo[m][m] for o in range(v)]
+                       for m in range(v)],
+            "dpq": [[pv_hi[k - 1][o] - pv_lo[k - 1][m] for o in range(v)] for m in range(v)],
+            "self_tab": [[dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)]
+                         for m in range(v)],
+            "dv_rest": [[max(ev_hi[t][o] for o in range(v) if o not in (m, t)) - ev_lo[t][m]
+                         for t in range(v)] for m in range(v)]}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_accelerator_tables_are_the_exact_rationals(seed):
+    """From random and adversarial binary64 endpoints (subnormals, ±0, the extremes, huge and
+    tiny in one matrix: cancellation in every difference): the exact tier's map-built tables,
+    times the x-unit 2^E, are exactly the rational differences of the recorded endpoints, and
+    the coarse tier's, times its grid, are upper bounds of them (outward)."""
+    from flint import fmpz_poly
+
+    from checker.rules import cubic_fmpz
+
+    rng = random.Random(1000 + seed)
+    v, k = rng.choice([3, 4, 6]), rng.choice([3, 4, 5])
+    mats = _mats(rng, v, k)
+    it = exact.IntegerTables(mats, v, k)
+    unit = Fraction(2) ** exact._common_exponent(
+        exact._raw_matrix(mats["EU"] + mats["EVOU"] + mats["PVOU"]))
+    bits = max(abs(x).bit_length() for n in ("eu", "evou", "pvou") for e in ("_lo", "_hi")
+               for row in getattr(it, n + e) for x in row)
+    grid = 2 ** max(0, bits - cubic_fmpz.COARSE_BITS_X)
+    want = _exact_upper_tables(mats, v, k)
+
+    def ints(rows):
+        return [[int(x) for x in r.coeffs()] + [0] * (v - r.length()) if isinstance(r, fmpz_poly)
+                else list(r) for r in rows]
+
+    fine, rough = cubic_fmpz._Fast(it, v, k), cubic_fmpz._Coarse(it, v, k)
+    for name, rows in want.items():
+        got = ints(getattr(fine, name))
+        assert [[x * unit for x in r] for r in got] == rows, name
+        got = ints(getattr(rough, name))
+        assert all(x * grid * unit >= y for r, s in zip(got, rows) for x, y in zip(r, s)), name

@@ -47,6 +47,7 @@ RECORDED = True  # certificate.py passes the recorded binary64 pairs (the arb ac
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+LAZY_INPUTS = True  # rows built when read (certificate.LazyRows): the accelerator reads few
 
 
 def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
@@ -211,8 +212,11 @@ def entry_work(v: int, k: int, good: dict, tables) -> int:
     by_pair = {}
     for (m, q, c), (mask, joint) in good.items():
         by_pair.setdefault((m, q), []).append((c, mask, joint))
-    for (m, _q), claims in by_pair.items():
-        total += _claims_work(v, k, claims, spreadable[m])
+    works = {}  # (m, q) -> its claims' share: pair_work without recounting (the accelerator)
+    for (m, q), claims in by_pair.items():
+        works[(m, q)] = work = _claims_work(v, k, claims, spreadable[m])
+        total += work
+    tables.claims_work = works
     return total
 
 
@@ -361,7 +365,8 @@ def _count_q(t: _Tables, good, charge, q):
             count += _count_q_m(t, ar, good, q, m, b_total, placements, w_query)
         else:
             count += confirmed
-            ar.count += pair_work(v, k, good, q, m, t.spreadable[m])
+            # pair_work(v, k, good, q, m, t.spreadable[m]), from entry_work's own sums
+            ar.count += 10 * v + t.claims_work.get((m, q), 0)
     return count, ar.count
 
 

@@ -27,9 +27,10 @@ fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after addin
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from itertools import compress, repeat
 from math import comb
-from operator import add, gt, neg, rshift
+from operator import add, gt, neg, rshift, sub
 
 from ..arith.arb import flint_module
 from ..errors import Malformed, Rejected
@@ -68,8 +69,7 @@ def tables(recorded, v: int, k: int, charge):
     charge(0)
     try:
         it = exact.IntegerTables(recorded, v, k)
-        fine = _Fast(it, v, k)
-        return _Tiered(_Coarse(it, v, k), fine) if tiers == 2 else fine
+        return _Tiered(_Coarse(it, v, k), it) if tiers == 2 else _Fast(it, v, k)
     except Rejected:
         return None
 
@@ -103,22 +103,41 @@ class _Fast:
         self.euv_hi = [fmpz_poly([a + b for a, b in zip(it.eu_hi[q], ev_hi[q])])
                        for q in range(v)]
         self.evou_hi = [fmpz_poly(r) for r in ev_hi]
+        # (the v × v tables below are built row by row with map: C loops over Python integers)
         # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])  (exact: the largest difference)
-        dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
-                  for m in range(v)]
+        dp_max = [list(map(max, *[map(sub, pv_hi[i], repeat(pv_lo[i][m], v))
+                                  for i in range(k - 1)])) if k > 2 else
+                  list(map(sub, pv_hi[0], repeat(pv_lo[0][m], v))) for m in range(v)]
         self.dp_max_int = dp_max
         self.dp_max = [fmpz_poly(r) for r in dp_max]
         # x_m without EU: dp_max + ΔV_m;  the query's: PVOU[k−1] differences
-        self.xm_tab = [fmpz_poly([a + ev_hi[m][o] - ev_lo[m][m] for o, a in enumerate(dp_max[m])])
-                       for m in range(v)]
-        self.dpq = [fmpz_poly([x - pv_lo[k - 1][m] for x in pv_hi[k - 1]]) for m in range(v)]
+        self.xm_tab = [fmpz_poly(list(map(sub, map(add, dp_max[m], ev_hi[m]),
+                                          repeat(ev_lo[m][m], v)))) for m in range(v)]
+        self.dpq = [fmpz_poly(list(map(sub, pv_hi[k - 1], repeat(pv_lo[k - 1][m], v))))
+                    for m in range(v)]
+        ev_lo_t = [list(column) for column in zip(*ev_lo)]  # ev_lo_t[m][t] = EVOU⁻[t, m]
+        diag = [ev_hi[t][t] for t in range(v)]
         # self_tab[m][t] = dp_max[m][t] + EVOU⁺[t, t] − EVOU⁻[t, m]  (D[t] + ΔV_t[t], without EU)
-        self.self_tab = [[dp_max[m][t] + ev_hi[t][t] - ev_lo[t][m] for t in range(v)]
+        self.self_tab = [list(map(sub, map(add, dp_max[m], diag), ev_lo_t[m]))
                          for m in range(v)]
-        # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]
-        top3 = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
-        self.dv_rest = [[ev_hi[t][next(o for o in top3[t] if o != m and o != t)] - ev_lo[t][m]
-                         for t in range(v)] for m in range(v)]
+        # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]: the largest EVOU⁺[t, o] over
+        # o != t (at o = best[t]), or over o ∉ {t, best[t]} when m = best[t]
+        best, first, second = [], [], []
+        for t, row in enumerate(ev_hi):
+            top3 = sorted(range(v), key=row.__getitem__, reverse=True)[:3]
+            o1, o2 = [o for o in top3 if o != t][:2]  # v >= 3
+            best.append(o1)
+            first.append(row[o1])
+            second.append(row[o2])
+        best_of = [[] for _ in range(v)]  # best_of[m]: the rows t with best[t] = m
+        for t, o in enumerate(best):
+            best_of[o].append(t)
+        self.dv_rest = []
+        for m in range(v):
+            rest = list(map(sub, first, ev_lo_t[m]))
+            for t in best_of[m]:
+                rest[t] = second[t] - ev_lo_t[m][t]
+            self.dv_rest.append(rest)
 
     # -- the exact vector helpers (tests/test_cubic_fmpz.py) -----------------------------
     @staticmethod
@@ -186,18 +205,17 @@ class _Fast:
             tokens = _members(union)
             # D[o] + EU[q,m] >= EU[q,o] + dp_max[m][o]; its top two over o != m
             dd = list(map(add, self.eu_hi_int[q], self.dp_max_int[m]))
-            dd[m] = None
-            rest = dd[:m] + dd[m + 1:]
-            first = max(rest)
+            floor = dd[m] = min(dd) - 1  # below every entry: never the largest of the others
+            first = max(dd)
             index = dd.index(first)
-            rest.remove(first)
-            second = max(rest) if rest else first
+            dd[index] = floor
+            second = max(dd)  # v >= 3: another entry besides m and index
             # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
             # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
             ys = list(map(add, self.eu_hi_int[q], self.self_tab[m]))  # minus EU[q,m] below
             dv_rest = self.dv_rest[m]
             first, second = first - eu_m, second - eu_m
-            h_self, h_spread = {}, {}
+            h_self, h_spread = [0] * m, [0] * m  # read at the tokens only (all < m)
             for u in tokens:
                 y = ys[u] - eu_m
                 h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
@@ -217,8 +235,9 @@ class _Fast:
             for key, _ in groups.items():
                 g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
                                     & ~good[(m, q, k - 1)][1]) if key == "last" else key)
-                claimed = _members(g_mask)  # ⊆ tokens (the union), increasing
-                split = _members(g_split)
+                # ⊆ tokens (the union), increasing; the same lists when the sets are equal
+                claimed = tokens if g_mask == union else _members(g_mask)
+                split = claimed if g_split == g_mask else _members(g_split)
                 zeros = None  # beyond m
                 if split:
                     spread = list(map(h_spread.__getitem__, split))
@@ -403,6 +422,10 @@ class _Coarse(_Fast):
                 top = max(top, x.bit_length())
                 shifts.append(_shift_for(top, COARSE_BITS_E))
             self.e_shift.append(shifts)
+        # row q rounded on grid t, built once per (q, t): the grids of a row are nondecreasing
+        # in m, so the pairs (q, m) on grid t are consecutive; the row is rounded up to the
+        # last of them (a pair reads the entries up to its m)
+        self._e_rows = {}
 
     def query_terms(self, q):
         """_Fast.query_terms with the query position's β[q][k−1] ends in place of w (w is
@@ -410,10 +433,19 @@ class _Coarse(_Fast):
         b_lo, b_hi, placements, _, _ = super().query_terms(q)
         return b_lo, b_hi, placements, self.b_lo[q][self.k - 1], self.b_hi[q][self.k - 1]
 
+    def e_rows(self, q, t):
+        """exp(EQKE)'s row q rounded outward on the grid 2^t: (lower ends, upper ends)."""
+        rows = self._e_rows.get((q, t))
+        if rows is None:
+            end = bisect_right(self.e_shift[q], t)  # past the last m on grid t
+            rows = ((_floor_shift(self.e_lo[q][:end], t), _ceil_shift(self.e_hi[q][:end], t))
+                    if t else (self.e_lo[q], self.e_hi[q]))
+            self._e_rows = {key: value for key, value in self._e_rows.items() if key[0] == q}
+            self._e_rows[(q, t)] = rows
+        return rows
+
     def count_q_m(self, good, q, m, query):
-        t = self.e_shift[q][m]
-        e_lo = _floor_shift(self.e_lo[q][:m + 1], t) if t else self.e_lo[q]
-        e_hi = _ceil_shift(self.e_hi[q][:m + 1], t) if t else self.e_hi[q]
+        e_lo, e_hi = self.e_rows(q, self.e_shift[q][m])
         b_lo, b_hi, placements, beta_lo, beta_hi = query
         return _Fast.count_q_m(self, good, q, m, (b_lo, b_hi, placements, beta_lo * e_lo[q],
                                                   beta_hi * e_hi[q]), (e_lo, e_hi))
@@ -422,13 +454,21 @@ class _Coarse(_Fast):
 class _Tiered:
     """The accelerator: a (q, m) is tried on the coarse tables first, then on the exact
     ones; None (the reference decides) only if both defer.  Each tier returns a count only
-    when its own bounds confirm every claim of the pair, so the first count is sound."""
+    when its own bounds confirm every claim of the pair, so the first count is sound.
+    The exact tier's tables are built when a pair first needs them (most pairs do not)."""
 
-    def __init__(self, coarse: _Coarse, fine: _Fast):
-        self.coarse, self.fine = coarse, fine
+    def __init__(self, coarse: _Coarse, it: exact.IntegerTables):
+        self.coarse, self._it, self._fine = coarse, it, None
+
+    @property
+    def fine(self) -> _Fast:
+        if self._fine is None:
+            self._fine = _Fast(self._it, self._it.v, self._it.k)
+        return self._fine
 
     def query_terms(self, q):
-        return self.coarse.query_terms(q), self.fine.query_terms(q)
+        # the exact tier's terms read only the integer tables' b, e rows (as _Fast's own)
+        return self.coarse.query_terms(q), _Fast.query_terms(self._it, q)
 
     def count_q_m(self, good, q, m, terms):
         got = self.coarse.count_q_m(good, q, m, terms[0])

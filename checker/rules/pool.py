@@ -20,17 +20,23 @@ never passes it.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+# multiprocessing and concurrent.futures are imported when a pool is made (start-up time:
+# a check with --jobs 1 never makes one)
 _LIVE: list[ProcessPoolExecutor] = []  # this process's open pools, newest last
 KILL_GRACE_SECONDS = 2.0  # after SIGTERM, how long a worker may take before SIGKILL
 
 
 def can_fork() -> bool:
     """Forked workers inherit the parent's tables (intervals do not pickle)."""
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods()
 
 
@@ -49,6 +55,9 @@ def workers(n: int):
     workers are killed if the block raises.  (Futures are never cancelled on that
     path: Python 3.11's executor would then fail a cancelled future as well and print a
     traceback from its manager thread; the killed workers fail them instead.)"""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("fork" if can_fork() else None)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_worker_started)
     _LIVE.append(pool)
