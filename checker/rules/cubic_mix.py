@@ -19,10 +19,15 @@ tuples exactly (each Ψ an upper bound turned into an exact integer, sorted, the
 two-pointer count).  Pure sequences are tuples too, so no good token is lost except where
 (I) and (II) trade places across positions.
 
-Hints: {"joint": [[m, q, mask], ...]}: the tokens t < m of (q, m) whose bound over
-o ∉ {m, t} is the exact maximum (cubic's (II′), O(v) each) instead of the split (II).
-Cost O(v³·2^k) for the bounds plus the counting, Σ_P m^(c−1) (charged per (q, m) before
-it is done; spec/rules.md §cubic_mix).
+With "placements": "bounds" (the generator's default) one column Ψ_c serves every position
+of every placement of c tokens (Lemma M3: Ã over an enclosure of every R_P, c·β over an
+enclosure of every c·β_i), at fewer operations than rule cubic.
+
+Hints: {"joint": [[m, q, mask], ...], "placements": "each" | "bounds"}: the tokens t < m of
+(q, m) whose bound over o ∉ {m, t} is the exact maximum (cubic's (II′), O(v) each) instead
+of the split (II); the mode ("each" if absent).  Cost O(v³·2^k) ("each") or O(v³·k)
+("bounds") for the bounds plus the counting, Σ m^(c−1) (charged before it is done;
+spec/rules.md §cubic_mix).
 """
 
 from __future__ import annotations
@@ -54,15 +59,18 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
     if v < 2:
         raise Malformed("rule cubic_mix needs d_vocab >= 2")
     joint, bounded = parse_hints(hints, v, k)
-    charge(cubic.table_work(v, k))
-    hold(charge, cubic.table_elements(v, k) + 2 * v * v + 16 * v, "tables")
+    # every query's placement sums, charged before the 2^(k−1) placements are listed
+    charge(cubic.table_work(v, k) + v * (bounded_query_work(k) if bounded else query_work(k)))
+    hold(charge, cubic.table_elements(v, k) + 2 * v * v + 16 * v
+         + (0 if bounded else 2 ** k), "tables")
     tables = cubic._Tables(cubic._Counted(arith), mats, v, k, charge)
-    placements = [P for c in range(k) for P in combinations(range(k - 1), c)]
+    placements = [()] if bounded else [P for c in range(k)
+                                       for P in combinations(range(k - 1), c)]
     proven = 0
     for q in range(v):
-        charge(query_work(k))
+        charge(0)
         beta = tables.beta[q]
-        # R_P: the attention of the non-query positions outside P (holding m)
+        # R_P: the attention of the non-query positions outside P (holding m); "bounds": B only
         rest = {P: arith.fsum([beta[i] for i in range(k - 1) if i not in P])
                 for P in placements if len(P) < k - 1}
         w_query = arith.product(beta[k - 1], tables.e[q][q])
@@ -77,8 +85,15 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
 
 
 def query_work(k: int) -> int:
-    """Per query: the sums R_P (k−2−|P| additions each, at least 0) and β_{k−1}·e_q."""
+    """Per query ("each"): the sums R_P (k−2−|P| additions each, at least 0), β_{k−1}·e_q."""
     return sum(max(k - 2 - c, 0) * comb(k - 1, c) for c in range(k)) + 1
+
+
+def bounded_query_work(k: int) -> int:
+    """Per query ("bounds"): B (k−2 additions), β_{k−1}·e_q, cubic's subset-sum bounds (two
+    sorts, (k−1)² each, and the prefix sums) and, per c, R's and W's hulls (8)."""
+    n = k - 1
+    return max(n - 1, 0) + 1 + 2 * n * n + n * (n + 1) + 8 * n
 
 
 def pair_work(v: int, k: int, q: int, m: int, joint: int) -> int:
