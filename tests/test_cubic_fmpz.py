@@ -660,7 +660,7 @@ def test_rules_registry_imports_a_rule_when_looked_up():
             "names = sorted(rules.RULES); "
             "before = sorted(m for m in sys.modules if m.startswith('checker.rules.')); "
             "assert 'cubic' in rules.RULES and 'nope' not in rules.RULES; "
-            "assert len(rules.RULES) == 9; from checker.cli import main; "
+            "assert len(rules.RULES) == 10; from checker.cli import main; "
             "rc = main([sys.argv[1], '--jobs', '1', '--arith', 'arb']); "
             "after = sorted(m for m in sys.modules if m.startswith('checker.rules.')); "
             "print(rc, names, before, after, 'multiprocessing' in sys.modules)")
@@ -668,7 +668,8 @@ def test_rules_registry_imports_a_rule_when_looked_up():
                           str(root / "certs" / "max3_v8_seed0.cubic.jsonl")],
                          capture_output=True, text=True, cwd=root)
     last = out.stdout.strip().splitlines()[-1]
-    assert last == ("0 ['brute_force', 'cubic', 'exact', 'family_gap', 'forward_brute_force', "
+    assert last == ("0 ['brute_force', 'cubic', 'cubic_mix', 'exact', 'family_gap', "
+                    "'forward_brute_force', "
                     "'overwhelm_family', 'overwhelm_free', 'overwhelm_perm', 'subcubic_gap'] [] "
                     "['checker.rules.cubic', 'checker.rules.cubic_fmpz', 'checker.rules.exact', "
                     "'checker.rules.pool'] False"), out.stdout + out.stderr

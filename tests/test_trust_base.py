@@ -51,3 +51,11 @@ def test_every_registered_rule_is_a_rule_group():
     groups = trust_base.grouped()
     assert all(f"rule {name}" in groups for name in registered)
     assert {"cubic", "cubic_mix", "subcubic_gap"} <= set(registered)
+
+
+def test_every_registry_entry_loads_its_own_module():
+    """The registry's static import chain (rules._load) covers every entry of its table."""
+    from checker import rules
+
+    for name in rules.RULES:
+        assert rules.RULES[name].__name__ == f"checker.rules.{rules._MODULES[name]}"
