@@ -151,6 +151,8 @@ def _ln_scale(lo, hi, eps, e=None, low=None):
 class _Query:
     """Mirror of AtQuery at query position p; fills the hint arrays as it goes."""
 
+    rel = SLACK  # the relative slack of every λ (a subclass without this __init__: family_gap)
+
     def __init__(self, tab: Tables, claim: Overwhelm, p: int, rel: float = SLACK):
         f, w = tab.f, tab.w
         self.rel = rel  # the relative slack of every λ (float32: larger, F32_SLACKS)
