@@ -46,6 +46,18 @@ def random_weights(v, k, d, seed, bias_scale=0.0, pos_scale=1.0):
     return weights
 
 
+def random_scaled(seed):
+    """Random model with rescaled embeddings: strong positional attention, so placements
+    matter (found by a search where the lower placement bound of the cubic rule is needed
+    for soundness; seeds 90, 91, 109).  Shared by the cubic and cubic_mix tests."""
+    rng = np.random.default_rng(seed)
+    v, k = int(rng.integers(3, 7)), int(rng.integers(3, 5))
+    g = torch.Generator().manual_seed(seed)
+    w = MaxOfKTransformer(Dims(v, k, 4, 4), generator=g).weights()
+    return w.replace(W_pos=w.W_pos * float(rng.uniform(1, 8)),
+                     W_E=w.W_E * float(rng.uniform(0.5, 3)),
+                     W_U=w.W_U * float(rng.uniform(0.5, 3)))
+
 def certify(weights, tmp_path, strategy):
     """Save `weights`, run gen-cert's `strategy` on them: (model path, cert path, lines)."""
     path = tmp_path / "model.pt"

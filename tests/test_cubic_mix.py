@@ -18,34 +18,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import torch
-from soundness_helpers import accepted_inputs, certify, random_weights, trained
+from soundness_helpers import accepted_inputs, certify, random_scaled, random_weights, trained
 
 from checker.arith import MPMATH
 from checker.cli import main as check_cert
 from checker.modelspec import Dims
 from checker.rules import cubic_mix
 from generator.ground_truth import count_correct
-from generator.model import MaxOfKTransformer, logits_float64
+from generator.model import logits_float64
 
 ARITHMETICS = ["mpmath"] + (["arb"] if importlib.util.find_spec("flint") else [])
 UNDECIDED = 1e-9  # a float64 margin this small cannot decide the real model's verdict
 
 
-def _random_scaled(seed):
-    """Random model with strong positional attention (placements matter)."""
-    rng = np.random.default_rng(seed)
-    v, k = int(rng.integers(3, 7)), int(rng.integers(3, 5))
-    g = torch.Generator().manual_seed(seed)
-    w = MaxOfKTransformer(Dims(v, k, 4, 4), generator=g).weights()
-    return w.replace(W_pos=w.W_pos * float(rng.uniform(1, 8)),
-                     W_E=w.W_E * float(rng.uniform(0.5, 3)),
-                     W_U=w.W_U * float(rng.uniform(0.5, 3)))
-
-
 CASES = {
-    "random-scaled-90": lambda: _random_scaled(90),
-    "random-scaled-109": lambda: _random_scaled(109),
+    "random-scaled-90": lambda: random_scaled(90),
+    "random-scaled-109": lambda: random_scaled(109),
     "v8k3-good": lambda: trained(8, 3, 8, 1500, 1),
     "v8k3-half-trained": lambda: trained(8, 3, 8, 120, 2),
     "v6k2-trained": lambda: trained(6, 2, 8, 600, 3),

@@ -16,13 +16,11 @@ import json
 
 import numpy as np
 import pytest
-import torch
-from soundness_helpers import certify, cubic_covered, random_weights, trained
+from soundness_helpers import certify, cubic_covered, random_scaled, random_weights, trained
 
 from checker.cli import main as check_cert
-from checker.modelspec import Dims
 from generator.ground_truth import count_correct
-from generator.model import MaxOfKTransformer, logits_float64
+from generator.model import logits_float64
 
 ARITHMETICS = ["mpmath"] + (["arb"] if importlib.util.find_spec("flint") else [])
 # A float64 margin this small cannot decide the real model's verdict.
@@ -36,22 +34,9 @@ def _random(v, k, d, seed, bias_scale=0.0):
     return random_weights(v, k, d, seed, bias_scale=bias_scale)
 
 
-def _random_scaled(seed):
-    """Random model with rescaled embeddings: strong positional attention, so
-    placements matter (found by a search where the lower placement bound of
-    the cubic rule is needed for soundness; seeds 90, 91, 109)."""
-    rng = np.random.default_rng(seed)
-    v, k = int(rng.integers(3, 7)), int(rng.integers(3, 5))
-    g = torch.Generator().manual_seed(seed)
-    w = MaxOfKTransformer(Dims(v, k, 4, 4), generator=g).weights()
-    return w.replace(W_pos=w.W_pos * float(rng.uniform(1, 8)),
-                     W_E=w.W_E * float(rng.uniform(0.5, 3)),
-                     W_U=w.W_U * float(rng.uniform(0.5, 3)))
-
-
 CASES = {
-    "random-scaled-90": lambda: _random_scaled(90),
-    "random-scaled-109": lambda: _random_scaled(109),
+    "random-scaled-90": lambda: random_scaled(90),
+    "random-scaled-109": lambda: random_scaled(109),
     "v8k3-good": lambda: _trained(8, 3, 8, 1500, 1),
     "v8k3-half-trained": lambda: _trained(8, 3, 8, 120, 2),
     "v6k2-trained": lambda: _trained(6, 2, 8, 600, 3),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from mpmath import iv
-from soundness_helpers import float32_evaluations
+from soundness_helpers import float32_evaluations, permute_residual
 
 from checker import float32 as fp
 from checker import statement
@@ -463,29 +463,9 @@ def test_family_float32_certified_are_float32_correct(name):
     for perm in (None, g.permutation(d.d_model)):
         params = {k: np.array(v) for k, v in fw.params.items()}
         if perm is not None:
-            params = _permute_residual(params, perm)
+            params = permute_residual(params, perm)
         model = FamilyTransformer(d)
         model.load_state_dict({k: torch.from_numpy(v) for k, v in params.items()}, strict=True)
         out = model(tokens).detach()
         assert out.dtype == torch.float32
         assert out.argmax(-1).tolist() == tokens.max(-1).values.tolist()
-
-
-def _permute_residual(params: dict, perm: np.ndarray) -> dict:
-    """The same real model with its d_model coordinates permuted: every tensor axis of
-    length d_model that indexes the residual stream is permuted."""
-    out = {}
-    for key, v in params.items():
-        leaf = key.rsplit(".", 1)[-1]
-        if leaf in ("W_E", "W_pos", "b_O", "b_out") or key.endswith((".w", ".b")):
-            v = v[..., perm]  # (.., d) last axis
-        elif leaf in ("W_Q", "W_K", "W_V"):
-            v = v[:, perm, :]
-        elif leaf == "W_O":
-            v = v[..., perm]
-        elif leaf in ("W_in", "W_gate", "W_U"):
-            v = v[perm]
-        elif leaf == "W_out":
-            v = v[:, perm]
-        out[key] = np.ascontiguousarray(v)
-    return out

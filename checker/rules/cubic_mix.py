@@ -104,27 +104,31 @@ def pair_work(v: int, k: int, q: int, m: int, joint: int) -> int:
     1 for c·β_i, 2m for (I), 3m for (II) and the max, 4v + 2 per joint token, m to find
     its column's largest bound.  Counting, when those largest bounds do not decide the
     class, is charged by _negative_sums (sort_work)."""
-    work = 12 * v
-    if m == 0:
-        return work
-    work += 8 * m + 2 * v * joint
-    max_c = k - 1 if q == m else k - 2
-    for c in range(1, max_c + 1):
+    work = _pair_base_work(v, m, joint)
+    for c in range(1, _max_c(k, q, m) + 1):
         per = (0 if c == k - 1 else 2 * v) + 2 * v + c * (1 + 6 * m + joint * (4 * v + 2))
         work += comb(k - 1, c) * (per + 1)
     return work
+
+
+def _pair_base_work(v: int, m: int, joint: int) -> int:
+    """What every (q, m) costs in either mode: 12v (the vectors, D's top two, c = 0) and,
+    when m > 0, 8m for h_self and h_spread and 2v per joint row X_t."""
+    return 12 * v + (8 * m + 2 * v * joint if m else 0)
+
+
+def _max_c(k: int, q: int, m: int) -> int:
+    """The largest number of free positions of a class: k−1 if q = m, k−2 if q < m (some
+    non-query position holds m), 0 when m = 0 (no token is below the max)."""
+    return 0 if m == 0 else k - 1 if q == m else k - 2
 
 
 def bounded_pair_work(v: int, k: int, q: int, m: int, joint: int) -> int:
     """pair_work for hints with "placements": "bounds": per (q, m) as pair_work; then per c:
     2v for Ã at the enclosure of R (none when c = k−1), 2v for its top two, 4m for (I) and
     (II), m for Ψ, m for the column's largest, c additions; 4v + 2 per joint token."""
-    work = 12 * v
-    if m == 0:
-        return work
-    work += 8 * m + 2 * v * joint
-    max_c = k - 1 if q == m else k - 2
-    for c in range(1, max_c + 1):
+    work = _pair_base_work(v, m, joint)
+    for c in range(1, _max_c(k, q, m) + 1):
         work += (2 * v if c < k - 1 else 0) + 2 * v + 6 * m + c + joint * (4 * v + 2)
     return work
 
