@@ -209,3 +209,41 @@ def test_cli_needs_models(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--out", "/nonexistent-zoo"])
     assert exc.value.code == 2 and "--seeds" in capsys.readouterr().err
+
+
+def test_family_zoo_end_to_end(tmp_path, client):
+    """certify-zoo --family ln-mlp,ln-mlp-rope (issue 23): one model per family, the
+    strategies that apply to LayerNorm / MLP models by default, each certificate checked;
+    the report gains the per-family tables and the work against forward brute force."""
+    from checker.rules import forward
+    from generator.modelfile import load_model
+    from generator.zoo.families import FAMILY_STRATEGIES, default_strategies, parse_families
+
+    families = parse_families("ln-mlp,ln-mlp-rope")
+    tiny = {"d_vocab": 4, "n_ctx": 3, "d_model": 8, "d_head": 8, "steps": 200}
+    opts = ZooOptions(out=tmp_path, seeds=[0], train=tiny,
+                      strategies=default_strategies(families),
+                      families=[f.name for f in families],
+                      scheduler=client.scheduler.address, progress=False)
+    summary = run_zoo(opts)
+    run = {"project_version": "test", "strategies": summary.strategies, "failed": [],
+           "retried": [], "seconds": 0, "peak_mib": 0, "computed": 0, "cached": 0}
+    write_report(tmp_path, summary.rows, run)
+    assert not summary.failed and summary.strategies == list(FAMILY_STRATEGIES)
+    rows = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert sorted({r["family"] for r in rows}) == ["ln-mlp", "ln-mlp-rope"]
+    for r in rows:
+        assert r["status"] == "verified", r
+        assert f"_{r['family']}_seed0.pt" in r["model"]
+        dims = load_model(tmp_path / "models" / r["model"]).weights.dims
+        assert dims.family.normalization == "LN" and dims.family.d_mlp == 32
+        assert (dims.family.positional == "rotary") == (r["family"] == "ln-mlp-rope")
+        assert int(r["forward_work"]) == forward._sequence_cost(dims) * 4 ** 3
+        assert r["eqke_sigma_ratio"] == ""  # EQKE is not defined with LayerNorm / MLP
+        bound, exact = int(r["bound"]), int(r["exact"])
+        assert 0 <= bound <= exact <= int(r["total"]) == 4 ** 3
+        if r["strategy"] == "forward-brute-force":
+            assert bound == exact
+    table = (tmp_path / "table1.md").read_text()
+    assert "## Per model family" in table
+    assert "| `family-gap` | ln-mlp |" in table

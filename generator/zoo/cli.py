@@ -3,6 +3,7 @@
     certify-zoo --seeds 8 --out zoo-report          # train 8 models (paper recipe), all strategies
     certify-zoo --seeds 5 --recipes all --strategies cubic   # 5 seeds × every training recipe
     certify-zoo --models DIR --out zoo-report       # every .pt/.safetensors model in DIR
+    certify-zoo --seeds 3 --family ln-mlp,ln-mlp-rope --d-vocab 16   # LayerNorm + MLP models
     certify-zoo --seeds 20 --scheduler tcp://127.0.0.1:8786   # an existing Dask cluster
 
 Runs every strategy gen-cert has on every model as whole (model, strategy)
@@ -42,6 +43,12 @@ def _recipe_names() -> list[str]:
     return list(RECIPES)
 
 
+def _family_names() -> list[str]:
+    from .families import FAMILIES
+
+    return list(FAMILIES)
+
+
 def parser() -> argparse.ArgumentParser:
     from generator.train import TrainConfig
 
@@ -66,6 +73,11 @@ def parser() -> argparse.ArgumentParser:
                    help="train every seed under each of these recipes (comma-separated, or "
                         "all): " + ", ".join(_recipe_names()) + " (generator/recipes.py); "
                         "Table 1 is then reported per recipe and pooled")
+    p.add_argument("--family", default="attn-only",
+                   help="train every seed in each of these model families (comma-separated, "
+                        "or all): " + ", ".join(_family_names()) + " (generator/zoo/"
+                        "families.py); without attn-only the default strategies are those "
+                        "that apply to LayerNorm / MLP models")
     p.add_argument("--scheduler", help="tcp://HOST:PORT of an existing Dask scheduler")
     p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: cores)")
     p.add_argument("--check-jobs", type=int, default=1,
@@ -102,13 +114,21 @@ def options(args, p):
         p.error(str(err))
     from generator.recipes import parse_recipes
 
+    from .families import default_strategies, parse_families
+
+    try:
+        families = parse_families(args.family)
+    except ValueError as err:
+        p.error(f"--family: {err}")
     try:
         recipes = parse_recipes(args.recipes)
         for recipe in recipes:
-            TrainConfig(**{**train, **recipe.overrides()}).validate()
+            for family in families:
+                TrainConfig(**{**train, **recipe.overrides(), **family.overrides(train)}
+                            ).validate()
     except ValueError as err:
-        p.error(f"--recipes: {err}")
-    strategies = None
+        p.error(f"--recipes / --family: {err}")
+    strategies = default_strategies(families)
     if args.strategies:
         known = set(strategy_names()) | set(STRATEGIES)
         strategies = split_strategies(args.strategies, set(STRATEGIES))
@@ -117,7 +137,7 @@ def options(args, p):
             p.error(f"unknown strategies {unknown}; gen-cert has {sorted(known)}")
     return ZooOptions(out=Path(args.out), seeds=list(dict.fromkeys(seeds)),
                       models_dir=args.models, train=train, strategies=strategies,
-                      recipes=[r.name for r in recipes],
+                      recipes=[r.name for r in recipes], families=[f.name for f in families],
                       scheduler=args.scheduler, workers=args.workers,
                       check_jobs=max(1, args.check_jobs), check_timeout=args.check_timeout,
                       check_arith=args.check_arith, check_max_work=args.check_max_work,

@@ -3,7 +3,8 @@ same arguments it writes the same files and returns the same facts (times
 aside), so a job lost with its worker can simply be run again.
 
   train_model     one model from a TrainConfig (paper recipe, deterministic per seed)
-  model_facts     exact count (generator.ground_truth) and EQKE's singular values
+  model_facts     exact count (generator.ground_truth), family, forward brute force's
+                  work, and EQKE's singular values (attention-only models)
   certify_check   gen-cert (in-process) then check-cert (a separate process)
 
 Results are plain dicts of the columns below; a field a tool did not report is
@@ -21,9 +22,9 @@ import time
 from pathlib import Path
 
 # Columns of results.csv, one row per model × strategy.
-MODEL_FIELDS = ("model", "model_sha256", "seed", "recipe", "split", "d_vocab", "n_ctx",
-                "d_model", "d_head", "exact", "total", "ties", "eqke_sigma1", "eqke_sigma2",
-                "eqke_sigma_ratio")
+MODEL_FIELDS = ("model", "model_sha256", "seed", "recipe", "family", "split", "d_vocab",
+                "n_ctx", "d_model", "d_head", "exact", "total", "ties", "forward_work",
+                "eqke_sigma1", "eqke_sigma2", "eqke_sigma_ratio")
 STRATEGY_FIELDS = ("strategy", "paper_row", "status", "reason", "bound", "accuracy_bound",
                    "normalized_bound", "checker_work", "unexplained_dims", "gen_seconds",
                    "check_seconds", "check_arithmetic", "cert_bytes", "cert_lines",
@@ -60,36 +61,44 @@ def train_model(config: dict, path: str) -> dict:
 
 
 def model_facts(path: str) -> dict:
-    """Dims, seed, exact count and EQKE's top two singular values of one model.
+    """Dims, seed, family, exact count, forward brute force's work and (attention-only
+    models) EQKE's top two singular values of one model.
 
     The exact count is generator.ground_truth's float64 enumeration (an
     evaluation, not a proof).  EQKE is the project's definition
     (checker.definitions: E_q W_Q (Ē W_K)ᵀ / sqrt(d_head), biases included),
-    in float64; σ1/σ2 is scale-free, so it compares with the paper's §3.1.
-    Cost: O(v^k · v) for the count, O(v^3) for the SVD.
+    in float64; σ1/σ2 is scale-free, so it compares with the paper's §3.1.  It is
+    not defined with LayerNorm or an MLP: those models get None (a blank).
+    Cost: O(v^k · forward pass) for the count, O(v^3) for the SVD.
     """
     import numpy as np
 
     from generator.ground_truth import count_correct
     from generator.modelfile import load_model
 
+    from .families import family_of, forward_work
+
     loaded = load_model(path)
     w, d = loaded.weights, loaded.weights.dims
     truth = count_correct(w, progress=False, workers=1)
-    sigma = np.linalg.svd(eqke_float64(w), compute_uv=False)
-    s1 = float(sigma[0])
-    s2 = float(sigma[1]) if len(sigma) > 1 else 0.0
+    s1 = s2 = None
+    if d.family.is_attn_only:
+        sigma = np.linalg.svd(eqke_float64(w), compute_uv=False)
+        s1 = float(sigma[0])
+        s2 = float(sigma[1]) if len(sigma) > 1 else 0.0
     from generator.recipes import held_back, recipe_of
 
     config = _train_config(path)
     seed = config.get("seed") if config else None
     return {"model": Path(path).name, "model_sha256": loaded.file_sha256,
             "seed": seed, "recipe": recipe_of(config) if config else None,
+            "family": family_of(d),
             "split": "held-back" if held_back(seed) else "tune", "d_vocab": d.d_vocab,
             "n_ctx": d.n_ctx,
             "d_model": d.d_model, "d_head": d.d_head, "exact": truth.correct,
-            "total": truth.total, "ties": truth.ties, "eqke_sigma1": s1, "eqke_sigma2": s2,
-            "eqke_sigma_ratio": s1 / s2 if s2 > 0 else None}
+            "total": truth.total, "ties": truth.ties, "forward_work": forward_work(d),
+            "eqke_sigma1": s1, "eqke_sigma2": s2,
+            "eqke_sigma_ratio": s1 / s2 if s2 else None}
 
 
 def eqke_float64(w):

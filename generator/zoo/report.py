@@ -98,13 +98,14 @@ def table1(rows: list[dict], strategies: list[str]) -> list[dict]:
     return table
 
 
-def recipe_table(rows: list[dict], strategies: list[str]) -> str:
-    """Mean b/s̄ (and verified models) per strategy × training recipe, pooled, and over the
-    held-back split alone (generator/recipes.py); '' when the rows have one recipe."""
-    recipes = list(dict.fromkeys(r.get("recipe") or "other" for r in rows))
-    if len(recipes) < 2:
+def group_table(rows: list[dict], strategies: list[str], key: str) -> str:
+    """Mean b/s̄ (and verified models) per strategy × value of `key` ("recipe": the
+    training recipes of generator/recipes.py; "family": generator/zoo/families.py),
+    pooled, and over the held-back split alone; '' when the rows have one value."""
+    values = list(dict.fromkeys(r.get(key) or "other" for r in rows))
+    if len(values) < 2:
         return ""
-    groups = [(name, lambda r, n=name: (r.get("recipe") or "other") == n) for name in recipes]
+    groups = [(name, lambda r, n=name: (r.get(key) or "other") == n) for name in values]
     groups += [("pooled", lambda r: True),
                ("pooled, held-back split", lambda r: r.get("split") == "held-back")]
     lines = ["| strategy | " + " | ".join(g for g, _ in groups) + " |",
@@ -118,6 +119,47 @@ def recipe_table(rows: list[dict], strategies: list[str]) -> str:
             cells.append(f"{statistics.mean(ok):.4f} ({len(ok)}/{len(mine)})" if ok else
                          f"– (0/{len(mine)})")
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def recipe_table(rows: list[dict], strategies: list[str]) -> str:
+    """group_table by training recipe."""
+    return group_table(rows, strategies, "recipe")
+
+
+def _ratio(ratio: float | None) -> str:
+    """'1/123' below 1 (the issue's scale), '1.03' at or above, '–' for none."""
+    if not ratio:
+        return "–"
+    return f"1/{1 / ratio:,.0f}" if ratio < 1 else f"{ratio:.2f}"
+
+
+def family_work_table(rows: list[dict], strategies: list[str]) -> str:
+    """Per strategy × model family other than attn-only: mean b/s̄, the median of checker
+    work / forward brute force's work (issue 23: ≤ 1/100 required) and the median check
+    time, over verified certificates; '' when no row is of such a family."""
+    families = list(dict.fromkeys(r.get("family") for r in rows
+                                  if r.get("family") not in (None, "", "attn-only")))
+    if not families:
+        return ""
+    lines = ["| strategy | family | b/s̄ (mean) | work / forward brute force (median) | "
+             "check seconds (median) | verified / models |", "|---|---|---|---|---|---|"]
+    for name in strategies:
+        for family in families:
+            mine = [r for r in rows if r["strategy"] == name and r.get("family") == family]
+            ok = [r for r in mine if r["status"] == jobs.VERIFIED]
+            if not mine:
+                continue
+            bounds = [r["normalized_bound"] for r in ok if r.get("normalized_bound") is not None]
+            ratios = [float(r["checker_work"]) / float(r["forward_work"]) for r in ok
+                      if r.get("checker_work") not in (None, "")
+                      and r.get("forward_work") not in (None, "", 0)]
+            ratio = statistics.median(ratios) if ratios else None
+            cells = [f"{statistics.mean(bounds):.4f}" if bounds else "–",
+                     _ratio(ratio),
+                     _median([r.get("check_seconds") for r in ok]) or "–",
+                     f"{len(ok)} / {len(mine)}"]
+            lines.append(f"| `{name}` | {family} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -175,6 +217,18 @@ def write_table1(path: Path, rows: list[dict], run: dict) -> None:
                  "models in brackets); recipes in `generator/recipes.py`. The held-back split "
                  "(seed ≡ 4 mod 5) is never used to choose options or defaults.", "",
                  by_recipe, ""]
+    by_family = group_table(rows, run["strategies"], "family")
+    if by_family:
+        text += ["## Per model family", "",
+                 "Mean b/s̄ over the verified certificates of each family's models; families "
+                 "in `generator/zoo/families.py` (a strategy that does not apply to a family "
+                 "counts its models as unverified).", "", by_family, ""]
+    work = family_work_table(rows, run["strategies"])
+    if work:
+        text += ["## LayerNorm / MLP families: proof length against forward brute force", "",
+                 "Checker work (the certificate's proof length) over the work forward brute "
+                 "force would be charged on the same model (`forward_work`: the checker's "
+                 "per-sequence charge times d_vocab^n_ctx).", "", work, ""]
     if bad:
         text += ["## ALERT: verified bound above the exact count", "",
                  *(f"- {r['strategy']} on {r['model']}: bound {r['bound']} > exact "

@@ -32,6 +32,7 @@ class ZooOptions:
     train: dict = field(default_factory=dict)  # TrainConfig overrides (d_vocab, steps, ...)
     strategies: list[str] | None = None  # default: every registered strategy
     recipes: list[str] = field(default_factory=lambda: ["paper"])  # generator/recipes.py
+    families: list[str] = field(default_factory=lambda: ["attn-only"])  # zoo/families.py
     scheduler: str | None = None  # tcp://HOST:PORT, or None for a LocalCluster
     workers: int | None = None  # LocalCluster size (default: all cores)
     check_jobs: int = 1  # check-cert --jobs inside one job
@@ -56,10 +57,11 @@ class RunSummary:
     started_cluster: bool = False
 
 
-def model_tag(cfg: dict, recipe: str = "paper") -> str:
-    """File stem of a trained model: its whole config in the name (the recipe's when not
-    the paper's: its other fields are the recipe's)."""
-    tag = "" if recipe == "paper" else f"_{recipe}"
+def model_tag(cfg: dict, recipe: str = "paper", family: str = "attn-only") -> str:
+    """File stem of a trained model: its whole config in the name (the recipe's and the
+    family's when not the paper's attention-only model: their other fields are theirs)."""
+    tag = ("" if family == "attn-only" else f"_{family}") + \
+        ("" if recipe == "paper" else f"_{recipe}")
     return (f"max{cfg['n_ctx']}_v{cfg['d_vocab']}_d{cfg['d_model']}_h{cfg['d_head']}"
             f"_steps{cfg['steps']}{tag}_seed{cfg['seed']}")
 
@@ -83,12 +85,16 @@ class Zoo:
         from generator.recipes import RECIPES
         from generator.train import TrainConfig
 
+        from .families import FAMILIES
+
         planned: list[Job] = []
-        runs = [(r, s) for r in self.opts.recipes for s in self.opts.seeds]
-        for recipe, seed in runs:
-            overrides = RECIPES[recipe].overrides()
+        runs = [(f, r, s) for f in self.opts.families for r in self.opts.recipes
+                for s in self.opts.seeds]
+        for family, recipe, seed in runs:
+            overrides = {**RECIPES[recipe].overrides(),
+                         **FAMILIES[family].overrides(self.opts.train)}
             cfg = TrainConfig(**{**self.opts.train, **overrides, "seed": seed}).to_json()
-            path = self.opts.out / "models" / f"{model_tag(cfg, recipe)}.pt"
+            path = self.opts.out / "models" / f"{model_tag(cfg, recipe, family)}.pt"
             self.summary.models.append(str(path))
             if path.exists():
                 planned += self.model_jobs(path)
