@@ -170,6 +170,35 @@ Proof.
   - assert (e t * a <= ehi * a) by nra. lra.
 Qed.
 
+(** The affine tail both per-sequence steps share (Lemma 7): a bound Y of
+    lemma 5's sum by sum_i (beta_i e_m aM if tok i = m, beta_i mu otherwise) + w
+    is affine in S_P, so f(S) = (B - S) e_m aM + bq e_q aQ + S mu + w < 0 at both
+    placement extremes S_lo <= S_P <= S_hi makes Y + bq e_q aQ negative. *)
+Lemma affine_tail : forall tok mu w Slo Shi Y,
+  Y <= sumR (fun i => if (tok i =? m)%nat then beta i * e m * aM else beta i * mu) n + w ->
+  Slo <= SPg tok <= Shi ->
+  (Bg - Slo) * e m * aM + bq * e q * aQ + Slo * mu + w < 0 ->
+  (Bg - Shi) * e m * aM + bq * e q * aQ + Shi * mu + w < 0 ->
+  Y + bq * e q * aQ < 0.
+Proof.
+  intros tok mu w Slo Shi Y Hle HS Hlo Hhi.
+  rewrite (sumR_if (fun i => (tok i =? m)%nat) (fun i => beta i * e m * aM) (fun i => beta i * mu))
+    in Hle.
+  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then 0 else beta i * mu)
+                    (fun i => (if (tok i =? m)%nat then 0 else beta i) * mu)) in Hle
+    by (intros; destruct (_ =? _)%nat; ring).
+  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then beta i * e m * aM else 0)
+                    (fun i => (beta i - (if (tok i =? m)%nat then 0 else beta i)) * (e m * aM)))
+    in Hle by (intros; destruct (_ =? _)%nat; ring).
+  rewrite sumR_scal_r, sumR_scal_r, sumR_minus in Hle. fold (SPg tok) in Hle. fold Bg in Hle.
+  set (a := Bg * e m * aM + bq * e q * aQ + w). set (b := mu - e m * aM).
+  assert (Hf : forall S, (Bg - S) * e m * aM + bq * e q * aQ + S * mu + w = a + b * S)
+    by (intros; unfold a, b; ring).
+  rewrite Hf in Hlo, Hhi.
+  assert (a + b * SPg tok < 0) by (apply (affine_neg_at_ends a b Slo Shi); assumption).
+  unfold a, b in *. nra.
+Qed.
+
 (** Lemma 7 and the theorem's per-sequence step: with every non-query token
     m or <= m - g (so each non-max term is <= beta_i mu), S_lo <= S_P <= S_hi
     and f(S) = (B - S) e_m aM + bq e_q aQ + S mu < 0 at both ends, the
@@ -184,29 +213,12 @@ Theorem subcubic_class_sound : forall tok g mu Slo Shi,
 Proof.
   intros tok g mu Slo Shi Htok Hmu HS Hlo Hhi o Ho.
   eapply Rle_lt_trans; [apply lemma5; assumption|].
-  assert (Hle : sumR (fun i => if (tok i =? m)%nat then beta i * e m * aM
-                               else beta i * e (tok i) * (aP + rho (tok i))) n
-                <= sumR (fun i => if (tok i =? m)%nat then beta i * e m * aM
-                                  else beta i * mu) n).
-  { apply sumR_le. intros i Hi. destruct ((tok i =? m)%nat) eqn:E; [lra|].
-    apply Nat.eqb_neq in E. destruct (Htok i Hi) as [|Hg]; [contradiction|].
-    specialize (Hmu _ Hg).
-    rewrite Rmult_assoc. apply Rmult_le_compat_l; [left; apply beta_pos; assumption | assumption]. }
-  rewrite (sumR_if (fun i => (tok i =? m)%nat) (fun i => beta i * e m * aM) (fun i => beta i * mu))
-    in Hle.
-  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then 0 else beta i * mu)
-                    (fun i => (if (tok i =? m)%nat then 0 else beta i) * mu)) in Hle
-    by (intros; destruct (_ =? _)%nat; ring).
-  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then beta i * e m * aM else 0)
-                    (fun i => (beta i - (if (tok i =? m)%nat then 0 else beta i)) * (e m * aM)))
-    in Hle by (intros; destruct (_ =? _)%nat; ring).
-  rewrite sumR_scal_r, sumR_scal_r, sumR_minus in Hle. fold (SPg tok) in Hle. fold Bg in Hle.
-  set (a := Bg * e m * aM + bq * e q * aQ). set (b := mu - e m * aM).
-  assert (Hf : forall S, (Bg - S) * e m * aM + bq * e q * aQ + S * mu = a + b * S)
-    by (intros; unfold a, b; ring).
-  rewrite Hf in Hlo, Hhi.
-  assert (a + b * SPg tok < 0) by (apply (affine_neg_at_ends a b Slo Shi); assumption).
-  unfold a, b in *. nra.
+  apply (affine_tail tok mu 0 Slo Shi); [| assumption | lra | lra].
+  rewrite Rplus_0_r.
+  apply sumR_le. intros i Hi. destruct ((tok i =? m)%nat) eqn:E; [lra|].
+  apply Nat.eqb_neq in E. destruct (Htok i Hi) as [|Hg]; [contradiction|].
+  specialize (Hmu _ Hg).
+  rewrite Rmult_assoc. apply Rmult_le_compat_l; [left; apply beta_pos; assumption | assumption].
 Qed.
 
 (* a sum that is zero except at one position j < n *)
@@ -263,21 +275,7 @@ Proof.
           by (rewrite Rmult_assoc; apply Rmult_le_compat_l; lra). lra. }
   rewrite sumR_plus, sumR_at in Hle by assumption.
   assert (Hj2 := Hwd j Hj).
-  rewrite (sumR_if (fun i => (tok i =? m)%nat) (fun i => beta i * e m * aM) (fun i => beta i * mu2))
-    in Hle.
-  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then 0 else beta i * mu2)
-                    (fun i => (if (tok i =? m)%nat then 0 else beta i) * mu2)) in Hle
-    by (intros; destruct (_ =? _)%nat; ring).
-  rewrite (sumR_ext (fun i => if (tok i =? m)%nat then beta i * e m * aM else 0)
-                    (fun i => (beta i - (if (tok i =? m)%nat then 0 else beta i)) * (e m * aM)))
-    in Hle by (intros; destruct (_ =? _)%nat; ring).
-  rewrite sumR_scal_r, sumR_scal_r, sumR_minus in Hle. fold (SPg tok) in Hle. fold Bg in Hle.
-  set (a := Bg * e m * aM + bq * e q * aQ + wd). set (b := mu2 - e m * aM).
-  assert (Hf : forall S, (Bg - S) * e m * aM + bq * e q * aQ + S * mu2 + wd = a + b * S)
-    by (intros; unfold a, b; ring).
-  rewrite Hf in Hlo, Hhi.
-  assert (a + b * SPg tok < 0) by (apply (affine_neg_at_ends a b Slo Shi); assumption).
-  unfold a, b in *. nra.
+  apply (affine_tail tok mu2 wd Slo Shi); [lra | assumption | assumption | assumption].
 Qed.
 
 End GapLemmas.
