@@ -7,6 +7,7 @@ import pytest
 from generator.train import TrainConfig
 from generator.zoo.families import (
     FAMILIES,
+    FAMILY_CHECK_MAX_WORK,
     FAMILY_STRATEGIES,
     OTHER,
     default_strategies,
@@ -73,6 +74,11 @@ def test_cli_refuses_unknown_families_and_impossible_pairs(capsys):
         assert why in capsys.readouterr().err
     opts = options(p.parse_args(["--seeds", "1", "--family", "ln-mlp"]), p)
     assert opts.families == ["ln-mlp"] and opts.strategies == list(FAMILY_STRATEGIES)
+    assert opts.check_max_work == FAMILY_CHECK_MAX_WORK  # family-gap passes 5·10^7 at v16
+    opts = options(p.parse_args(["--seeds", "1", "--family", "ln-mlp", "--check-max-work",
+                                 "7"]), p)
+    assert opts.check_max_work == 7
+    assert options(p.parse_args(["--seeds", "1"]), p).check_max_work is None
 
 
 def test_family_work_table():

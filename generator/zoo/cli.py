@@ -87,7 +87,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--check-arith", help="check-cert --arith back-end (default: check-cert's); "
                                          "cached results are reused whichever checked them")
     p.add_argument("--check-max-work", type=int, help="check-cert --max-work (default: "
-                                                        "check-cert's)")
+                                                        "check-cert's; 10^9 with a --family "
+                                                        "other than attn-only)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -114,7 +115,7 @@ def options(args, p):
         p.error(str(err))
     from generator.recipes import parse_recipes
 
-    from .families import default_strategies, parse_families
+    from .families import default_check_max_work, default_strategies, parse_families
 
     try:
         families = parse_families(args.family)
@@ -140,7 +141,8 @@ def options(args, p):
                       recipes=[r.name for r in recipes], families=[f.name for f in families],
                       scheduler=args.scheduler, workers=args.workers,
                       check_jobs=max(1, args.check_jobs), check_timeout=args.check_timeout,
-                      check_arith=args.check_arith, check_max_work=args.check_max_work,
+                      check_arith=args.check_arith,
+                      check_max_work=args.check_max_work or default_check_max_work(families),
                       progress=not args.no_progress)
 
 

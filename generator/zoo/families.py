@@ -22,6 +22,10 @@ ATTN_ONLY = "attn-only"
 OTHER = "other"  # a loaded model that matches no preset
 # The strategies whose generators accept LayerNorm / MLP / RoPE models.
 FAMILY_STRATEGIES = ("family-gap", "forward-brute-force")
+# check-cert --max-work for a run with such models when --check-max-work is not given:
+# family-gap certificates pass check-cert's default 5·10^7 from d_vocab 16 on (8.1·10^7
+# measured at v16, n_ctx 4); the generator keeps its rule within 2·10^8 by default.
+FAMILY_CHECK_MAX_WORK = 10 ** 9
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,11 @@ def default_strategies(families: list[ModelFamily]) -> list[str] | None:
     if any(f.is_attn_only for f in families):
         return None
     return list(FAMILY_STRATEGIES)
+
+
+def default_check_max_work(families: list[ModelFamily]) -> int | None:
+    """check-cert --max-work for a run of these families (None: check-cert's default)."""
+    return None if all(f.is_attn_only for f in families) else FAMILY_CHECK_MAX_WORK
 
 
 def forward_work(dims) -> int:
