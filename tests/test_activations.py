@@ -133,3 +133,21 @@ def test_tanh_form_for_exact_gelu_is_caught(monkeypatch):
     monkeypatch.setattr(elementary, "_naive", lambda name, x: naive(
         "gelu_new" if name == "gelu" else name, x))
     assert check_enclosures("gelu", [(-2.5, -2.5), (1.5, 1.5), (-3.0, 1.0)])
+
+
+def test_relu_is_exact_on_the_endpoints():
+    """forward._relu (the mpmath path's ReLU, on raw endpoints) is [max(a, 0), max(b, 0)]
+    exactly, on intervals of every sign (both ends negative, zero, straddling, infinite,
+    signed zeros, tiny and huge magnitudes).  (Breaks tried: the upper end not clamped at 0;
+    an interval touching 0 from below left as is: both caught here.)"""
+    from checker.rules.forward import _relu
+
+    rng = random.Random(11)
+    cases = [(0, 0), (-0.0, 0), (-1, 0), (-1, -0.0), (-2, -1), (-1, 2), (0, 3),
+             ("-inf", 1), ("-inf", "inf"), ("-inf", -1), (0, "inf"), (-5e-324, 5e-324)]
+    for _ in range(2000):
+        a = rng.choice([-1, 1]) * rng.random() * 10.0 ** rng.randint(-300, 300)
+        cases.append((a, a + rng.choice([0.0, rng.random() * 10.0 ** rng.randint(-300, 300)])))
+    xs = [iv.mpf(c) for c in cases]
+    for x, y in zip(xs, _relu(xs)):
+        assert y.a == max(x.a, 0) and y.b == max(x.b, 0), (x, y)

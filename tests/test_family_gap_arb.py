@@ -224,37 +224,6 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
                         assert frac(got[0]) <= exact <= frac(got[1])
 
 
-def test_residue_forward_products_are_the_reference_ones():
-    """The batched model's mlp, unembed and attend (family_gap's residue forward passes), whose
-    weight products run on kept integer forms (weight_product), equal forward._Model's bit for
-    bit on the same inputs; the residue sequences' verdicts agree (test above).  (Break tried:
-    weight_product on the input's lower ends only: caught here.)"""
-    from mpmath import iv
-
-    from checker.rules import forward
-    from checker.rules import overwhelm_family as family
-    from checker.rules.family_gap_arb import GapTables
-
-    d, mats = checker_inputs(model(NAME))
-    ref = family.Tables(d, mats, lambda work: None).model
-    fast = GapTables(d, mats, lambda work: None).model
-    rng = np.random.default_rng(5)
-    raw = lambda xs: [x._mpi_ for x in xs]  # noqa: E731
-    for _ in range(5):
-        x = [iv.mpf((float(a), float(a) + 1e-3 * abs(float(a))))
-             for a in rng.normal(size=d.d_model)]
-        assert raw(fast.mlp(x)) == raw(forward._Model.mlp(ref, x))
-        assert raw(fast.unembed(x)) == raw(forward._Model.unembed(ref, x))
-        tokens = [int(t) for t in rng.integers(0, d.d_vocab, size=d.n_ctx)]
-        last = d.n_ctx - 1
-        for j in range(d.family.n_heads):
-            query = ref.q[j][last][tokens[last]]
-            keys = [ref.key[j][i][t] for i, t in enumerate(tokens)]
-            vals = [ref.val[j][i][t] for i, t in enumerate(tokens)]
-            assert raw(fast.attend(query, keys, vals, ref.w_o[0][j])) == \
-                raw(forward._Model.attend(ref, query, keys, vals, ref.w_o[0][j]))
-
-
 @pytest.mark.parametrize("name, merge", [(NAME, "off"), ("ln_mlp_k4_well_trained", "always"),
                                          ("lnpre_parallel_mlp_k3", "always")])
 def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
@@ -334,3 +303,55 @@ def test_a_class_proof_does_not_depend_on_the_others(name, arith):
     proved, _ = rule.check(dims, mats, strategy.encode(accepted), charge,
                            arith=backends.get(arith))
     assert proved == sum(rule.class_size(dims, m, f, g) for _, m, f, g, _ in accepted)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS) + sorted(ADVERSARIAL))
+def test_bulk_residue_decides_every_sequence_as_the_reference(name):
+    """certified_residue (the residue's forward passes in bulk, forward_arb._BulkModel) proves
+    exactly the sequences the mpmath reference's forward pass proves, one at a time and all at
+    once, on every sequence of the model (not only a generator's residue).  (Break tried: the
+    first sequence of each chunk skipped: caught here.)"""
+    import itertools
+
+    from checker.arith import get
+    from checker.rules import forward
+    from checker.rules import overwhelm_family as family
+    from checker.rules.family_gap_arb import certified_residue
+
+    arb_arith = get("arb")
+    d, mats = checker_inputs(model(name))
+    ref = family.Tables(d, mats, lambda work: None).model
+    every = list(itertools.product(range(d.d_vocab), repeat=d.n_ctx))
+    want = [int(forward._certified(ref.logits(t), max(t))) for t in every]
+    got = [certified_residue(d, mats, lambda work: None, arb_arith, [t]) for t in every]
+    assert got == want
+    assert certified_residue(d, mats, lambda work: None, arb_arith, every) == sum(want)
+    assert certified_residue(d, mats, lambda work: None, arb_arith, []) == 0
+
+
+def test_arb_ball_contains_the_interval():
+    """arb_ball(x) ⊇ x exactly, for intervals of every sign, width and exponent (Break
+    tried: the ball of the lower end only: caught here.)"""
+    from fractions import Fraction
+
+    from flint import arb
+    from mpmath import iv
+
+    from checker.rules.family_gap_arb import arb_ball
+
+    def exact(point):  # an exact arb point as a Fraction
+        man, exp = point.man_exp()
+        return Fraction(int(man)) * Fraction(2) ** int(exp)
+
+    rng = np.random.default_rng(7)
+    cases = [(0.0, 0.0), (-0.0, 0.0), (-1.0, -1.0), (2.0 ** -1074, 2.0 ** -1070),
+             (-1e300, 1e300), (3.0, 3.0 + 2.0 ** -50)]
+    for _ in range(300):
+        a = float(rng.normal() * 10.0 ** rng.integers(-40, 40))
+        cases.append((a, a + abs(float(rng.normal())) * 10.0 ** rng.integers(-60, 10)))
+    for lo, hi in cases:
+        x = iv.mpf((lo, hi))
+        ball = arb_ball(arb, x)
+        assert exact(ball.lower()) <= Fraction(lo) and Fraction(hi) <= exact(ball.upper())
+        if lo == hi:
+            assert exact(ball.lower()) == exact(ball.upper()) == Fraction(lo)

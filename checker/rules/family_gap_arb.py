@@ -15,7 +15,8 @@ as overwhelm_family_arb changes it for one query position:
 - Lemma R (ArbHead): decided exactly on integers;
 - the per-query products of a class (BatchedTables.matmul): mp.matmul's values.
 
-The residue's forward passes read the batched tables (forward._Model.logits on them).
+The residue's forward passes run in bulk as rule forward_brute_force's under `--arith arb`
+(certified_residue: forward_arb._BulkModel, one matrix row per sequence).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .overwhelm_family_arb import (
     raw_dot,
 )
 
-__all__ = ["GapTables", "ArbQueryWeights", "ClassQueries"]
+__all__ = ["GapTables", "ArbQueryWeights", "ClassQueries", "certified_residue"]
 
 
 class GapTables(BatchedTables):
@@ -246,3 +247,39 @@ class ClassQueries:
             self.q = q
             tables.new_group()
         return ArbClassQuery(tables, fun, weights, q, m, slot_sets, hint, self.conv)
+
+
+def arb_ball(arb, x):
+    """The Arb ball of the mpmath interval x: its two dyadic ends, each exact
+    (arb((man, exp))), joined by arb_union (rigorous), so it contains x."""
+    from .forward_arb import _man_exp
+
+    lo, hi = (arb(_man_exp(e)) for e in x._mpi_)
+    return lo if lo == hi else lo.union(hi)
+
+
+def certified_residue(dims, mats: dict, charge, arith, residue: list) -> int:
+    """How many residue sequences their forward pass proves correct (ℓ_max − ℓ_o > 0 for
+    every o ≠ max over the enclosures: forward._certified's test), evaluated in bulk as rule
+    forward_brute_force under --arith arb (forward_arb._BulkModel: the same theorem,
+    spec/rules.md §forward_brute_force, spec/arithmetic.md §Bulk forward pass).  The rule's
+    inputs are mpmath intervals with dyadic ends; each becomes the Arb ball of its two exact
+    ends (arb((man, exp)) is exact, arb_union rigorous), which contains it, so every logit
+    ball contains the exact logit.  Work: family_gap charges a forward pass per residue
+    sequence up front (cost); memory: forward_arb's tables and one chunk, held before they
+    are built; the clock at every chunk."""
+    from ..certificate import hold
+    from . import forward, forward_arb
+
+    if not residue:
+        return 0
+    hold(charge, forward.table_elements(dims) + forward_arb.working_elements(dims),
+         "residue forward tables (bulk)")
+    arb = arith.arb
+    m = {name: [[arb_ball(arb, x) for x in row] for row in rows] for name, rows in mats.items()}
+    model = forward_arb._BulkModel(dims, m, arith, charge)
+    rows, total = forward_arb.chunk_rows(dims), 0
+    for start in range(0, len(residue), rows):
+        charge(0)  # the clock, at every chunk
+        total += model.certified_in([tuple(t) for t in residue[start:start + rows]])
+    return total

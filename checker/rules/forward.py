@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 
 from mpmath import iv
+from mpmath.libmp import fzero, mpf_sign
 
 from .. import elementary, ops
 from ..elementary import sqrt_interval, square_interval
@@ -296,8 +297,15 @@ def _add(x: list, y: list) -> list:
 
 
 def _relu(x: list) -> list:
-    """max(t, 0) over each interval: exact on the endpoints."""
-    return [iv.mpf((max(a.a, 0), max(a.b, 0))) if a.a < 0 else a for a in x]
+    """max(t, 0) over each interval: exact on the endpoints, which are compared and
+    copied as raw mpmath values (mpf_sign; no conversion, no rounding)."""
+    out = []
+    for a in x:
+        lo, hi = a._mpi_
+        if mpf_sign(lo) < 0:  # [lo, hi] ∋ a negative point: [0, max(hi, 0)]
+            a = iv.make_mpf((fzero, hi if mpf_sign(hi) > 0 else fzero))
+        out.append(a)
+    return out
 
 
 def activate(act_fn: str, x: list, charge=lambda work: None) -> list:

@@ -210,52 +210,6 @@ class _BatchedModel(forward._Model):
                          self.f.rotary_dim, iv.prec)
         return [iv.make_mpf(y) for y in out]
 
-
-    # -- the forward pass of one sequence (family_gap's residue): the reference's code, its
-    # products by a weight matrix on that matrix's integer form, kept (form_product: the
-    # same values as _vecmat's mp.matmul, the same Malformed on a non-finite entry)
-    def weight_product(self, x: list, mat: list) -> list:
-        """forward._vecmat(x, mat, self.tick)'s value, mat (a weight: the same object for the
-        whole check) converted to integers once (charged to the memory limit once)."""
-        forms = self.__dict__.setdefault("_weight_forms", {})
-        hit = forms.get(id(mat))
-        if hit is None or hit[0] is not mat:
-            from ..certificate import hold
-
-            hold(self.charge, 6 * len(mat) * len(mat[0]), "integer forms of the weights")
-            hit = forms[id(mat)] = (mat, IntMatrix(mat))
-        return form_product(IntMatrix([x]), hit[1], False, self.tick)[0]
-
-    def attend(self, query: list, keys: list, vals: list, w_o: list) -> list:
-        """forward._Model.attend, z·W_O[head] by weight_product."""
-        scores = [s * self.scale
-                  for s in forward._vecmat(query, forward.ops.transpose(keys), self.tick)]
-        shift = max(s.a for s in scores)  # any real shift leaves softmax unchanged
-        weights = [exp_interval(s - shift) for s in scores]
-        total = iv.fsum(weights)
-        attn = [w / total for w in weights]
-        z = forward._vecmat(attn, vals, self.tick)
-        return self.weight_product(z, w_o)
-
-    def mlp(self, x: list, layer: int = 0) -> list:
-        """forward._Model.mlp, its products by W_in, W_gate, W_out by weight_product."""
-        m, s = self.m, lambda name: forward.layer_short(layer, name)
-        y = self.norm("ln2", x, layer)
-        pre = self.weight_product(y, m[s("W_in")])
-        if self.f.gated_mlp:
-            gate = forward.activate(self.f.act_fn, self.weight_product(y, m[s("W_gate")]),
-                                    self.charge)
-            hidden = forward._add([a * b for a, b in zip(gate, pre)], m[s("b_in")][0])
-        else:
-            hidden = forward.activate(self.f.act_fn, forward._add(pre, m[s("b_in")][0]),
-                                      self.charge)
-        return forward._add(self.weight_product(hidden, m[s("W_out")]), m[s("b_out")][0])
-
-    def unembed(self, resid: list) -> list:
-        """forward._Model.unembed, the product by W_U by weight_product."""
-        return forward._add(self.weight_product(self.norm("ln_final", resid), self.m["W_U"]),
-                            self.m["b_U"][0])
-
     @property
     def q(self) -> list:
         """The queries' tables (per head, position, token), rounded outward once."""
