@@ -37,6 +37,7 @@ REPORT_FILE_MODE = 0o644
 VERIFIED, REJECTED, MALFORMED = "verified", "rejected", "malformed"
 NOT_APPLICABLE, FAILED = "not-applicable", "failed"
 CHECK_VERDICTS = {0: VERIFIED, 1: REJECTED, 2: MALFORMED}  # check-cert exit codes
+WORK_LIMIT = "raise --max-work"  # check-cert's refusal of a certificate over --max-work
 
 # Names under which check-cert --json may report proof-length metrics
 # (issue 8 adds them); the first present wins, absent means blank.
@@ -188,6 +189,9 @@ def check_certificate(cert_path: str, model_path: str, jobs: int = 1,
     else:
         row["reason"] = str(out.get("message") or (done.stderr.strip().splitlines() or
                                                      [f"exit {done.returncode}"])[-1])
+        if status == MALFORMED and WORK_LIMIT in row["reason"]:  # a limit, as a timeout:
+            row.update(status=FAILED,  # not a verdict on the certificate, so not cached
+                       reason=row["reason"] + " (certify-zoo --check-max-work)")
     return row
 
 
