@@ -355,3 +355,37 @@ def test_arb_ball_contains_the_interval():
         assert exact(ball.lower()) <= Fraction(lo) and Fraction(hi) <= exact(ball.upper())
         if lo == hi:
             assert exact(ball.lower()) == exact(ball.upper()) == Fraction(lo)
+
+
+def test_bulk_residue_holds_its_memory_before_building(monkeypatch):
+    """certified_residue charges the inputs' ball copies, the bulk tables and one chunk of
+    RESIDUE_ROWS sequences to the memory limit before it builds them (v64 with its class
+    tables held: the default chunk overflowed the default limit; the held count is what
+    the check refuses under a smaller --max-stored-elements)."""
+    from checker.arith import get
+    from checker.rules import family_gap_arb as fast
+    from checker.rules import forward, forward_arb
+
+    d, mats = checker_inputs(model(NAME))
+    events = []
+
+    class Budget:
+        def __call__(self, work):
+            pass
+
+        def hold(self, count, what):
+            events.append(("hold", count, what))
+
+    built = forward_arb._BulkModel.__init__
+
+    def spy(self, *args):
+        events.append(("build",))
+        built(self, *args)
+
+    monkeypatch.setattr(forward_arb._BulkModel, "__init__", spy)
+    fast.certified_residue(d, mats, Budget(), get("arb"), [(0,) * d.n_ctx])
+    rows = min(fast.RESIDUE_ROWS, forward_arb.chunk_rows(d))
+    copies = sum(len(row) for table in mats.values() for row in table)
+    want = copies + forward.table_elements(d) + forward_arb.working_elements(d, rows)
+    assert events[0] == ("hold", want, "residue forward tables (bulk)") and events[1] == ("build",)
+    assert forward_arb.working_elements(d, rows) <= forward_arb.working_elements(d)

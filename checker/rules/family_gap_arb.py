@@ -39,6 +39,9 @@ from .overwhelm_family_arb import (
 )
 
 __all__ = ["GapTables", "ArbQueryWeights", "ClassQueries", "certified_residue"]
+# Residue sequences per bulk chunk: the class tables are still held when the residue runs, so
+# its chunk is kept small (forward_arb's default is up to 2^17 / width rows).
+RESIDUE_ROWS = 128
 
 
 class GapTables(BatchedTables):
@@ -266,19 +269,21 @@ def certified_residue(dims, mats: dict, charge, arith, residue: list) -> int:
     inputs are mpmath intervals with dyadic ends; each becomes the Arb ball of its two exact
     ends (arb((man, exp)) is exact, arb_union rigorous), which contains it, so every logit
     ball contains the exact logit.  Work: family_gap charges a forward pass per residue
-    sequence up front (cost); memory: forward_arb's tables and one chunk, held before they
-    are built; the clock at every chunk."""
+    sequence up front (cost); memory: the inputs' ball copies, forward_arb's tables and one
+    chunk of RESIDUE_ROWS sequences, held before they are built; the clock at every chunk."""
     from ..certificate import hold
     from . import forward, forward_arb
 
     if not residue:
         return 0
-    hold(charge, forward.table_elements(dims) + forward_arb.working_elements(dims),
+    rows = min(RESIDUE_ROWS, forward_arb.chunk_rows(dims))
+    copies = sum(len(row) for table in mats.values() for row in table)  # the inputs as balls
+    hold(charge, copies + forward.table_elements(dims) + forward_arb.working_elements(dims, rows),
          "residue forward tables (bulk)")
     arb = arith.arb
-    m = {name: [[arb_ball(arb, x) for x in row] for row in rows] for name, rows in mats.items()}
+    m = {name: [[arb_ball(arb, x) for x in row] for row in table] for name, table in mats.items()}
     model = forward_arb._BulkModel(dims, m, arith, charge)
-    rows, total = forward_arb.chunk_rows(dims), 0
+    total = 0
     for start in range(0, len(residue), rows):
         charge(0)  # the clock, at every chunk
         total += model.certified_in([tuple(t) for t in residue[start:start + rows]])

@@ -81,18 +81,19 @@ def chunk_rows(dims) -> int:
     return max(1, CHUNK_ELEMENTS // (width * positions))
 
 
-def working_elements(dims) -> int:
+def working_elements(dims, rows: int | None = None) -> int:
     """Elements alive at once beyond forward.table_elements: the score tables (n·k·v²), the
     matrix copies of the weights (per layer W_O, W_in, W_out, W_gate, and with several
     layers W_Q, W_K, W_V; W_U), and one chunk's matrices (residual, normed, products, MLP,
     logits, z; each row-wide; with several layers every position of a sequence is a row,
-    also holding its queries, keys, values and attention scores)."""
+    also holding its queries, keys, values and attention scores); rows: sequences per chunk
+    (default chunk_rows)."""
     f, v, k, d, h = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model, dims.d_head
     deep = f.n_layers > 1
     mlp = (3 if f.gated_mlp else 2) * d * f.d_mlp
     per_layer = f.n_heads * h * d + mlp + (3 * f.n_heads * d * h if deep else 0)
     weights = f.n_layers * per_layer + d * v
-    rows = min(chunk_rows(dims), v ** k) * (k if deep else 1)
+    rows = min(rows or chunk_rows(dims), v ** k) * (k if deep else 1)
     per_row = 6 * d + 4 * f.d_mlp + 2 * v + 2 * f.n_heads * h
     if deep:
         per_row += 3 * f.n_heads * h + 2 * f.n_heads * k
