@@ -73,6 +73,29 @@ def refuse(dims, claim) -> None:
                        "§overwhelm_family, float32)")
 
 
+def scope(dims, claim) -> None:
+    """The float32 overwhelm_family scope (spec/rules.md §overwhelm_family, float32; issue
+    24): several layers (overwhelm_deep_float32.py: LN, LNPre or no normalisation, gated or
+    parallel MLP, free claims), and on one layer `refuse`'s scope plus permutation claims
+    (Lemma R-perm under float32).  Refused by name (Rejected): permutation claims on
+    several layers, and on one layer LNPre / no normalisation, a parallel or gated MLP."""
+    f = dims.family
+    if f.normalization in ("RMS", "RMSPre"):
+        raise Rejected(f"overwhelm_family, semantics == float32: normalization "
+                       f"{f.normalization} is not supported (the real rule refuses it too)")
+    if f.n_layers > 1:
+        if claim.free_perm is not None:
+            raise Rejected("overwhelm_family, semantics == float32: permutation claims on "
+                           "several layers are not supported (the real rule refuses them "
+                           "too) (spec/rules.md §overwhelm_family, float32)")
+        return
+    if claim.free_perm is not None:
+        from types import SimpleNamespace
+
+        claim = SimpleNamespace(free_perm=None)  # Lemma R-perm under float32: supported
+    refuse(dims, claim)
+
+
 def _down(x: float) -> float:
     return math.nextafter(x, -math.inf)
 
@@ -117,12 +140,14 @@ class Head(base.Head):
     """Head j at query position p: the weights w(i, u) of Lemma S (float scores), the
     values' magnitude bound V (h) over the admissible slots."""
 
-    def __init__(self, tables: Tables, j: int, p: int, slots: list):
+    def __init__(self, tables: Tables, j: int, p: int, slots: list, perm=None):
         model = tables.model
         h = tables.dims.d_head
         q = model.q[j][p][slots[p][0]]
         qm, scale_mag = fp.mags(q), fp.mag(model.scale)
-        self.slots, self.tables, self.perm = slots, tables, None
+        # perm: a permutation claim's (free positions, multiset items, potentials), Lemma
+        # R-perm over the interval weights (base.Head.average_below)
+        self.slots, self.tables, self.perm = slots, tables, perm
         scores = {}
         for i, toks in enumerate(model.ticking(slots)):
             for u in toks:
@@ -157,7 +182,11 @@ class AtQuery(base.AtQuery):
         s = len(claim.prefix)
         free = list(base.alphabet(tables.dims, claim))
         slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
-        self.heads = [Head(tables, j, p, slots) for j in range(self.f.n_heads)]
+        perm = [None] * self.f.n_heads
+        if claim.free_perm is not None:  # Lemma R-perm: the potentials of each head
+            perm = [(list(range(s, p)), claim.free_perm, hint["perm_u"][j])
+                    for j in range(self.f.n_heads)]
+        self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
         self.base = base.centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = base.ops.matmul([self.base], base.ops.transpose(fun.g), tables.tick)[0]
@@ -351,10 +380,15 @@ def check(dims, mats, claim, hints, charge) -> str:
     """Confirm the float32 claim at every query position; raise Rejected otherwise."""
     from ..certificate import hold
 
-    refuse(dims, claim)
+    scope(dims, claim)
+    if dims.family.n_layers > 1:  # Lemma W-deep, layer after layer
+        from . import overwhelm_deep_float32
+
+        return overwhelm_deep_float32.check(dims, mats, claim, hints, charge)
     free = base.alphabet(dims, claim)
     bounds = base.parse_hints(hints, dims, claim, charge)
-    charge(base._cost(dims, claim, len(free)))
+    perm = claim.free_perm is not None
+    charge(base._cost(dims, claim, len(claim.free_perm) if perm else len(free)))
     hold(charge, base.table_elements(dims) + max(base.query_elements(dims, claim, p)
                                                  for p in positions(claim)), "tables")
     tables = Tables(dims, mats, charge)
@@ -366,6 +400,8 @@ def check(dims, mats, claim, hints, charge) -> str:
         slots = len(claim.prefix) + 1 + (p - len(claim.prefix)) * len(free)
         charge(base.n_functionals(dims) * f.n_heads * (slots + h * d))
         AtQuery(tables, fun, claim, p, bounds[p]).check()
+    kind = ("every permutation (assignment duals)" if perm
+            else f"{len(free)} free token(s)")
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), "
-            f"{len(free)} free token(s), {dims.family.n_heads} head(s) (float32 semantics: "
+            f"{kind}, {dims.family.n_heads} head(s) (float32 semantics: "
             "Lemma W-family, every bound widened by its float32 error; evaluated with mpmath)")
