@@ -104,7 +104,7 @@ class FloatNorm:
             raise Rejected("overwhelm_family (float32): a LayerNorm scale enclosure reaches 0")
         inv = fp._up(1.0 / math.nextafter(float(self.sigma.a), -math.inf))
         g8 = fp.gamma(fp.NORM_FACTORS)
-        n_box = [fp.relative(c / self.sigma, g8, fp.ETA) for c in bt]
+        n_box = self.n_box = [fp.relative(c / self.sigma, g8, fp.ETA) for c in bt]
         if w is None:  # LNPre
             self.y = n_box
             wm, e_y = [1.0] * d, [0.0] * d
@@ -139,9 +139,10 @@ class Layer(deep.Layer):
     """Layer l's per-state float enclosures: q̂, k̂ (rotated), |ṽ| and vo = v̂·c_rows(W_O[j]),
     from the boxes X_{l−1} and the magnitudes R_{l−1} (`mags`)."""
 
-    def __init__(self, dims, m, layer: int, boxes: dict, mags: dict, charge):
+    def __init__(self, dims, m, layer: int, boxes: dict, mags: dict, charge, log=None):
         super().__init__(dims, m, layer, boxes, charge)
         self.mags = mags
+        self.log = log  # tests: the norms, values and score bounds, by state
         self.tau = fp.rope_tolerance(dims.n_ctx)
         self.v_mag, self._cols = {}, {}
         h = dims.d_head
@@ -163,7 +164,7 @@ class Layer(deep.Layer):
             real, bias_mag = forward._add(real, bias), fp.mags(bias)
         return fp.affine(x, real, self.cols(key, rows), bias_mag)
 
-    def norm_f32(self, which: str, box: list, r_mag: list):
+    def norm_f32(self, which: str, box: list, r_mag: list, where=None):
         """Step 1: (the enclosure of the float norm's output, FloatNorm or None)."""
         f = self.f
         if f.normalization is None:
@@ -172,6 +173,8 @@ class Layer(deep.Layer):
         if f.normalization == "LN":
             w, b = self.m[self.name(which + ".w")][0], self.m[self.name(which + ".b")][0]
         fn = FloatNorm(box, r_mag, f.ln_eps, w, b)
+        if self.log is not None:
+            self.log[(which, *where)] = fn
         return fn.y, fn
 
     def project(self, x: list, which: str, j: int, i: int) -> list:
@@ -187,11 +190,13 @@ class Layer(deep.Layer):
         if (i, u) in self.k:
             return
         self.tick()
-        x, _ = self.norm_f32("ln1", self.boxes[(i, u)], self.mags[(i, u)])
+        x, _ = self.norm_f32("ln1", self.boxes[(i, u)], self.mags[(i, u)], (i, u))
         nh = self.f.n_heads
         self.q[(i, u)] = [self.project(x, "Q", j, i) for j in range(nh)]
         self.k[(i, u)] = [self.project(x, "K", j, i) for j in range(nh)]
         vals = [self.project(x, "V", j, i) for j in range(nh)]
+        if self.log is not None:
+            self.log[("V", i, u)] = vals
         self.v_mag[(i, u)] = [fp.mags(v) for v in vals]
         self.vo[(i, u)] = [forward._vecmat(v, self.w_o_c[j], self.tick)
                            for j, v in enumerate(vals)]
@@ -205,10 +210,10 @@ class Layer(deep.Layer):
         ref = deep.reference([self.k[key][j] for key in keys])
         shifted = [[a - b for a, b in zip(self.k[key][j], ref)] for key in keys]
         row = ops.matmul([q], ops.transpose(shifted), self.tick)[0]
-        scores, top = {}, 0.0
+        scores, top, errs = {}, 0.0, {}
         for key, s in zip(keys, row):
             km = fp.mags(self.k[key][j])
-            err = fp.score_error(h, scale_mag, qm, km)
+            err = errs[key] = fp.score_error(h, scale_mag, qm, km)
             scores[key] = fp.widen(s * self.scale, err)
             # |s̃| ≤ c·Σ|q̂||k̂| + err (the unshifted float score)
             top = max(top, fp._up(fp._up(fp._abs_dot(qm, km) * scale_mag * (1 + 2.0 ** -50))
@@ -219,6 +224,8 @@ class Layer(deep.Layer):
                               "model (|s| > 2^22)")
         factor = iv.mpf((1 - rho, 1 + 2 * rho)) * fp.exp_factor()
         shift = iv.mpf(scores[(i, u)].mid)  # any real: softmax is shift-invariant
+        if self.log is not None:
+            self.log[("scores", i, u, j)] = (errs, factor)
         out = {}
         for key, s in scores.items():
             if abs(s - shift).b > deep.EXP_LIMIT:
@@ -266,13 +273,13 @@ class Layer(deep.Layer):
             total = fp._up(total + fp._up(err["spread"] * m) + fp._abs_dot(err["rz"][j], cwo_a))
         return total
 
-    def mlp_f32(self, r_c: list, r_mag: list, before: list, before_mag: list):
+    def mlp_f32(self, r_c: list, r_mag: list, before: list, before_mag: list, where=None):
         """Step 5: (X_l, R_l, the hidden layer's enclosure or None, Rr2)."""
         f, m, d = self.f, self.m, self.dims.d_model
         if not f.d_mlp:
             return r_c, r_mag, None, [0.0] * d
         y, _ = self.norm_f32("ln2", before if f.parallel else r_c,
-                             before_mag if f.parallel else r_mag)
+                             before_mag if f.parallel else r_mag, where)
         if f.gated_mlp:
             gate = self.act(self.affine(y, self.name("W_gate"), m[self.name("W_gate")]))
             pre = self.affine(y, self.name("W_in"), m[self.name("W_in")])
@@ -430,7 +437,8 @@ def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
             mags[(i, u)] = fp.mags(x)
     qs = positions(claim)
     for index in range(f.n_layers):
-        layer = Layer(dims, m, index, boxes, mags, charge)
+        log = {} if record is not None else None
+        layer = Layer(dims, m, index, boxes, mags, charge, log)
         states = [(i, u) for i, toks in enumerate(sets) for u in toks] if index < last \
             else [(p, claim.query) for p in qs]
         new, new_mags = {}, {}
@@ -442,7 +450,7 @@ def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
             rec = {} if record is not None else None
             r_c, heads, err = attention_box(layer, i, u, slots, boxes_hint[(index, i, u)], rec)
             box, mag, hidden, rr2 = layer.mlp_f32(r_c, err["r_mag"], boxes[(i, u)],
-                                                  mags[(i, u)])
+                                                  mags[(i, u)], (i, u))
             new[(i, u)], new_mags[(i, u)] = box, mag
             if rec is not None:
                 rec.update(box=box, mag=mag, r_c=r_c, rr2=rr2, hidden=hidden)
@@ -450,6 +458,8 @@ def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
             if index == last:
                 check_logits(dims, m, layer, claim, i, heads, err, box, mag, hidden, rr2,
                              diffs[i], rec)
+        if record is not None:
+            record[("layer", index)] = layer
         boxes, mags = new, new_mags
     n = deep.completions(dims, claim)
     return (f"output {claim.output} forced at {len(qs)} length(s), {len(alphabet(dims, claim))} "

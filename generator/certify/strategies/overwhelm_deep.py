@@ -183,20 +183,33 @@ def _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=False, rel=SLACK):
     return np.where(np.isfinite(bot), -slack(bot, scale, rel), -1e300), hi, chosen
 
 
-def deep_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin:
+def _inflate(lo, hi, rel: float):
+    """The box widened by rel·(|lo| + |hi| + their means) per coordinate (float32: above
+    the checker's float32 widenings, γ_n·magnitudes ≈ 1e-6, so that the mirror's boxes
+    contain the checker's and its λ bound the checker's maxima); unchanged for rel = 0."""
+    if not rel:
+        return lo, hi
+    pad = rel * (np.abs(lo) + np.abs(hi) + np.abs(lo).mean() + np.abs(hi).mean())
+    return lo - pad, hi + pad
+
+
+def deep_margins(weights, claim: Overwhelm, rel: float = SLACK,
+                 inflate: float = 0.0) -> FamilyMargin:
     """Mirror of overwhelm_deep.check: the worst bound over positions and m (+inf when
     a box overflows: not proved; the hints then stay finite, for forced certificates).
     rel: the relative slack of every λ (float32, rule overwhelm_deep_float32: F32_SLACKS,
-    since the checker confirms each λ over the wider float32 boxes)."""
+    since the checker confirms each λ over the wider float32 boxes); inflate: the relative
+    widening of every box (`_inflate`; float32)."""
     with np.errstate(all="ignore"):
-        return _deep_margins(weights, claim, rel)
+        return _deep_margins(weights, claim, rel, inflate)
 
 
 def _finite(x):
     return np.nan_to_num(x, nan=0.0, posinf=1e300, neginf=-1e300)
 
 
-def _deep_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin:
+def _deep_margins(weights, claim: Overwhelm, rel: float = SLACK,
+                  inflate: float = 0.0) -> FamilyMargin:
     fw = family_weights(weights)
     dims, f = fw.dims, fw.dims.family
     w = {k: a.astype(np.float64) for k, a in fw.params.items()}
@@ -209,7 +222,7 @@ def _deep_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin
             x = w["embed.W_E"][u] + (w["pos_embed.W_pos"][i] if f.positional == "standard"
                                      else 0)
             x = x - x.mean() if centre else x
-            boxes[(i, u)] = (x.copy(), x.copy())
+            boxes[(i, u)] = _inflate(x.copy(), x.copy(), inflate)
     box_hints, diff_hints, candidates, best, wide = [], [], [], None, False
     o, v, d = claim.output, dims.d_vocab, dims.d_model
     for index in range(f.n_layers):
@@ -234,8 +247,10 @@ def _deep_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin
                 b_lo, b_hi, _ = _bounds(keys, slots, w_lo, w_hi, vo_lo, vo_hi, rel=rel)
                 hint[j, :, 0], hint[j, :, 1] = b_lo, b_hi
                 lo, hi = lo + b_lo, hi + b_hi
+            lo, hi = _inflate(lo, hi, inflate)  # float32: the checker widens r_c
             box_hints.append(((index, i, u), hint))
             f_lo, f_hi, hidden = layer.mlp(lo, hi, boxes[(i, u)])
+            f_lo, f_hi = _inflate(f_lo, f_hi, inflate)
             new[(i, u)] = (f_lo, f_hi)
             if index < last:
                 continue

@@ -332,6 +332,11 @@ def family_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargi
     if family_weights(weights).dims.family.n_layers > 1:
         from .overwhelm_deep import deep_margins
 
+        # float32 (rel > SLACK, F32_SLACKS): the layers amplify a slack, so the deep mirror
+        # takes rel/100 as its λ slack and inflates every box by as much (above the
+        # checker's float32 widenings, ~1e-6 relative: overwhelm_deep._inflate)
+        if rel > SLACK:
+            return deep_margins(weights, claim, rel / 100, rel / 100)
         return deep_margins(weights, claim, rel)
     tab = Tables(weights)
     best, entries, candidates = None, [], []
