@@ -463,7 +463,8 @@ def _gamma(n: int) -> float:
 
 def _float64_layers(weights, seq):
     """float64 intermediates (spec/theorem.md §2b) of `seq` at every layer and position:
-    per layer a dict of arrays over positions (standard positions, LN, ungated MLP)."""
+    per layer a dict of arrays over positions (standard positions; LN or LNPre; a
+    sequential, parallel or gated MLP)."""
     from generator.model import activation_np
 
     dims, f = weights.dims, weights.dims.family
@@ -475,11 +476,13 @@ def _float64_layers(weights, seq):
     def ln(x, which):
         c = x - x.mean(-1, keepdims=True)
         sigma = np.sqrt((c * c).mean(-1, keepdims=True) + f.ln_eps)
+        if f.normalization == "LNPre":
+            return c, sigma, c / sigma
         return c, sigma, c / sigma * w[which + ".w"] + w[which + ".b"]
 
     for layer in range(f.n_layers):
         b = f"blocks.{layer}."
-        att = b + "attn."
+        att, mlp = b + "attn.", b + "mlp."
         c1, s1, y1 = ln(x, b + "ln1")
         q = np.einsum("ld,jdh->jlh", y1, w[att + "W_Q"]) + w[att + "b_Q"][:, None]
         k = np.einsum("ld,jdh->jlh", y1, w[att + "W_K"]) + w[att + "b_K"][:, None]
@@ -490,17 +493,26 @@ def _float64_layers(weights, seq):
         a /= a.sum(-1, keepdims=True)  # (H, L, L)
         z = np.einsum("jpi,jih->jph", a, v)
         r = x + np.einsum("jph,jhd->pd", z, w[att + "W_O"]) + w[att + "b_O"]
-        c2, s2, y2 = ln(r, b + "ln2")
-        hidden = activation_np(f.act_fn, y2 @ w[b + "mlp.W_in"] + w[b + "mlp.b_in"])
-        r2 = r + hidden @ w[b + "mlp.W_out"] + w[b + "mlp.b_out"]
-        out.append(dict(x=x, c1=c1, s1=s1, y1=y1, q=q, k=k, v=v, a=a, z=z, r=r, c2=c2, s2=s2,
-                        y2=y2, hidden=hidden, r2=r2))
+        mlp_in = x if f.parallel else r
+        c2, s2, y2 = ln(mlp_in, b + "ln2")
+        gate = pre = None
+        if f.gated_mlp:
+            act_in = y2 @ w[mlp + "W_gate"]
+            gate, pre = activation_np(f.act_fn, act_in), y2 @ w[mlp + "W_in"]
+            hidden = gate * pre + w[mlp + "b_in"]
+        else:
+            act_in = y2 @ w[mlp + "W_in"] + w[mlp + "b_in"]
+            hidden = activation_np(f.act_fn, act_in)
+        r2 = r + hidden @ w[mlp + "W_out"] + w[mlp + "b_out"]
+        out.append(dict(x=x, c1=c1, s1=s1, y1=y1, q=q, k=k, v=v, a=a, z=z, r=r, mlp_in=mlp_in,
+                        c2=c2, s2=s2, y2=y2, act_in=act_in, gate=gate, pre=pre, hidden=hidden,
+                        r2=r2))
         x = r2
     cf, sf, yf = ln(x[-1], "ln_final")
     return w, out, dict(c=cf, sigma=float(sf[0]), y=yf)
 
 
-def _record_one_completion(name="ln_mlp2_2heads", seq=(0, 1, 2)):
+def _record_one_completion(name, seq):
     from test_depth import rule_inputs
 
     loaded = deep_model(name)
@@ -514,15 +526,36 @@ def _record_one_completion(name="ln_mlp2_2heads", seq=(0, 1, 2)):
     return loaded, verdict.claim, record
 
 
-def test_every_float32_error_term_is_present():
+def _widths(xs) -> np.ndarray:
+    return np.array([float(x.b - x.a) for x in xs])
+
+
+def _gains(w, f, which):
+    d = len(w["ln_final.b"]) if "ln_final.b" in w else len(w["embed.W_E"][0])
+    if f.normalization == "LNPre":
+        return np.ones(d), np.zeros(d)
+    return w[which + ".w"], w[which + ".b"]
+
+
+PER_TERM = [("ln_mlp2_2heads", (0, 1, 2)), ("ln_parallel_gelu2", (0, 1, 2)),
+            ("gated2", (0, 1, 2))]
+
+
+@pytest.mark.parametrize("name, seq", PER_TERM, ids=[c[0] for c in PER_TERM])
+def test_every_float32_error_term_is_present(name, seq):
     """At a one-completion claim (each state stands for one prefix of the sequence), every
     error term of Lemma W-deep, at every layer and position, is at least its value at the
     sequence's own float64 quantities: Lemma S's spread γ_{n+1}, Rz_j, Rr, |r̃| ≤ T + Rr,
-    each box coordinate's widening E(e_k), Rr2 and R_l, every norm's mean error Ec, its
-    γ_8 and its ·w + b rounding, the projections' rounding, the score bounds and Lemma S's
-    factor, the final norm's deviation D, E(g_t), Rr2·|c(g_t)| and the unembedding's
-    roundings; every box contains the float64 residual."""
-    loaded, claim, record = _record_one_completion()
+    each box coordinate's widening E(e_k), Rr2 and R_l, every norm's mean error Ec, its mean
+    of squares' error, its γ_8 and its ·w + b rounding, the projections' rounding (beyond
+    the real product over the same enclosure), the activation's and the gate's roundings,
+    the score bounds and Lemma S's factor, the final norm's deviation D, E(g_t) and
+    Rr2·|c(g_t)| (and that both are added to the bound), the unembedding's roundings; every
+    box contains the float64 residual.  On LN + ReLU (2 heads), LN + parallel GELU, LNPre +
+    gated SiLU."""
+    from checker.rules import forward
+
+    loaded, claim, record = _record_one_completion(name, seq)
     w, layers, final = _float64_layers(loaded.weights, claim.prefix + claim.over + (claim.query,))
     dims, f = loaded.weights.dims, loaded.weights.dims.family
     d, h, H, dm = dims.d_model, dims.d_head, f.n_heads, f.d_mlp
@@ -543,7 +576,8 @@ def test_every_float32_error_term_is_present():
                  + np.einsum("jh,jhd->d", np.abs(lay["z"][:, i]), np.abs(w_o)))
         rr_ref = _gamma(H * h + 2) * t_sum
         assert (np.array(err["rr"]) >= rr_ref * LOW).all()
-        assert (np.array(err["r_mag"]) >= np.abs(lay["r"][i]) * LOW).all()
+        assert (np.array(err["r_mag"]) >= (t_sum + rr_ref) * LOW).all()
+        assert (np.array(err["r_mag"]) - np.array(err["T"]) >= rr_ref * LOW).all()
         wo_c = w_o - w_o.mean(-1, keepdims=True)
         vo = np.einsum("jph,jhd->jpd", lay["v"][:, :n], wo_c)  # (H, n, d)
         for k in range(d):
@@ -553,20 +587,20 @@ def test_every_float32_error_term_is_present():
                      + float(np.einsum("jh,jh->", rz_ref, np.abs(wo_c[:, :, k]))))
             assert rec["widenings"][k] >= e_ref * LOW, (key, k)
         w_out = w[b + "mlp.W_out"]
-        rr2_ref = _gamma(dm + 2) * (np.abs(lay["r"][i]) + np.abs(w[b + "mlp.b_out"])
-                                    + np.abs(lay["hidden"][i]) @ np.abs(w_out))
+        r2_sum = (np.abs(lay["r"][i]) + np.abs(w[b + "mlp.b_out"])
+                  + np.abs(lay["hidden"][i]) @ np.abs(w_out))
+        rr2_ref = _gamma(dm + 2) * r2_sum
         assert (np.array(rec["rr2"]) >= rr2_ref * LOW).all()
-        assert (np.array(rec["mag"]) >= np.abs(lay["r2"][i]) * LOW).all()
+        assert (np.array(rec["mag"]) >= (r2_sum + rr2_ref) * LOW).all()
+        assert (np.array(rec["mag"]) - np.array(rec["sums"]) >= rr2_ref * LOW).all()
         c_next = lay["r2"][i] - lay["r2"][i].mean()
         for box, x in zip(rec["box"], c_next):
             assert float(box.a) <= x <= float(box.b)
-        # the box after layer l widened beyond the real rule's: by at least Rr2_k
-        for box, e in zip(rec["box"], rr2_ref):
-            assert float(box.b - box.a) >= 2 * e * LOW
+        assert (_widths(rec["box"]) >= 2 * rr2_ref * LOW).all()
         checked += 1
     assert checked == 4  # layer 0 at (0, s0), (1, t), (2, q); layer 1 at (2, q)
-    # the norms, projections and scores of every state of every layer
-    norms = 0
+    # the norms, projections, MLP and scores of every state of every layer
+    norms = mlps = 0
     for layer_index in range(f.n_layers):
         lay_obj = record[("layer", layer_index)]
         lay, b = layers[layer_index], f"blocks.{layer_index}."
@@ -575,24 +609,41 @@ def test_every_float32_error_term_is_present():
                 which, i, _ = key
                 c, sigma, x_abs = ((lay["c1"][i], lay["s1"][i][0], np.abs(lay["x"][i]))
                                    if which == "ln1" else
-                                   (lay["c2"][i], lay["s2"][i][0], np.abs(lay["r"][i])))
+                                   (lay["c2"][i], lay["s2"][i][0], np.abs(lay["mlp_in"][i])))
                 ec_ref = _gamma(d + 1) * x_abs.sum() / d + U * np.abs(c)
                 assert (np.array(item.ec) >= ec_ref * LOW).all(), key
-                n_widths = np.array([float(x.b - x.a) for x in item.n_box])
-                assert (n_widths >= 2 * _gamma(8) * np.abs(c) / sigma * LOW).all(), key
-                gain, bias = w[b + which + ".w"], w[b + which + ".b"]
-                y_widths = np.array([float(x.b - x.a) for x in item.y])
-                e_y = _gamma(2) * (np.abs(c / sigma * gain) + np.abs(bias))
-                assert (y_widths >= 2 * e_y * LOW).all(), key
+                assert item.ms_err >= _gamma(d + 1) * float(c @ c) / d * LOW, key
+                assert (_widths(item.n_box) >= 2 * _gamma(8) * np.abs(c) / sigma * LOW).all()
+                gain, bias = _gains(w, f, b + which)
+                if f.normalization == "LN":
+                    e_y = _gamma(2) * (np.abs(c / sigma * gain) + np.abs(bias))
+                    assert (_widths(item.y) >= 2 * e_y * LOW).all(), key
                 norms += 1
             elif key[0] == "V":
-                _, i, _ = key
+                _, i, u = key
+                y_box = lay_obj.log[("ln1", i, u)].y
                 for j, vals in enumerate(item):
-                    y = lay["y1"][i]
-                    ref = _gamma(d + 1) * (np.abs(y) @ np.abs(w[b + "attn.W_V"][j])
+                    real = forward._add(forward._vecmat(y_box, lay_obj.m[lay_obj.name("W_V")]
+                                                        [j * d:(j + 1) * d]),
+                                        lay_obj.m[lay_obj.name("b_V")][j])
+                    ref = _gamma(d + 1) * (np.abs(lay["y1"][i]) @ np.abs(w[b + "attn.W_V"][j])
                                            + np.abs(w[b + "attn.b_V"][j]))
-                    widths = np.array([float(x.b - x.a) for x in vals])
-                    assert (widths >= 2 * ref * LOW).all(), key
+                    assert (_widths(vals) - _widths(real) >= 2 * ref * LOW).all(), key
+            elif key[0] == "mlp":
+                _, i, _ = key
+                real_act = forward.activate(f.act_fn, item["act_in"])
+                phi = np.abs(lay["gate"][i] if f.gated_mlp else lay["hidden"][i])
+                act_ref = 16 * U * (phi + np.abs(lay["act_in"][i]))
+                act_out = item["gate"] if f.gated_mlp else item["hidden"]
+                if f.act_fn != "relu":
+                    assert (_widths(act_out) - _widths(real_act) >= 2 * act_ref * LOW).all()
+                if f.gated_mlp:
+                    b_in = lay_obj.m[lay_obj.name("b_in")][0]
+                    real = [g_ * p_ + c_ for g_, p_, c_ in zip(item["gate"], item["pre"], b_in)]
+                    ref = _gamma(2) * (np.abs(lay["gate"][i] * lay["pre"][i])
+                                       + np.abs(w[b + "mlp.b_in"]))
+                    assert (_widths(item["hidden"]) - _widths(real) >= 2 * ref * LOW).all()
+                mlps += 1
             elif key[0] == "scores":
                 _, i, _, j = key
                 errs, factor = item
@@ -604,17 +655,19 @@ def test_every_float32_error_term_is_present():
                 rho = 2 * U * s_max
                 assert float(factor.a) <= (1 - rho) * (1 - 8 * U) * (1 + 1e-12)
                 assert float(factor.b) >= (1 + 2 * rho) * (1 + 8 * U) * (1 - 1e-12)
-    assert norms >= 2 * 3
+    assert norms >= 2 * 4 and mlps == 4
     # the last step
     rec = record[(f.n_layers - 1, 2, claim.query)]
     fn = rec["final_norm"]
     r2 = layers[-1]["r2"][-1]
     ec_ref = _gamma(d + 1) * np.abs(r2).sum() / d + U * np.abs(final["c"])
     assert (np.array(fn.ec) >= ec_ref * LOW).all()
-    u_mat, b_u, w_f, b_f = w["unembed.W_U"], w["unembed.b_U"], w["ln_final.w"], w["ln_final.b"]
+    u_mat, b_u = w["unembed.W_U"], w["unembed.b_U"]
+    w_f, b_f = _gains(w, f, "ln_final")
     n_f = final["c"] / final["sigma"]
-    dev_ref = (_gamma(2) * (np.abs(n_f * w_f) + np.abs(b_f))
-               + np.abs(w_f) * _gamma(8) * np.abs(final["c"]) / final["sigma"])
+    dev_ref = np.abs(w_f) * _gamma(8) * np.abs(final["c"]) / final["sigma"]
+    if f.normalization == "LN":
+        dev_ref = dev_ref + _gamma(2) * (np.abs(n_f * w_f) + np.abs(b_f))
     unemb = _gamma(d + 1) * (np.abs(final["y"]) @ np.abs(u_mat) + np.abs(b_u))
     lay, o, i = layers[-1], claim.output, 2
     b = f"blocks.{f.n_layers - 1}."
@@ -634,6 +687,18 @@ def test_every_float32_error_term_is_present():
                  + float(np.einsum("jh,jh->", rz_ref, np.abs(wo_c @ g))))
         assert part["E"] >= e_ref * LOW, t
         assert part["rr2"] >= float(rr2_ref @ cg) * LOW, t
+        # both are added to the real rule's N̄ (binary64 differences of numbers ~1)
+        assert part["added"] >= (part["E"] + part["rr2"]) * (1 - 1e-9) - 1e-15, t
         assert part["unembed"] >= (unemb[t] + unemb[o]) * LOW, t
         dt = np.abs(u_mat[:, t] - u_mat[:, o])
         assert part["dev"] >= float(dev_ref @ dt) * LOW, t
+        assert part["slack"] >= part["dev"] + part["unembed"] - 1e-300
+
+
+def test_rope_tables_within_tau():
+    """RoPE: every layer takes the rotary tables within τ(k) = (8k + 16)u of the exact
+    cos/sin (theorem.md §2c)."""
+    loaded, claim, record = _record_one_completion("rope_2heads2", (0, 1, 2))
+    dims = loaded.weights.dims
+    for layer in range(dims.family.n_layers):
+        assert record[("layer", layer)].tau >= (8 * dims.n_ctx + 16) * U

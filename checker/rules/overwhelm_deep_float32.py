@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 
 from mpmath import iv
-from mpmath.libmp import from_float
+from mpmath.libmp import from_float, to_float
 
 from .. import float32 as fp
 from .. import ops
@@ -98,7 +98,8 @@ class FloatNorm:
             if low > 0 and e_norm.a > 0:
                 lo_sum = max(lo_sum, (iv.mpf(low) ** 2 / e_norm).a)  # Cauchy–Schwarz
         bm = fp.mags(bt)
-        ms = fp.widen(iv.mpf((lo_sum, hi_sum)) / d, fp.mean_error(d, fp._abs_dot(bm, bm)))
+        self.ms_err = fp.mean_error(d, fp._abs_dot(bm, bm))  # the float mean of squares
+        ms = fp.widen(iv.mpf((lo_sum, hi_sum)) / d, self.ms_err)
         self.sigma = fp.norm_scale(ms, eps, sqrt_interval)
         if not self.sigma.a > 0:
             raise Rejected("overwhelm_family (float32): a LayerNorm scale enclosure reaches 0")
@@ -259,7 +260,7 @@ class Layer(deep.Layer):
                 s = fp._up(s + fp._abs_dot(z_mag[j], [row[c] for row in self.wo_mag[j]]))
             sums.append(s)
         rr = [fp.dot_error(f.n_heads * h + 2, s) for s in sums]
-        return {"spread": spread, "rz": rz, "rr": rr,
+        return {"spread": spread, "rz": rz, "rr": rr, "T": sums,
                 "r_mag": [fp._up(s + e) for s, e in zip(sums, rr)]}
 
     def widening(self, err: dict, a: list, ys: list) -> float:
@@ -281,18 +282,25 @@ class Layer(deep.Layer):
         y, _ = self.norm_f32("ln2", before if f.parallel else r_c,
                              before_mag if f.parallel else r_mag, where)
         if f.gated_mlp:
-            gate = self.act(self.affine(y, self.name("W_gate"), m[self.name("W_gate")]))
+            gate_pre = self.affine(y, self.name("W_gate"), m[self.name("W_gate")])
+            gate = self.act(gate_pre)
             pre = self.affine(y, self.name("W_in"), m[self.name("W_in")])
             b = m[self.name("b_in")][0]
             hidden = fp.scale_shift(gate, zip(pre, b, fp.mags(pre), fp.mags(b)))
         else:
-            hidden = self.act(self.affine(y, self.name("W_in"), m[self.name("W_in")],
-                                          m[self.name("b_in")][0]))
+            pre = gate = None
+            gate_pre = self.affine(y, self.name("W_in"), m[self.name("W_in")],
+                                   m[self.name("b_in")][0])
+            hidden = self.act(gate_pre)
+        if self.log is not None:
+            self.log[("mlp", *where)] = dict(y=y, act_in=gate_pre, gate=gate, pre=pre,
+                                             hidden=hidden)
         w_out, b_out = m[self.name("W_out")], m[self.name("b_out")][0]
         hm, bo = fp.mags(hidden), fp.mags(b_out)
         cols = self.cols(self.name("W_out"), w_out)
         sums = [fp._up(fp._up(r_mag[c] + bo[c]) + fp._abs_dot(hm, cols[c])) for c in range(d)]
         rr2 = [fp.dot_error(f.d_mlp + 2, s) for s in sums]
+        self.last_sums = sums  # the tests
         mean_rr2 = fp._up(fp.abs_sum(rr2) / d) if self.centre else 0.0
         real = forward._add(forward._add(
             r_c, forward._vecmat(hidden, centred_rows(w_out, self.centre), self.tick)),
@@ -376,20 +384,23 @@ def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, f
             hi = deep.confirm(w, y, slots, None, diff[j][t],
                               f"logit difference {t}, head {j}, query position {p}")
             numer = up_add(numer, upper(iv.mpf(hi)))
-        e_g = layer.widening(err, g, [[ys[j][key][t] for key in keys]
-                                      for j in range(len(heads))])
-        numer = _plus(numer, e_g)
         if hidden:
             mlp_g = dot(hidden, [dot(row, g) for row in w_out_c]) + dot(b_out_c, g)
             numer = up_add(numer, upper(mlp_g))
+        real_numer = numer  # the real rule's N̄ over the float enclosures
+        e_g = layer.widening(err, g, [[ys[j][key][t] for key in keys]
+                                      for j in range(len(heads))])
+        numer = _plus(numer, e_g)
         rr2_g = fp._abs_dot(rr2, centred_mags(g, centre))
         numer = _plus(numer, rr2_g)
         const = m["b_U"][0][t] - m["b_U"][0][o]
         if b_f is not None:
             const = const + dot(d_t, b_f)
         unemb = fp._up(unembed_err(t) + e_o)
-        slack = fp._up(fp._abs_dot(dev, fp.mags(d_t)) + unemb)
-        parts[t] = {"E": e_g, "rr2": rr2_g, "unembed": unemb, "dev": slack}
+        dev_t = fp._abs_dot(dev, fp.mags(d_t))
+        slack = fp._up(dev_t + unemb)
+        parts[t] = {"E": e_g, "rr2": rr2_g, "unembed": unemb, "dev": dev_t, "slack": slack,
+                    "added": to_float(numer) - to_float(real_numer)}
         bound = _plus(up_add(_upper_ratio(numer, sigma), upper(const)), slack)
         if not below_zero(bound):
             raise Rejected(f"overwhelm_family (float32): at query position {p}, the bound on "
@@ -453,7 +464,8 @@ def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
                                                   mags[(i, u)], (i, u))
             new[(i, u)], new_mags[(i, u)] = box, mag
             if rec is not None:
-                rec.update(box=box, mag=mag, r_c=r_c, rr2=rr2, hidden=hidden)
+                rec.update(box=box, mag=mag, r_c=r_c, rr2=rr2, hidden=hidden,
+                           sums=getattr(layer, "last_sums", None))
                 record[(index, i, u)] = rec
             if index == last:
                 check_logits(dims, m, layer, claim, i, heads, err, box, mag, hidden, rr2,
