@@ -2,18 +2,19 @@
 family models, random overwhelm claims under `semantics == float32`, every accepted claim
 confirmed by float32 evaluation in several orders.
 
-Models: fuzz_deep.make_model's deep models (2-3 layers; normalisation none / LN / LNPre / RMS
-(refused), 1-2 heads, MLP or not — gated or not, any activation —, learned or rotary positions,
-parallel or sequential; variants random, scaled 1e-3..30, large biases, exact unembedding ties)
-and one-layer LN models (ungated sequential MLP or none, RoPE or not) for free and permutation
-claims.  Per model, N random claims: gen-cert --semantics float32 (forced when not proved),
-checked in-process under mpmath and arb; the mutants: another output, the real certificate
-relabelled float32, and on several layers a box hint narrowed and a diff hint lowered
-(fuzz_deep._hint_mutant).  Every accepted claim is evaluated on every completion in five
-float32 evaluations (tests/test_float32_overwhelm_deep.deep_float32_evaluations: torch in three
-residual orders, a numpy pass of every layer left to right and reversed); a completion whose
-claimed logit is not strictly above every other in one of them makes the acceptance a FALSE
-THEOREM.  Exit 1 on any false theorem or a disagreement between the back-ends.
+Models: fuzz_deep.make_model's deep models (2-3 layers; normalisation none / LN / LNPre /
+RMS (refused), 1-2 heads, MLP or not — gated or not, any activation —, learned or rotary
+positions, parallel or sequential; variants random, scaled 1e-3..30, large biases, exact
+unembedding ties) and one-layer models (LN, LNPre or none; ungated sequential or parallel
+MLP or none; RoPE or not) for free and permutation claims.  Per model, N random claims:
+gen-cert --semantics float32 (forced when not proved), checked in-process under mpmath and
+arb; mutants: another output, the real certificate relabelled float32, and on several
+layers a box hint narrowed and a diff hint lowered (fuzz_deep._hint_mutant).  Every
+accepted claim is evaluated on every completion in five float32 evaluations
+(tests/test_float32_overwhelm_deep.deep_float32_evaluations: torch in three residual
+orders, a numpy pass of every layer left to right and reversed); a completion whose
+claimed logit is not strictly above every other in one of them makes the acceptance a
+FALSE THEOREM.  Exit 1 on any false theorem or a disagreement between the back-ends.
 
     python benchmarks/fuzz_f32_overwhelm.py --models 30 --claims 3 --seed 2026
 """
@@ -46,16 +47,19 @@ from generator.overwhelm import certify, completions  # noqa: E402
 
 
 def one_layer_model(rng) -> FamilyWeights:
-    """A random one-layer LN model (the one-layer float32 scope), peaky attention."""
+    """A random one-layer model of the one-layer float32 scope (LN, LNPre or none;
+    sequential or parallel ungated MLP or none; RoPE or not), peaky attention."""
     h = int(rng.choice([2, 4]))
     rotary = bool(rng.random() < 0.4)
     k = int(rng.integers(3, 5))
     d_mlp = int(rng.integers(2, 7)) if rng.random() < 0.7 else 0
-    family = Family(normalization="LN", n_heads=int(rng.integers(1, 3)), d_mlp=d_mlp,
+    norm = [None, "LN", "LNPre"][int(rng.integers(3))]
+    family = Family(normalization=norm, n_heads=int(rng.integers(1, 3)), d_mlp=d_mlp,
                     act_fn=str(rng.choice(["relu", "gelu", "silu"])) if d_mlp else "relu",
                     positional="rotary" if rotary else "standard", n_ctx=k if rotary else 0,
                     rotary_dim=h if rotary else 0, rotary_base=10000 if rotary else 0,
-                    ln_eps=1e-5)
+                    ln_eps=1e-5 if norm else 0.0,
+                    parallel=bool(d_mlp and rng.random() < 0.4))
     dims = Dims(int(rng.integers(3, 6)), k, int(rng.integers(4, 9)), h, family)
     params = {}
     for p in parameter_table(family):
@@ -146,7 +150,7 @@ def audit(fw: FamilyWeights, tag: str, tally: Tally, rng, claims: int) -> None:
     loaded = Loaded(fw)
     deep = fw.dims.family.n_layers > 1
     for c in range(claims):
-        perm = not deep and rng.random() < 0.4
+        perm = not deep and fw.dims.n_ctx >= 3 and rng.random() < 0.4
         claim = random_claim(rng, fw.dims, perm)
         name = f"{tag} claim {c}"
         try:
@@ -186,7 +190,7 @@ def run(models: int, claims: int, seed: int, progress: bool = False) -> Tally:
     tally = Tally()
     for n in range(models):
         if n % 3 == 2:
-            fw, variant = one_layer_model(rng), "one-layer LN"
+            fw, variant = one_layer_model(rng), "one-layer"
         else:
             fw, variant = fuzz_deep.make_model(rng)  # (a one-layer gated one: refused)
         tag = f"model {n} ({variant}, {fw.dims.family.n_layers} layer(s))"

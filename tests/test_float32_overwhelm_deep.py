@@ -17,6 +17,7 @@ claims on one layer (Lemma R-perm under float32); spec/rules.md §overwhelm_fami
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import json
@@ -369,10 +370,10 @@ def test_near_tie_accepted_if_every_float32_error_is_dropped(monkeypatch):
 # --- scope --------------------------------------------------------------------------------
 
 def test_scope():
-    """Lifted: several layers (any normalisation but RMS, any MLP), permutation claims on
-    one layer.  Still refused by name: permutation claims on several layers, RMS, and on one
-    layer LNPre / none / a parallel or gated MLP; `refuse` (the one-layer scope that
-    family_gap_float32 reads) unchanged."""
+    """Lifted: several layers (any normalisation but RMS, any MLP), and on one layer
+    permutation claims, LNPre, no normalisation, a parallel MLP.  Still refused by name:
+    permutation claims on several layers, RMS, a gated MLP on one layer; `refuse` (the
+    one-layer scope that family_gap_float32 reads) unchanged."""
     from overwhelm_fixtures import family_random
 
     free = Overwhelm((0,), 1, 0, free_cmp="<=", free=1)
@@ -389,8 +390,13 @@ def test_scope():
     with pytest.raises(Rejected, match="permutation"):
         f32.refuse(one, perm)
     for name in ("lnpre_parallel", "plain_mlp"):
+        f32.scope(family_random(name).weights.dims, free)
         with pytest.raises(Rejected, match="normalization"):
-            f32.scope(family_random(name).weights.dims, free)
+            f32.refuse(family_random(name).weights.dims, free)
+    gated = Dims(one.d_vocab, one.n_ctx, one.d_model, one.d_head,
+                 family=replace(one.family, gated_mlp=True))
+    with pytest.raises(Rejected, match="gated"):
+        f32.scope(gated, free)
     rms = Dims(one.d_vocab, one.n_ctx, one.d_model, one.d_head,
                family=replace(one.family, normalization="RMS", n_layers=2))
     with pytest.raises(Rejected, match="RMS"):
@@ -702,3 +708,120 @@ def test_rope_tables_within_tau():
     dims = loaded.weights.dims
     for layer in range(dims.family.n_layers):
         assert record[("layer", layer)].tau >= (8 * dims.n_ctx + 16) * U
+
+
+# --- one layer: LNPre, no normalisation, a parallel MLP ------------------------------------
+
+ONE_LAYER = ("lnpre_parallel", "plain_mlp")
+
+
+@pytest.mark.parametrize("name", ONE_LAYER)
+def test_one_layer_lifted_families_float32_correct(name):
+    """One layer with LNPre + a parallel MLP, or no normalisation + a sequential MLP: every
+    claim the checker accepts under float32 (gen-cert's, and forced ones) is float32-correct
+    on every completion in five orders (soundness_helpers.family_float32_evaluations); the
+    real certificates relabelled float32 are rejected."""
+    from overwhelm_fixtures import family_random
+    from soundness_helpers import family_float32_evaluations
+
+    loaded = family_random(name)
+    tally = collections.Counter()
+    for s0, q in itertools.product(range(5), range(5)):
+        claim = Overwhelm((s0,), q, -1, free_cmp="<=", free=2)
+        real = certify(loaded, claim, float_shadow=False)
+        claim = real.claim
+        verdict = certify(loaded, claim, float_shadow=False, semantics="float32", force=True)
+        tally[verdict.verdict] += 1
+        if real.verdict == "proved":
+            with pytest.raises(Rejected):
+                check_lines(relabelled(real.lines, "float32"))
+        try:
+            for arith in ("mpmath", "arb"):
+                assert check_lines(verdict.lines, arith=arith).facts.semantics == "float32"
+        except Rejected:
+            assert verdict.verdict != "proved"
+            continue
+        tally["accepted"] += 1
+        for tokens in completions(claim, 5):
+            for logits in family_float32_evaluations(loaded.weights, tokens):
+                top = logits[:, claim.output]
+                assert (np.delete(logits, claim.output, axis=1) < top[:, None]).all(), claim
+    assert tally["proved"] >= 3 and tally["accepted"] >= 3, tally
+
+
+def _one_layer_trace(weights, seq):
+    """float64 residual after attention, hidden layer and final residual at the last
+    position of a one-layer model (standard positions)."""
+    from generator.model import activation_np
+
+    f, dims = weights.dims.family, weights.dims
+    w = {k: a.astype(np.float64) for k, a in weights.params.items()}
+    att, L = "blocks.0.attn.", len(seq)
+
+    def norm(x, which):
+        if f.normalization is None:
+            return x, x, 1.0
+        c = x - x.mean(-1, keepdims=True)
+        sigma = np.sqrt((c * c).mean(-1, keepdims=True) + f.ln_eps)
+        y = c / sigma
+        if f.normalization == "LN":
+            y = y * w[which + ".w"] + w[which + ".b"]
+        return y, c, sigma
+    x = w["embed.W_E"][list(seq)] + w["pos_embed.W_pos"][:L]
+    a_in = norm(x, "blocks.0.ln1")[0]
+    resid = x[-1] + w[att + "b_O"]
+    for j in range(f.n_heads):
+        q = a_in[-1] @ w[att + "W_Q"][j] + w[att + "b_Q"][j]
+        k = a_in @ w[att + "W_K"][j] + w[att + "b_K"][j]
+        v = a_in @ w[att + "W_V"][j] + w[att + "b_V"][j]
+        s = k @ q / math.sqrt(dims.d_head)
+        a = np.exp(s - s.max())
+        resid = resid + (a / a.sum()) @ v @ w[att + "W_O"][j]
+    y2 = norm(x[-1] if f.parallel else resid, "blocks.0.ln2")[0]
+    hidden = activation_np(f.act_fn, y2 @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"])
+    r2 = resid + hidden @ w["blocks.0.mlp.W_out"] + w["blocks.0.mlp.b_out"]
+    _, c_f, s_f = norm(r2, "ln_final")
+    return w, resid, r2, c_f, s_f
+
+
+@pytest.mark.parametrize("name", ONE_LAYER)
+def test_one_layer_lifted_error_terms(name, monkeypatch):
+    """The new one-layer terms against the sequence's float64 values: without
+    normalisation the pre-activation's rounding γ_{d+1}(|r||W_in| + |b_in|); with LNPre the
+    final norm's deviation D ≥ γ_8|c|/σ (no ·w + b step); and the unembedding's rounding."""
+    from overwhelm_fixtures import family_random
+
+    loaded = family_random(name)
+    captured = []
+    original = f32.AtQuery.check
+
+    def spy(self):
+        captured.append(self)
+        return original(self)
+
+    monkeypatch.setattr(f32.AtQuery, "check", spy)
+    found = None
+    for seq in itertools.product(range(5), repeat=3):
+        claim = Overwhelm((seq[0],), seq[2], -1, free_cmp="==", free=1, over=(seq[1],))
+        verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
+        if verdict.verdict == "proved":
+            found = seq, verdict.claim
+            break
+    assert found is not None
+    seq, claim = found
+    at = captured[-1]
+    w, resid, r2, c_f, s_f = _one_layer_trace(loaded.weights, seq)
+    dims, f = loaded.weights.dims, loaded.weights.dims.family
+    d = dims.d_model
+    if f.normalization is None and not f.parallel:
+        ref = _gamma(d + 1) * (np.abs(resid) @ np.abs(w["blocks.0.mlp.W_in"])
+                               + np.abs(w["blocks.0.mlp.b_in"]))
+        assert (np.array(at.last_pre_err) >= ref * LOW).all()
+    if f.normalization == "LNPre":
+        dev_ref = _gamma(8) * np.abs(c_f) / s_f
+        assert (np.array(at.last_dev) >= dev_ref * LOW).all()
+    u_mat, b_u, o = w["unembed.W_U"], w["unembed.b_U"], claim.output
+    y_f = r2 if f.normalization is None else c_f / s_f
+    unemb = _gamma(d + 1) * (np.abs(y_f) @ np.abs(u_mat) + np.abs(b_u))
+    for t, part in at.parts.items():
+        assert part["unembed"] >= (unemb[t] + unemb[o]) * LOW, t

@@ -77,8 +77,8 @@ def scope(dims, claim) -> None:
     """The float32 overwhelm_family scope (spec/rules.md §overwhelm_family, float32; issue
     24): several layers (overwhelm_deep_float32.py: LN, LNPre or no normalisation, gated or
     parallel MLP, free claims), and on one layer `refuse`'s scope plus permutation claims
-    (Lemma R-perm under float32).  Refused by name (Rejected): permutation claims on
-    several layers, and on one layer LNPre / no normalisation, a parallel or gated MLP."""
+    (Lemma R-perm under float32), LNPre, no normalisation and a parallel MLP.  Refused by
+    name (Rejected): permutation claims on several layers, RMS, a gated MLP on one layer."""
     f = dims.family
     if f.normalization in ("RMS", "RMSPre"):
         raise Rejected(f"overwhelm_family, semantics == float32: normalization "
@@ -89,11 +89,9 @@ def scope(dims, claim) -> None:
                            "several layers are not supported (the real rule refuses them "
                            "too) (spec/rules.md §overwhelm_family, float32)")
         return
-    if claim.free_perm is not None:
-        from types import SimpleNamespace
-
-        claim = SimpleNamespace(free_perm=None)  # Lemma R-perm under float32: supported
-    refuse(dims, claim)
+    if f.gated_mlp:  # the real one-layer rule refuses it too
+        raise Rejected("overwhelm_family, semantics == float32: a gated MLP on one layer is "
+                       "not supported (spec/rules.md §overwhelm_family, float32)")
 
 
 def _down(x: float) -> float:
@@ -283,28 +281,44 @@ class AtQuery(base.AtQuery):
         g8 = fp.gamma(fp.NORM_FACTORS)
         n_box = [fp.relative(c / sigma, g8, fp.ETA) for c in bt]
         w, b = base.ln_params(self.m, self.f, which)
-        wm, bmag = fp.mags(w), fp.mags(b)
-        y = fp.scale_shift(n_box, zip(w, b, wm, bmag))
+        if w is None:  # LNPre: ỹ = ñ (w = 1, b = 0, no scale-shift step: e_y = 0)
+            wm, y = [1.0] * d, n_box
+        else:
+            wm, bmag = fp.mags(w), fp.mags(b)
+            y = fp.scale_shift(n_box, zip(w, b, wm, bmag))
         dev = []
         for i in range(d):
             # |ỹ_i − (c_i/σ̃)w_i − b_i| ≤ e_y + |w_i|(γ_8|c̃_i|/σ̃ + η + Ec_i/σ̃)
-            e_y = fp.dot_error(2, fp._up(fp._up(fp.mag(n_box[i]) * wm[i]) + bmag[i]))
+            e_y = 0.0 if w is None else fp.dot_error(
+                2, fp._up(fp._up(fp.mag(n_box[i]) * wm[i]) + bmag[i]))
             n_err = fp.abs_sum([fp._up(fp._up(g8 * bm[i]) * inv), fp.ETA,
                                 fp._up(ec[i] * inv)])
             dev.append(fp.abs_sum([e_y, fp._up(wm[i] * n_err)]))
         self.last_dev = dev  # kept for the tests
         return sigma, y, dev
 
+    def norm_f32(self, which: str, box: list, r_mag: list, e, low):
+        """float_ln for LN and LNPre; without normalisation (box: the float r̃'s own box,
+        not centred) the identity: (1, box, D = 0)."""
+        if not self.centre:
+            return iv.mpf(1), box, [0.0] * len(box)
+        return self.float_ln(which, box, r_mag, e, low)
+
     def hidden_f32(self, r_box: list) -> list:
-        """The enclosure of the float hidden layer (step 5)."""
+        """The enclosure of the float hidden layer (step 5).  Parallel: the MLP of the
+        float embedding x̃_p (one fixed enclosure), Float32Model's steps (Lemma F)."""
         f, m, d = self.f, self.m, self.t.dims.d_model
+        if f.parallel:
+            model = self.t.model
+            y = model.norm("ln2", self.x_p)
+            return model.act(model.affine(y, "W_in", m["W_in"], "b_in", m["b_in"][0]))
         e, low = self.direction_f32(0)
-        sigma, y, dev = self.float_ln("ln2", r_box, self.r_mag, e, low)
+        sigma, y, dev = self.norm_f32("ln2", r_box, self.r_mag, e, low)
         ym = fp.mags(y)
         w_in = m["W_in"]
         b_in = fp.mags(m["b_in"][0])
         cols = [fp.mags([w_in[i][k] for i in range(d)]) for k in range(f.d_mlp)]
-        pre = []
+        pre, self.last_pre_err = [], []  # (kept for the tests)
         for k in range(f.d_mlp):
             numer = self.functional_f32(self.base_a[k], self.fun.y_a, k,
                                         [self.hint["pre"][j][k] for j in range(f.n_heads)],
@@ -313,6 +327,7 @@ class AtQuery(base.AtQuery):
                                          base.key(self.t.dims, "pre", k, 1)), self.fun.a[k])
             err = fp._up(fp._abs_dot(dev, cols[k])
                          + fp.dot_error(d + 1, fp._up(fp._abs_dot(ym, cols[k]) + b_in[k])))
+            self.last_pre_err.append(err)
             pre.append(fp.widen(numer / sigma + self.fun.pre_const[k], err))
         real = forward.activate(f.act_fn, pre, self.t.model.charge)
         return real if f.act_fn == "relu" else fp.activation(real, pre)
@@ -350,7 +365,7 @@ class AtQuery(base.AtQuery):
             return fp._abs_dot(rr2, _centred_mags(list(e), self.centre)[1])
 
         e, low = self.direction_f32(1, rr2_err, mlp_dot)
-        sigma, yf, dev = self.float_ln("ln_final", final, r_mag2, e, low)
+        sigma, yf, dev = self.norm_f32("ln_final", final, r_mag2, e, low)
         yfm = fp.mags(yf)
         u_rows, b_u = m["W_U"], fp.mags(m["b_U"][0])
 
