@@ -817,6 +817,23 @@ def test_one_layer_lifted_error_terms(name, monkeypatch):
         ref = _gamma(d + 1) * (np.abs(resid) @ np.abs(w["blocks.0.mlp.W_in"])
                                + np.abs(w["blocks.0.mlp.b_in"]))
         assert (np.array(at.last_pre_err) >= ref * LOW).all()
+    if f.parallel:  # the MLP of the float embedding: Float32Model's widened steps
+        from checker.rules import forward
+
+        y, hidden = at.last_parallel
+        real = forward.activate(f.act_fn, forward._add(forward._vecmat(y, at.m["W_in"]),
+                                                       at.m["b_in"][0]))
+        x = w["embed.W_E"][seq[-1]] + w["pos_embed.W_pos"][len(seq) - 1]
+        c = x - x.mean()
+        y64 = c / np.sqrt((c * c).mean() + f.ln_eps)
+        pre = y64 @ w["blocks.0.mlp.W_in"] + w["blocks.0.mlp.b_in"]
+        ref = _gamma(d + 1) * (np.abs(y64) @ np.abs(w["blocks.0.mlp.W_in"])
+                               + np.abs(w["blocks.0.mlp.b_in"]))
+        assert (_widths(y) >= 2 * _gamma(8) * np.abs(y64) * LOW).all()  # the float LN2
+        active = pre > 1e-3  # ReLU passes the widening on where the unit is on
+        assert active.any()
+        extra = _widths(hidden) - _widths(real)
+        assert (extra[active] >= 2 * ref[active] * LOW).all()
     if f.normalization == "LNPre":
         dev_ref = _gamma(8) * np.abs(c_f) / s_f
         assert (np.array(at.last_dev) >= dev_ref * LOW).all()
