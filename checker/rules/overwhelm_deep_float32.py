@@ -97,6 +97,8 @@ class FloatNorm:
             e_norm = iv.fsum(iv.mpf(x) * iv.mpf(x) for x in e)
             if low > 0 and e_norm.a > 0:
                 lo_sum = max(lo_sum, (iv.mpf(low) ** 2 / e_norm).a)  # Cauchy–Schwarz
+        if lo_sum > hi_sum:  # rounding only (Cauchy–Schwarz over the same box): fail closed
+            raise Rejected("overwhelm_family (float32): the LayerNorm bounds contradict the box")
         bm = fp.mags(bt)
         self.ms_err = fp.mean_error(d, fp._abs_dot(bm, bm))  # the float mean of squares
         ms = fp.widen(iv.mpf((lo_sum, hi_sum)) / d, self.ms_err)
