@@ -196,7 +196,7 @@ def _certify_family_float32(loaded, claim: Overwhelm, force: bool, started: floa
 
     weights = loaded.weights
     try:
-        f32_rule.refuse(weights.dims, claim)
+        f32_rule.scope(weights.dims, claim)
     except Rejected as e:
         raise Malformed(str(e)) from None
     verdict, first = None, None

@@ -73,6 +73,27 @@ def refuse(dims, claim) -> None:
                        "§overwhelm_family, float32)")
 
 
+def scope(dims, claim) -> None:
+    """The float32 overwhelm_family scope (spec/rules.md §overwhelm_family, float32; issue
+    24): several layers (overwhelm_deep_float32.py: LN, LNPre or no normalisation, gated or
+    parallel MLP, free claims), and on one layer `refuse`'s scope plus permutation claims
+    (Lemma R-perm under float32), LNPre, no normalisation and a parallel MLP.  Refused by
+    name (Rejected): permutation claims on several layers, RMS, a gated MLP on one layer."""
+    f = dims.family
+    if f.normalization in ("RMS", "RMSPre"):
+        raise Rejected(f"overwhelm_family, semantics == float32: normalization "
+                       f"{f.normalization} is not supported (the real rule refuses it too)")
+    if f.n_layers > 1:
+        if claim.free_perm is not None:
+            raise Rejected("overwhelm_family, semantics == float32: permutation claims on "
+                           "several layers are not supported (the real rule refuses them "
+                           "too) (spec/rules.md §overwhelm_family, float32)")
+        return
+    if f.gated_mlp:  # the real one-layer rule refuses it too
+        raise Rejected("overwhelm_family, semantics == float32: a gated MLP on one layer is "
+                       "not supported (spec/rules.md §overwhelm_family, float32)")
+
+
 def _down(x: float) -> float:
     return math.nextafter(x, -math.inf)
 
@@ -117,12 +138,14 @@ class Head(base.Head):
     """Head j at query position p: the weights w(i, u) of Lemma S (float scores), the
     values' magnitude bound V (h) over the admissible slots."""
 
-    def __init__(self, tables: Tables, j: int, p: int, slots: list):
+    def __init__(self, tables: Tables, j: int, p: int, slots: list, perm=None):
         model = tables.model
         h = tables.dims.d_head
         q = model.q[j][p][slots[p][0]]
         qm, scale_mag = fp.mags(q), fp.mag(model.scale)
-        self.slots, self.tables, self.perm = slots, tables, None
+        # perm: a permutation claim's (free positions, multiset items, potentials), Lemma
+        # R-perm over the interval weights (base.Head.average_below)
+        self.slots, self.tables, self.perm = slots, tables, perm
         scores = {}
         for i, toks in enumerate(model.ticking(slots)):
             for u in toks:
@@ -157,7 +180,11 @@ class AtQuery(base.AtQuery):
         s = len(claim.prefix)
         free = list(base.alphabet(tables.dims, claim))
         slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
-        self.heads = [Head(tables, j, p, slots) for j in range(self.f.n_heads)]
+        perm = [None] * self.f.n_heads
+        if claim.free_perm is not None:  # Lemma R-perm: the potentials of each head
+            perm = [(list(range(s, p)), claim.free_perm, hint["perm_u"][j])
+                    for j in range(self.f.n_heads)]
+        self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
         self.base = base.centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = base.ops.matmul([self.base], base.ops.transpose(fun.g), tables.tick)[0]
@@ -254,28 +281,46 @@ class AtQuery(base.AtQuery):
         g8 = fp.gamma(fp.NORM_FACTORS)
         n_box = [fp.relative(c / sigma, g8, fp.ETA) for c in bt]
         w, b = base.ln_params(self.m, self.f, which)
-        wm, bmag = fp.mags(w), fp.mags(b)
-        y = fp.scale_shift(n_box, zip(w, b, wm, bmag))
+        if w is None:  # LNPre: ỹ = ñ (w = 1, b = 0, no scale-shift step: e_y = 0)
+            wm, y = [1.0] * d, n_box
+        else:
+            wm, bmag = fp.mags(w), fp.mags(b)
+            y = fp.scale_shift(n_box, zip(w, b, wm, bmag))
         dev = []
         for i in range(d):
             # |ỹ_i − (c_i/σ̃)w_i − b_i| ≤ e_y + |w_i|(γ_8|c̃_i|/σ̃ + η + Ec_i/σ̃)
-            e_y = fp.dot_error(2, fp._up(fp._up(fp.mag(n_box[i]) * wm[i]) + bmag[i]))
+            e_y = 0.0 if w is None else fp.dot_error(
+                2, fp._up(fp._up(fp.mag(n_box[i]) * wm[i]) + bmag[i]))
             n_err = fp.abs_sum([fp._up(fp._up(g8 * bm[i]) * inv), fp.ETA,
                                 fp._up(ec[i] * inv)])
             dev.append(fp.abs_sum([e_y, fp._up(wm[i] * n_err)]))
         self.last_dev = dev  # kept for the tests
         return sigma, y, dev
 
+    def norm_f32(self, which: str, box: list, r_mag: list, e, low):
+        """float_ln for LN and LNPre; without normalisation (box: the float r̃'s own box,
+        not centred) the identity: (1, box, D = 0)."""
+        if not self.centre:
+            return iv.mpf(1), box, [0.0] * len(box)
+        return self.float_ln(which, box, r_mag, e, low)
+
     def hidden_f32(self, r_box: list) -> list:
-        """The enclosure of the float hidden layer (step 5)."""
+        """The enclosure of the float hidden layer (step 5).  Parallel: the MLP of the
+        float embedding x̃_p (one fixed enclosure), Float32Model's steps (Lemma F)."""
         f, m, d = self.f, self.m, self.t.dims.d_model
+        if f.parallel:
+            model = self.t.model
+            y = model.norm("ln2", self.x_p)
+            self.last_parallel = (y, model.act(model.affine(y, "W_in", m["W_in"], "b_in",
+                                                            m["b_in"][0])))  # the tests
+            return self.last_parallel[1]
         e, low = self.direction_f32(0)
-        sigma, y, dev = self.float_ln("ln2", r_box, self.r_mag, e, low)
+        sigma, y, dev = self.norm_f32("ln2", r_box, self.r_mag, e, low)
         ym = fp.mags(y)
         w_in = m["W_in"]
         b_in = fp.mags(m["b_in"][0])
         cols = [fp.mags([w_in[i][k] for i in range(d)]) for k in range(f.d_mlp)]
-        pre = []
+        pre, self.last_pre_err = [], []  # (kept for the tests)
         for k in range(f.d_mlp):
             numer = self.functional_f32(self.base_a[k], self.fun.y_a, k,
                                         [self.hint["pre"][j][k] for j in range(f.n_heads)],
@@ -284,6 +329,7 @@ class AtQuery(base.AtQuery):
                                          base.key(self.t.dims, "pre", k, 1)), self.fun.a[k])
             err = fp._up(fp._abs_dot(dev, cols[k])
                          + fp.dot_error(d + 1, fp._up(fp._abs_dot(ym, cols[k]) + b_in[k])))
+            self.last_pre_err.append(err)
             pre.append(fp.widen(numer / sigma + self.fun.pre_const[k], err))
         real = forward.activate(f.act_fn, pre, self.t.model.charge)
         return real if f.act_fn == "relu" else fp.activation(real, pre)
@@ -321,7 +367,7 @@ class AtQuery(base.AtQuery):
             return fp._abs_dot(rr2, _centred_mags(list(e), self.centre)[1])
 
         e, low = self.direction_f32(1, rr2_err, mlp_dot)
-        sigma, yf, dev = self.float_ln("ln_final", final, r_mag2, e, low)
+        sigma, yf, dev = self.norm_f32("ln_final", final, r_mag2, e, low)
         yfm = fp.mags(yf)
         u_rows, b_u = m["W_U"], fp.mags(m["b_U"][0])
 
@@ -351,10 +397,15 @@ def check(dims, mats, claim, hints, charge) -> str:
     """Confirm the float32 claim at every query position; raise Rejected otherwise."""
     from ..certificate import hold
 
-    refuse(dims, claim)
+    scope(dims, claim)
+    if dims.family.n_layers > 1:  # Lemma W-deep, layer after layer
+        from . import overwhelm_deep_float32
+
+        return overwhelm_deep_float32.check(dims, mats, claim, hints, charge)
     free = base.alphabet(dims, claim)
     bounds = base.parse_hints(hints, dims, claim, charge)
-    charge(base._cost(dims, claim, len(free)))
+    perm = claim.free_perm is not None
+    charge(base._cost(dims, claim, len(claim.free_perm) if perm else len(free)))
     hold(charge, base.table_elements(dims) + max(base.query_elements(dims, claim, p)
                                                  for p in positions(claim)), "tables")
     tables = Tables(dims, mats, charge)
@@ -366,6 +417,8 @@ def check(dims, mats, claim, hints, charge) -> str:
         slots = len(claim.prefix) + 1 + (p - len(claim.prefix)) * len(free)
         charge(base.n_functionals(dims) * f.n_heads * (slots + h * d))
         AtQuery(tables, fun, claim, p, bounds[p]).check()
+    kind = ("every permutation (assignment duals)" if perm
+            else f"{len(free)} free token(s)")
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), "
-            f"{len(free)} free token(s), {dims.family.n_heads} head(s) (float32 semantics: "
+            f"{kind}, {dims.family.n_heads} head(s) (float32 semantics: "
             "Lemma W-family, every bound widened by its float32 error; evaluated with mpmath)")

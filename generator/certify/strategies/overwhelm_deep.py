@@ -21,7 +21,7 @@ from checker.rules import overwhelm_deep as rule
 from checker.statement import Overwhelm
 
 from ...model import activation_np, family_weights, rope_angles
-from .overwhelm_family import FamilyMargin, _box_mul, _ln_scale, max_ratio, slack
+from .overwhelm_family import SLACK, FamilyMargin, _box_mul, _ln_scale, max_ratio, slack
 
 # argmin and minimum of the smooth activations (the range over an interval containing it)
 _MINIMA = {"gelu": -0.7517916, "gelu_new": -0.7522, "gelu_fast": -0.7522, "silu": -1.2784645}
@@ -168,32 +168,48 @@ def _options(keys, slots, w_lo, w_hi, y_hi):
     return np.array(rows_w), np.array(rows_y), np.array(toks)
 
 
-def _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=False):
-    """Lemma R per functional: (λ_lo (F,) or None, λ_hi (F,), argmax tokens (P, F))."""
+def _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=False, rel=SLACK):
+    """Lemma R per functional: (λ_lo (F,) or None, λ_hi (F,), argmax tokens (P, F));
+    rel: the relative slack of every λ (float32: larger, F32_SLACKS)."""
     scale = float(max(np.abs(y_lo).max(), np.abs(y_hi).max())) + 1e-12
     wt, yt, toks = _options(keys, slots, w_lo, w_hi, y_hi)
     top, pick = max_ratio(wt, yt)
     chosen = np.take_along_axis(toks, pick, axis=1)
-    hi = np.where(np.isfinite(top), slack(top, scale), 1e300)  # useless but valid if not
+    hi = np.where(np.isfinite(top), slack(top, scale, rel), 1e300)  # useless but valid if not
     if upper_only:
         return None, hi, chosen
     wt, yt, _ = _options(keys, slots, w_lo, w_hi, -y_lo)
     bot, _ = max_ratio(wt, yt)
-    return np.where(np.isfinite(bot), -slack(bot, scale), -1e300), hi, chosen
+    return np.where(np.isfinite(bot), -slack(bot, scale, rel), -1e300), hi, chosen
 
 
-def deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
+def _inflate(lo, hi, rel: float):
+    """The box widened by rel·(|lo| + |hi| + their means) per coordinate (float32: above
+    the checker's float32 widenings, γ_n·magnitudes ≈ 1e-6, so that the mirror's boxes
+    contain the checker's and its λ bound the checker's maxima); unchanged for rel = 0."""
+    if not rel:
+        return lo, hi
+    pad = rel * (np.abs(lo) + np.abs(hi) + np.abs(lo).mean() + np.abs(hi).mean())
+    return lo - pad, hi + pad
+
+
+def deep_margins(weights, claim: Overwhelm, rel: float = SLACK,
+                 inflate: float = 0.0) -> FamilyMargin:
     """Mirror of overwhelm_deep.check: the worst bound over positions and m (+inf when
-    a box overflows: not proved; the hints then stay finite, for forced certificates)."""
+    a box overflows: not proved; the hints then stay finite, for forced certificates).
+    rel: the relative slack of every λ (float32, rule overwhelm_deep_float32: F32_SLACKS,
+    since the checker confirms each λ over the wider float32 boxes); inflate: the relative
+    widening of every box (`_inflate`; float32)."""
     with np.errstate(all="ignore"):
-        return _deep_margins(weights, claim)
+        return _deep_margins(weights, claim, rel, inflate)
 
 
 def _finite(x):
     return np.nan_to_num(x, nan=0.0, posinf=1e300, neginf=-1e300)
 
 
-def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
+def _deep_margins(weights, claim: Overwhelm, rel: float = SLACK,
+                  inflate: float = 0.0) -> FamilyMargin:
     fw = family_weights(weights)
     dims, f = fw.dims, fw.dims.family
     w = {k: a.astype(np.float64) for k, a in fw.params.items()}
@@ -206,7 +222,7 @@ def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
             x = w["embed.W_E"][u] + (w["pos_embed.W_pos"][i] if f.positional == "standard"
                                      else 0)
             x = x - x.mean() if centre else x
-            boxes[(i, u)] = (x.copy(), x.copy())
+            boxes[(i, u)] = _inflate(x.copy(), x.copy(), inflate)
     box_hints, diff_hints, candidates, best, wide = [], [], [], None, False
     o, v, d = claim.output, dims.d_vocab, dims.d_model
     for index in range(f.n_layers):
@@ -228,11 +244,13 @@ def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
                 heads.append((keys, w_lo, w_hi))
                 vo_lo = np.array([layer.vo[key][j][0] for key in keys])
                 vo_hi = np.array([layer.vo[key][j][1] for key in keys])
-                b_lo, b_hi, _ = _bounds(keys, slots, w_lo, w_hi, vo_lo, vo_hi)
+                b_lo, b_hi, _ = _bounds(keys, slots, w_lo, w_hi, vo_lo, vo_hi, rel=rel)
                 hint[j, :, 0], hint[j, :, 1] = b_lo, b_hi
                 lo, hi = lo + b_lo, hi + b_hi
+            lo, hi = _inflate(lo, hi, inflate)  # float32: the checker widens r_c
             box_hints.append(((index, i, u), hint))
             f_lo, f_hi, hidden = layer.mlp(lo, hi, boxes[(i, u)])
+            f_lo, f_hi = _inflate(f_lo, f_hi, inflate)
             new[(i, u)] = (f_lo, f_hi)
             if index < last:
                 continue
@@ -251,7 +269,8 @@ def _deep_margins(weights, claim: Overwhelm) -> FamilyMargin:
                 vo_lo = np.array([layer.vo[key][j][0] for key in keys])
                 vo_hi = np.array([layer.vo[key][j][1] for key in keys])
                 y_lo, y_hi = _box_mul(vo_lo, vo_hi, g)
-                _, top, chosen = _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=True)
+                _, top, chosen = _bounds(keys, slots, w_lo, w_hi, y_lo, y_hi, upper_only=True,
+                                         rel=rel)
                 diff[j] = top
                 numer = numer + top
                 cand.append(chosen)
