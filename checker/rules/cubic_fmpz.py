@@ -199,15 +199,19 @@ class _Fast:
         Each test is "every entry >= 0" of E − (the bound), E = 2^bits at excluded
         positions minus (1 + the test's scalar terms) everywhere."""
         fmpz_poly, times, holds = self.fmpz_poly, self.times, self.holds
-        v, k, ones = self.v, self.k, self.ones
+        k, ones = self.k, self.ones
         b_lo, b_hi, placements, w_lo, w_hi = query
         e_lo, e_hi = (self.e_lo[q], self.e_hi[q]) if e_rows is None else e_rows
         dp_max, dp_max_poly, xm_tab, dpq, self_tab, dv_rest = self._row(m)
         eu_q = self.eu_hi_int[q]
         eu_m = self.eu_lo[q][m]
         # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o]
-        x_m, sigma = times(e_lo[m], e_hi[m], self.eu_hi[q] + xm_tab, -eu_m)
-        p = x_m + ones * sigma
+        # (times(e⁻_m, e⁺_m, x, −EU[q,m]), inline: e⁻, e⁺, EU are Python integers)
+        x_m, lo, hi = self.eu_hi[q] + xm_tab, e_lo[m], e_hi[m]
+        sigma = -hi * eu_m
+        if hi != lo:
+            sigma += (hi - lo) << (max(x_m.height_bits(), eu_m.bit_length()) + 1)
+        p = x_m * hi + ones * sigma
         # qv_o + κ_q >= β_q·e_q·X_q[o] (the query position), κ_q a scalar
         qv, kappa_q = times(w_lo, w_hi, self.euv_hi[q] + dpq, -eu_m - self.evou_lo[q][m])
         hp = p.height_bits()
@@ -274,16 +278,17 @@ class _Fast:
                     h2 = max(spread[:at] + spread[at + 1:], default=None)
                     # f_o = max(h_self[o], h1) at the claimed o (h_self[o] where it is larger),
                     # h1 elsewhere; at top, h1 replaced by h2 (no other split token: h_self)
-                    f = [h1] * v
+                    # (as a vector: h1 everywhere, then the few other entries set one by one)
+                    f = ones * h1
                     for u in compress(range(m), map(gt, h_self, repeat(h1, m))):
                         if g_mask >> u & 1:
                             f[u] = h_self[u]
                     f[top] = h_self[top] if h2 is None or h_self[top] >= h2 else h2
                 else:  # only (I): f_o = h_self[o] at the claimed o; the others excluded
                     selector = _selector(g_mask)
-                    f = list(map(mul, h_self, selector))
+                    f = fmpz_poly(list(map(mul, h_self, selector)))
                     zeros = ones - fmpz_poly(list(selector))
-                fs[key] = (fmpz_poly(f), zeros)
+                fs[key] = (f, zeros)
         # the joint tokens: u -> the ends of S of the classes c < k−1 where u is joint (the
         # smallest lower and the largest upper placement); and those of c = k − 1
         joints, joints_last = {}, ()
@@ -302,9 +307,12 @@ class _Fast:
         if joints or joints_last:
             d0 = self.eu_hi[q] + dp_max_poly  # D + EU[q, m]
             evou_hi, evou_lo = self.evou_hi, self.evou_lo
-            for u, ends in joints.items():
-                x_u, sigma = times(e_lo[u], e_hi[u], d0 + evou_hi[u], -eu_m - evou_lo[u][m])
-                y_u = x_u + ones * sigma
+            for u, ends in joints.items():  # times(e⁻_u, e⁺_u, x_u, shift), inline
+                x_u, lo, hi, shift = d0 + evou_hi[u], e_lo[u], e_hi[u], -eu_m - evou_lo[u][m]
+                sigma = hi * shift
+                if hi != lo:
+                    sigma += (hi - lo) << (max(x_u.height_bits(), shift.bit_length()) + 1)
+                y_u = x_u * hi + ones * sigma
                 joint_rows.append((u, y_u, ends))
                 s_top = max(s_top, ends[1])
                 h_joint = max(h_joint, y_u.height_bits())
