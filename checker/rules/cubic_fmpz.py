@@ -322,13 +322,18 @@ class _Fast:
         # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
         # part of Ã_S = (B⁺ − S)·p + ... that does not depend on S
         a_full = self.limit((m,), bits, kappa) - qv - p * b_hi
+        # base: a_full >= 0 entrywise — the c = 0 test, and the value at S = 0 of every test
+        # below for c < k − 1 (a_full + S·w, plus exclusions >= 0)
+        base = holds(a_full)
         if good.get((m, q, 0), (0, 0))[0]:  # c = 0: B·p + qv < 0 off m
-            if not holds(a_full):
+            if not base:
                 return None
             count += 1
         # Each test below is linear in S (R = B − S): it holds for every S in [s⁻, s⁺] once
         # it holds at both ends, so one pair of tests covers the placements of all the
-        # classes of a group (the smallest lower and the largest upper placement)
+        # classes of a group (the smallest lower and the largest upper placement).  When it
+        # holds at S = 0 (base), the upper end suffices: 0 <= s⁻ <= s⁺ (spec/arithmetic.md,
+        # third step)
         for key, cs in (groups.items() if union else ()):
             if key == "last":
                 continue
@@ -339,7 +344,7 @@ class _Fast:
             f, zeros = fs[key]
             a_c = a_full if zeros is None else a_full + zeros * big
             w = p - f  # the test at S: a_c + S·(p − f) >= 0
-            if not (holds(a_c + w * s_min) and holds(a_c + w * s_max)):
+            if not (holds(a_c + w * s_max) and (base or holds(a_c + w * s_min))):
                 return None
         if "last" in fs:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
             f, zeros = fs["last"]
@@ -355,7 +360,7 @@ class _Fast:
         # y_u = e⁺_u·x_u + (e⁺_u·shift + (e⁺_u − e⁻_u)·2^h)  (times() with the weight S·e_u)
         t_s = {}  # S -> E − (B⁺ − S)·p − qv, shared by the joint tokens
         for u, y_u, ends in joint_rows:
-            for s in ends:
+            for s in (ends[1:] if base else ends):  # (at S = 0: a_full + big·[u] >= 0)
                 a_s = t_s.get(s)
                 if a_s is None:
                     a_s = t_s[s] = a_full + p * s
