@@ -28,7 +28,7 @@ fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after addin
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import compress, repeat
+from itertools import accumulate, compress, repeat
 from math import comb
 from operator import add, gt, mul, neg, rshift, sub
 
@@ -453,13 +453,9 @@ class _Coarse(_Fast):
     def __init__(self, it: exact.IntegerTables, v: int, k: int):
         super().__init__(coarse_tables(it), v, k)
         # e_shift[q][m]: the grid of row q for the pairs (q, m), from the prefix maxima
-        self.e_shift = []
-        for row in it.e_hi:
-            top, shifts = 0, []
-            for x in row:
-                top = max(top, x.bit_length())
-                shifts.append(_shift_for(top, COARSE_BITS_E))
-            self.e_shift.append(shifts)
+        # (with accumulate: _shift_for(b, keep) = max(0, b − keep) of the prefix maxima)
+        self.e_shift = [list(map(_shift_for, accumulate(map(int.bit_length, row), max),
+                                 repeat(COARSE_BITS_E, len(row)))) for row in it.e_hi]
         # row q rounded on grid t, built once per (q, t): the grids of a row are nondecreasing
         # in m, so the pairs (q, m) on grid t are consecutive; the row is rounded up to the
         # last of them (a pair reads the entries up to its m)
