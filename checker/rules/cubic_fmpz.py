@@ -40,8 +40,8 @@ _BITS = bytes.maketrans(b"01", b"\x00\x01")
 
 
 def _selector(mask: int) -> bytes:
-    """Byte i is bit i of mask >= 0 (0 or 1), up to its highest set bit (in C: bin,
-    reversal, translate to 0/1 bytes)."""
+    """Byte i is bit i of mask >= 0 (0 or 1), up to its highest set bit (one zero byte for
+    mask 0; in C: bin, reversal, translate to 0/1 bytes)."""
     return bin(mask)[:1:-1].encode().translate(_BITS)
 
 
