@@ -334,6 +334,7 @@ class _Fast:
         # classes of a group (the smallest lower and the largest upper placement).  When it
         # holds at S = 0 (base), the upper end suffices: 0 <= s⁻ <= s⁺ (spec/arithmetic.md,
         # third step)
+        t_s = {}  # S -> a_full + S·p = E − (B⁺ − S)·p − qv, shared by the tests at S
         for key, cs in (groups.items() if union else ()):
             if key == "last":
                 continue
@@ -342,10 +343,14 @@ class _Fast:
             if b_lo - s_max < 0:  # R = B − S must be a weight >= 0
                 return None
             f, zeros = fs[key]
-            a_c = a_full if zeros is None else a_full + zeros * big
-            w = p - f  # the test at S: a_c + S·(p − f) >= 0
-            if not (holds(a_c + w * s_max) and (base or holds(a_c + w * s_min))):
-                return None
+            # the test at S: a_full + S·p − S·f (+ 2^bits at the excluded positions) >= 0
+            for s in ((s_max,) if base else (s_max, s_min)):
+                a_s = t_s.get(s)
+                if a_s is None:
+                    a_s = t_s[s] = a_full + p * s
+                test = a_s - f * s
+                if not holds(test if zeros is None else test + zeros * big):
+                    return None
         if "last" in fs:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
             f, zeros = fs["last"]
             (s_lo, s_hi), = placements[last]
@@ -358,7 +363,6 @@ class _Fast:
         # for the classes c < k−1 at the two ends of the S of the classes where u is joint
         # (the test is linear in S): with S a point, S·e_u·X_u[o] <= S·y_u[o], where
         # y_u = e⁺_u·x_u + (e⁺_u·shift + (e⁺_u − e⁻_u)·2^h)  (times() with the weight S·e_u)
-        t_s = {}  # S -> E − (B⁺ − S)·p − qv, shared by the joint tokens
         for u, y_u, ends in joint_rows:
             for s in (ends[1:] if base else ends):  # (at S = 0: a_full + big·[u] >= 0)
                 a_s = t_s.get(s)
