@@ -343,6 +343,36 @@ def _count_q(t: _Tables, good, charge, q):
     and the number of scalar operations performed (query_work + entry_work)."""
     charge(0)  # enforces the time limit
     k, v, ar = t.k, t.v, t.ar.fresh()
+    fast = getattr(t, "fast", None)
+    if fast is None:
+        terms = query_terms(t, ar, q)
+        count = sum(_count_q_m(t, ar, good, q, m, *terms)
+                    for m in _ticking(range(q, v), charge))
+        return count, ar.count
+    # the arb accelerator (cubic_fmpz): a (q, m) it confirms counts the operations the
+    # reference code would perform there (pair_work); any other is decided by that code,
+    # with the query's terms computed when the first such pair needs them (query_work(k)
+    # operations, counted either way: computed, or, when no pair needs them, not computed)
+    fast_terms, count, terms = fast.query_terms(q), 0, None
+    for m in _ticking(range(q, v), charge):
+        confirmed = fast.count_q_m(good, q, m, fast_terms)
+        if confirmed is None:
+            if terms is None:
+                terms = query_terms(t, ar, q)
+            count += _count_q_m(t, ar, good, q, m, *terms)
+        else:
+            count += confirmed
+            # pair_work(v, k, good, q, m, t.spreadable[m]), from entry_work's own sums
+            ar.count += 10 * v + t.claims_work.get((m, q), 0)
+    if terms is None:
+        ar.count += query_work(k)
+    return count, ar.count
+
+
+def query_terms(t: _Tables, ar: _Counted, q):
+    """(B, placements, β_{k−1}·e_q) of query q, in the back-end's arithmetic: exactly
+    query_work(k) operations counted on ar."""
+    k = t.k
     nonquery = t.beta[q][:k - 1]
     b_total = ar.fsum(nonquery)
     # Placements: for c < k−1, S ranges within [S_lo, S_hi] and R = B − S; for
@@ -351,23 +381,7 @@ def _count_q(t: _Tables, good, charge, q):
                   for c, bounds in _subset_sum_bounds(ar, nonquery).items() if c < k - 1}
     placements[k - 1] = [(None, b_total)]
     w_query = ar.imul(t.beta[q][k - 1], t.e[q][q])
-    fast = getattr(t, "fast", None)
-    if fast is None:
-        count = sum(_count_q_m(t, ar, good, q, m, b_total, placements, w_query)
-                    for m in _ticking(range(q, v), charge))
-        return count, ar.count
-    # the arb accelerator (cubic_fmpz): a (q, m) it confirms counts the operations the
-    # reference code would perform there (pair_work); any other is decided by that code
-    terms, count = fast.query_terms(q), 0
-    for m in _ticking(range(q, v), charge):
-        confirmed = fast.count_q_m(good, q, m, terms)
-        if confirmed is None:
-            count += _count_q_m(t, ar, good, q, m, b_total, placements, w_query)
-        else:
-            count += confirmed
-            # pair_work(v, k, good, q, m, t.spreadable[m]), from entry_work's own sums
-            ar.count += 10 * v + t.claims_work.get((m, q), 0)
-    return count, ar.count
+    return b_total, placements, w_query
 
 
 def pair_vectors(t: _Tables, ar, q, m, w_query):

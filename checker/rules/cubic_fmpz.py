@@ -28,9 +28,9 @@ fmpz_poly_max_bits' sign (negative iff some coefficient is negative) after addin
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import compress, repeat
+from itertools import accumulate, compress, repeat
 from math import comb
-from operator import add, gt, neg, rshift, sub
+from operator import add, gt, mul, neg, rshift, sub
 
 from ..arith.arb import flint_module
 from ..errors import Malformed, Rejected
@@ -39,10 +39,15 @@ from . import exact
 _BITS = bytes.maketrans(b"01", b"\x00\x01")
 
 
+def _selector(mask: int) -> bytes:
+    """Byte i is bit i of mask >= 0 (0 or 1), up to its highest set bit (one zero byte for
+    mask 0; in C: bin, reversal, translate to 0/1 bytes)."""
+    return bin(mask)[:1:-1].encode().translate(_BITS)
+
+
 def _members(mask: int) -> list:
-    """The positions of the set bits of mask >= 0, increasing (in C: bin, reversal,
-    translate to 0/1 bytes, compress)."""
-    bits = bin(mask)[:1:-1].encode().translate(_BITS)  # bit i at index i
+    """The positions of the set bits of mask >= 0, increasing (compress by _selector)."""
+    bits = _selector(mask)
     return list(compress(range(len(bits)), bits))
 
 
@@ -103,23 +108,9 @@ class _Fast:
         self.euv_hi = [fmpz_poly([a + b for a, b in zip(it.eu_hi[q], ev_hi[q])])
                        for q in range(v)]
         self.evou_hi = [fmpz_poly(r) for r in ev_hi]
-        # (the v × v tables below are built row by row with map: C loops over Python integers)
-        # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])  (exact: the largest difference)
-        dp_max = [list(map(max, *[map(sub, pv_hi[i], repeat(pv_lo[i][m], v))
-                                  for i in range(k - 1)])) if k > 2 else
-                  list(map(sub, pv_hi[0], repeat(pv_lo[0][m], v))) for m in range(v)]
-        self.dp_max_int = dp_max
-        self.dp_max = [fmpz_poly(r) for r in dp_max]
-        # x_m without EU: dp_max + ΔV_m;  the query's: PVOU[k−1] differences
-        self.xm_tab = [fmpz_poly(list(map(sub, map(add, dp_max[m], ev_hi[m]),
-                                          repeat(ev_lo[m][m], v)))) for m in range(v)]
-        self.dpq = [fmpz_poly(list(map(sub, pv_hi[k - 1], repeat(pv_lo[k - 1][m], v))))
-                    for m in range(v)]
-        ev_lo_t = [list(column) for column in zip(*ev_lo)]  # ev_lo_t[m][t] = EVOU⁻[t, m]
-        diag = [ev_hi[t][t] for t in range(v)]
-        # self_tab[m][t] = dp_max[m][t] + EVOU⁺[t, t] − EVOU⁻[t, m]  (D[t] + ΔV_t[t], without EU)
-        self.self_tab = [list(map(sub, map(add, dp_max[m], diag), ev_lo_t[m]))
-                         for m in range(v)]
+        # (per-m rows below: built when a pair with that max first needs them, by _row)
+        self._ev_lo_t = [list(column) for column in zip(*ev_lo)]  # [m][t] = EVOU⁻[t, m]
+        self._diag = [ev_hi[t][t] for t in range(v)]
         # dv_rest[m][t] = max_{o∉{m,t}} EVOU⁺[t, o] − EVOU⁻[t, m]: the largest EVOU⁺[t, o] over
         # o != t (at o = best[t]), or over o ∉ {t, best[t]} when m = best[t]
         best, first, second = [], [], []
@@ -132,12 +123,41 @@ class _Fast:
         best_of = [[] for _ in range(v)]  # best_of[m]: the rows t with best[t] = m
         for t, o in enumerate(best):
             best_of[o].append(t)
-        self.dv_rest = []
-        for m in range(v):
-            rest = list(map(sub, first, ev_lo_t[m]))
-            for t in best_of[m]:
-                rest[t] = second[t] - ev_lo_t[m][t]
-            self.dv_rest.append(rest)
+        self._best_of, self._first, self._second = best_of, first, second
+        self._ev, self._pv = (ev_lo, ev_hi), (pv_lo, pv_hi)
+        self._rows = [None] * v
+
+    def _row(self, m: int) -> tuple:
+        """The tables of max m, built once (with map: C loops over Python integers):
+        (dp_max, dp_max as a vector, xm_tab, dpq, self_tab, dv_rest)."""
+        row = self._rows[m]
+        if row is not None:
+            return row
+        v, k, fmpz_poly = self.v, self.k, self.fmpz_poly
+        (ev_lo, ev_hi), (pv_lo, pv_hi) = self._ev, self._pv
+        # dp_max[m][o] >= max_{i<k−1} (PVOU[i, o] − PVOU[i, m])  (exact: the largest difference)
+        dp_max = (list(map(max, *[map(sub, pv_hi[i], repeat(pv_lo[i][m], v))
+                                  for i in range(k - 1)])) if k > 2 else
+                  list(map(sub, pv_hi[0], repeat(pv_lo[0][m], v))))
+        # x_m without EU: dp_max + ΔV_m;  the query's: PVOU[k−1] differences
+        xm_tab = fmpz_poly(list(map(sub, map(add, dp_max, ev_hi[m]), repeat(ev_lo[m][m], v))))
+        dpq = fmpz_poly(list(map(sub, pv_hi[k - 1], repeat(pv_lo[k - 1][m], v))))
+        ev_lo_t = self._ev_lo_t[m]
+        # self_tab[m][t] = dp_max[m][t] + EVOU⁺[t, t] − EVOU⁻[t, m]  (D[t] + ΔV_t[t], without EU)
+        self_tab = list(map(sub, map(add, dp_max, self._diag), ev_lo_t))
+        rest = list(map(sub, self._first, ev_lo_t))
+        for t in self._best_of[m]:
+            rest[t] = self._second[t] - ev_lo_t[t]
+        row = self._rows[m] = (dp_max, fmpz_poly(dp_max), xm_tab, dpq, self_tab, rest)
+        return row
+
+    # the v × v tables by name, every row built (tests/test_cubic_fmpz.py)
+    dp_max_int = property(lambda self: [self._row(m)[0] for m in range(self.v)])
+    dp_max = property(lambda self: [self._row(m)[1] for m in range(self.v)])
+    xm_tab = property(lambda self: [self._row(m)[2] for m in range(self.v)])
+    dpq = property(lambda self: [self._row(m)[3] for m in range(self.v)])
+    self_tab = property(lambda self: [self._row(m)[4] for m in range(self.v)])
+    dv_rest = property(lambda self: [self._row(m)[5] for m in range(self.v)])
 
     # -- the exact vector helpers (tests/test_cubic_fmpz.py) -----------------------------
     @staticmethod
@@ -178,49 +198,51 @@ class _Fast:
         weight interval times a vector is w⁺·x + (w⁺ − w⁻)·2^h (spec/arithmetic.md).
         Each test is "every entry >= 0" of E − (the bound), E = 2^bits at excluded
         positions minus (1 + the test's scalar terms) everywhere."""
-        fmpz, fmpz_poly = self.fmpz, self.fmpz_poly
-        v, k, ones = self.v, self.k, self.ones
+        fmpz_poly, times, holds = self.fmpz_poly, self.times, self.holds
+        k, ones = self.k, self.ones
         b_lo, b_hi, placements, w_lo, w_hi = query
         e_lo, e_hi = (self.e_lo[q], self.e_hi[q]) if e_rows is None else e_rows
+        dp_max, dp_max_poly, xm_tab, dpq, self_tab, dv_rest = self._row(m)
+        eu_q = self.eu_hi_int[q]
         eu_m = self.eu_lo[q][m]
-        unit_m = self.unit[m]
         # p_o >= e_m·X_m[o], X_m[o] <= EU[q,o] − EU[q,m] + dp_max[m][o] + ΔV_m[o]
-        x_m, sigma = self.times(e_lo[m], e_hi[m], self.eu_hi[q] + self.xm_tab[m], -eu_m)
-        p = x_m + ones * sigma
+        # (times(e⁻_m, e⁺_m, x, −EU[q,m]), inline: e⁻, e⁺, EU are Python integers)
+        x_m, lo, hi = self.eu_hi[q] + xm_tab, e_lo[m], e_hi[m]
+        sigma = -hi * eu_m
+        if hi != lo:
+            sigma += (hi - lo) << (max(x_m.height_bits(), eu_m.bit_length()) + 1)
+        p = x_m * hi + ones * sigma
         # qv_o + κ_q >= β_q·e_q·X_q[o] (the query position), κ_q a scalar
-        qv, kappa_q = self.times(w_lo, w_hi, self.euv_hi[q] + self.dpq[m],
-                                 -eu_m - self.evou_lo[q][m])
+        qv, kappa_q = times(w_lo, w_hi, self.euv_hi[q] + dpq, -eu_m - self.evou_lo[q][m])
         hp = p.height_bits()
         # R·p <= (B⁺ − S)·p_o + (B⁺ − B⁻)·2^(hp+1) for R in [B⁻ − S, B⁺ − S]; B·p alike (S = 0)
         kappa = kappa_q + ((b_hi - b_lo) << (hp + 1))
-        max_c = k - 1 if q == m else k - 2
-        claims = [(c, *good.get((m, q, c), (0, 0))) for c in range(1, max_c + 1)]
+        last = k - 1
+        claims = [(c, *good.get((m, q, c), (0, 0))) for c in range(1, last + (q == m))]
         union = 0
         for _, mask, _ in claims:
             union |= mask
-        flag = good.get((m, q, 0), (0, 0))[0]
         count = 0
         fs = {}
         if union:
-            tokens = _members(union)
             # D[o] + EU[q,m] >= EU[q,o] + dp_max[m][o]; its top two over o != m
-            dd = list(map(add, self.eu_hi_int[q], self.dp_max_int[m]))
+            dd = list(map(add, eu_q, dp_max))
             floor = dd[m] = min(dd) - 1  # below every entry: never the largest of the others
             first = max(dd)
             index = dd.index(first)
             dd[index] = floor
             second = max(dd)  # v >= 3: another entry besides m and index
             # (I): h_self[u] >= e_u·X_u[u];  (II), split: h_spread[u] >= e_u·(max_{o∉{m,u}}
-            # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products
-            ys = list(map(add, self.eu_hi_int[q], self.self_tab[m]))  # minus EU[q,m] below
-            dv_rest = self.dv_rest[m]
+            # D[o] + max_{o∉{m,u}} ΔV_u[o])  — exact scalar products, for every u < m (read at
+            # the claimed tokens only)
             first, second = first - eu_m, second - eu_m
-            h_self, h_spread = [0] * m, [0] * m  # read at the tokens only (all < m)
-            for u in tokens:
-                y = ys[u] - eu_m
-                h_self[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
-                y = (second if u == index else first) + dv_rest[u]
-                h_spread[u] = e_hi[u] * y if y >= 0 else e_lo[u] * y
+            h_self = [eh * y if y >= 0 else el * y for eh, el, y in
+                      zip(e_hi, e_lo, map(sub, map(add, eu_q, self_tab), repeat(eu_m, m)))]
+            h_spread = [eh * y if y >= 0 else el * y for eh, el, y in
+                        zip(e_hi, e_lo, map(add, dv_rest, repeat(first, m)))]
+            if index < m:  # max_{o∉{m,u}} D[o] at u = index is the second largest
+                y = second + dv_rest[index]
+                h_spread[index] = e_hi[index] * y if y >= 0 else e_lo[index] * y
             # One test for (I) and (II), split: Ã_S[o] + S·f_o < 0 at every o != m, with
             #   f_o = max(h_self[o], max_{u split, u != o} h_spread[u])   (o claimed),
             #   f_o = max_{u split} h_spread[u]                           (o not claimed);
@@ -230,114 +252,134 @@ class _Fast:
             groups = {}
             for c, mask, joint in claims:
                 if mask:
-                    groups.setdefault("last" if c == k - 1 else (mask, mask & ~joint),
+                    groups.setdefault("last" if c == last else (mask, mask & ~joint),
                                       []).append(c)
-            for key, _ in groups.items():
-                g_mask, g_split = ((good[(m, q, k - 1)][0], good[(m, q, k - 1)][0]
-                                    & ~good[(m, q, k - 1)][1]) if key == "last" else key)
-                # ⊆ tokens (the union), increasing; the same lists when the sets are equal
-                claimed = tokens if g_mask == union else _members(g_mask)
-                split = claimed if g_split == g_mask else _members(g_split)
+            every = (1 << m) - 1  # all the tokens < m
+            for key in groups:
+                if key == "last":
+                    g_mask, g_joint = good[(m, q, last)]
+                    g_split = g_mask & ~g_joint
+                else:
+                    g_mask, g_split = key
                 zeros = None  # beyond m
-                if split:
-                    spread = list(map(h_spread.__getitem__, split))
-                    h1 = max(spread)
-                    at = spread.index(h1)  # the first split token reaching h1
-                    top = split[at]
-                    del spread[at]
-                    f = [fmpz(h1)] * v
-                    hs = list(map(h_self.__getitem__, claimed))
-                    above = list(map(gt, hs, repeat(h1, len(hs))))  # f_u = h_self[u] there
-                    for u, h in zip(compress(claimed, above), compress(hs, above)):
-                        f[u] = h
-                    h2 = max(spread, default=None)  # over the split tokens other than top
-                    if h2 is None:
-                        f[top] = h_self[top]
-                    elif h_self[top] < h2:
-                        f[top] = h2
+                if g_split:
+                    # h1: the largest h_spread over the split tokens, top: the first split token
+                    # reaching it, h2: the largest over the other split tokens (None if none)
+                    if g_split == every:
+                        spread = h_spread
+                        h1 = max(spread)
+                        top = at = spread.index(h1)
                     else:
-                        f[top] = h_self[top]
-                else:
-                    f = [0] * v
-                    for u in claimed:
-                        f[u] = h_self[u]
-                    zeros = ones - fmpz_poly([g_mask >> u & 1 for u in range(m)])
-                fs[key] = (fmpz_poly(f), zeros)
-        joints = {}  # (u, "last" or "rest") -> the ends of S where u is joint
+                        selector = _selector(g_split)
+                        spread = list(compress(h_spread, selector))
+                        h1 = max(spread)
+                        at = spread.index(h1)
+                        top = list(compress(range(m), selector))[at]
+                    h2 = max(spread[:at] + spread[at + 1:], default=None)
+                    # f_o = max(h_self[o], h1) at the claimed o (h_self[o] where it is larger),
+                    # h1 elsewhere; at top, h1 replaced by h2 (no other split token: h_self)
+                    # (as a vector: h1 everywhere, then the few other entries set one by one)
+                    f = ones * h1
+                    for u in compress(range(m), map(gt, h_self, repeat(h1, m))):
+                        if g_mask >> u & 1:
+                            f[u] = h_self[u]
+                    f[top] = h_self[top] if h2 is None or h_self[top] >= h2 else h2
+                else:  # only (I): f_o = h_self[o] at the claimed o; the others excluded
+                    selector = _selector(g_mask)
+                    f = fmpz_poly(list(map(mul, h_self, selector)))
+                    zeros = ones - fmpz_poly(list(selector))
+                fs[key] = (f, zeros)
+        # the joint tokens: u -> the ends of S of the classes c < k−1 where u is joint (the
+        # smallest lower and the largest upper placement); and those of c = k − 1
+        joints, joints_last = {}, ()
         for c, _, joint in claims:
-            for u in (_members(joint) if joint else ()):  # joint ⊆ mask (parse_hints)
-                ends = [placements[c][0], placements[c][-1]]
-                if c == k - 1:
-                    joints[(u, "last")] = ends[:1]
-                else:
-                    old = joints.get((u, "rest"))
-                    joints[(u, "rest")] = ends if old is None else [min(old[0], ends[0]),
-                                                                   max(old[1], ends[1])]
-        joint_rows, t_s, s_top = {}, {}, 0
-        d0 = self.eu_hi[q] + self.dp_max[m] if joints else None  # D + EU[q, m]
-        for (u, key), ends in joints.items():
-            if key == "rest":
-                x_u, sigma = self.times(e_lo[u], e_hi[u], d0 + self.evou_hi[u],
-                                        -eu_m - self.evou_lo[u][m])
-                joint_rows[u] = x_u + ones * sigma
-                s_top = max(s_top, ends[-1][1])
-        bits = max([b_hi.bit_length() + max([hp] + [f.height_bits() for f, _ in fs.values()]),
-                    s_top.bit_length() + max([0] + [y.height_bits()
-                                                    for y in joint_rows.values()]),
-                    qv.height_bits(), kappa.bit_length()]) + 4
+            if not joint:
+                continue
+            members = _members(joint)  # joint ⊆ mask (parse_hints)
+            if c == last:
+                joints_last = members
+                continue
+            lo, hi = placements[c][0][0], placements[c][-1][0]
+            for u in members:
+                ends = joints.get(u)
+                joints[u] = (lo, hi) if ends is None else (min(ends[0], lo), max(ends[1], hi))
+        joint_rows, s_top, h_joint = [], 0, 0
+        if joints or joints_last:
+            d0 = self.eu_hi[q] + dp_max_poly  # D + EU[q, m]
+            evou_hi, evou_lo = self.evou_hi, self.evou_lo
+            for u, ends in joints.items():  # times(e⁻_u, e⁺_u, x_u, shift), inline
+                x_u, lo, hi, shift = d0 + evou_hi[u], e_lo[u], e_hi[u], -eu_m - evou_lo[u][m]
+                sigma = hi * shift
+                if hi != lo:
+                    sigma += (hi - lo) << (max(x_u.height_bits(), shift.bit_length()) + 1)
+                y_u = x_u * hi + ones * sigma
+                joint_rows.append((u, y_u, ends))
+                s_top = max(s_top, ends[1])
+                h_joint = max(h_joint, y_u.height_bits())
+        bits = max(b_hi.bit_length() + max([hp] + [f.height_bits() for f, _ in fs.values()]),
+                   s_top.bit_length() + h_joint, qv.height_bits(), kappa.bit_length()) + 4
         big = 1 << bits
         # E − B⁺·p − qv (E: the limit of a test whose scalar terms are κ): c = 0, and the
         # part of Ã_S = (B⁺ − S)·p + ... that does not depend on S
         a_full = self.limit((m,), bits, kappa) - qv - p * b_hi
-        if flag:  # c = 0: B·p + qv < 0 off m
-            if not self.holds(a_full):
+        # base: a_full >= 0 entrywise — the c = 0 test, and the value at S = 0 of every test
+        # below for c < k − 1 (a_full + S·w, plus exclusions >= 0)
+        base = holds(a_full)
+        if good.get((m, q, 0), (0, 0))[0]:  # c = 0: B·p + qv < 0 off m
+            if not base:
                 return None
             count += 1
         # Each test below is linear in S (R = B − S): it holds for every S in [s⁻, s⁺] once
         # it holds at both ends, so one pair of tests covers the placements of all the
-        # classes of a group (the smallest lower and the largest upper placement)
+        # classes of a group (the smallest lower and the largest upper placement).  When it
+        # holds at S = 0 (base), the upper end suffices: 0 <= s⁻ <= s⁺ (spec/arithmetic.md,
+        # third step)
+        t_s = {}  # S -> a_full + S·p = E − (B⁺ − S)·p − qv, shared by the tests at S
         for key, cs in (groups.items() if union else ()):
             if key == "last":
                 continue
-            s_min = min(placements[c][0][0] for c in cs)
-            s_max = max(placements[c][1][0] for c in cs)
+            s_min = min([placements[c][0][0] for c in cs])
+            s_max = max([placements[c][1][0] for c in cs])
             if b_lo - s_max < 0:  # R = B − S must be a weight >= 0
                 return None
             f, zeros = fs[key]
-            a_c = a_full if zeros is None else a_full + zeros * big
-            w = p - f  # the test at S: a_c + S·(p − f) >= 0
-            if not (self.holds(a_c + w * s_min) and self.holds(a_c + w * s_max)):
-                return None
+            # the test at S: a_full + S·p − S·f (+ 2^bits at the excluded positions) >= 0
+            for s in ((s_max,) if base else (s_max, s_min)):
+                a_s = t_s.get(s)
+                if a_s is None:
+                    a_s = t_s[s] = a_full + p * s
+                test = a_s - f * s
+                if not holds(test if zeros is None else test + zeros * big):
+                    return None
         if "last" in fs:  # c = k − 1: Ã_S = qv, S = B an interval: S·f <= S⁺·f + (S⁺ − S⁻)·2^(hf+1)
             f, zeros = fs["last"]
-            (s_lo, s_hi), = placements[k - 1]
+            (s_lo, s_hi), = placements[last]
             slack = (s_hi - s_lo) << (f.height_bits() + 1)
+            unit_m = self.unit[m]
             e_c = self.limit(unit_m if zeros is None else unit_m + zeros, bits, kappa_q + slack)
-            if not self.holds(e_c - qv - f * s_hi):
+            if not holds(e_c - qv - f * s_hi):
                 return None
         # (II′), joint: S·e_u·X_u[o] + Ã_S[o] < 0 for o ∉ {m, u}, X_u[o] <= D[o] + ΔV_u[o];
         # for the classes c < k−1 at the two ends of the S of the classes where u is joint
         # (the test is linear in S): with S a point, S·e_u·X_u[o] <= S·y_u[o], where
         # y_u = e⁺_u·x_u + (e⁺_u·shift + (e⁺_u − e⁻_u)·2^h)  (times() with the weight S·e_u)
-        for (u, key), ends in joints.items():
-            if key == "rest":
-                y_u = joint_rows[u]
-                for s_lo, _ in ends:
-                    if s_lo not in t_s:  # E − (B⁺ − S)·p − qv, shared by the joint tokens
-                        t_s[s_lo] = a_full + p * s_lo
-                    test = t_s[s_lo] - y_u * s_lo  # a new polynomial: its u-th entry excluded
-                    test[u] += big
-                    if not self.holds(test):
-                        return None
-            else:  # c = k − 1: Ã_S = qv + κ_q, S = B an interval
-                (s_lo, s_hi), = ends
-                x_u = d0 + self.evou_hi[u]
-                row, sigma = self.times(s_lo * e_lo[u], s_hi * e_hi[u], x_u,
-                                        -eu_m - self.evou_lo[u][m])
-                bits_u = max(row.height_bits(), sigma.bit_length(), bits) + 3
-                test = self.limit(unit_m + self.unit[u], bits_u, kappa_q + sigma) - qv - row
-                if not self.holds(test):
+        for u, y_u, ends in joint_rows:
+            for s in (ends[1:] if base else ends):  # (at S = 0: a_full + big·[u] >= 0)
+                a_s = t_s.get(s)
+                if a_s is None:
+                    a_s = t_s[s] = a_full + p * s
+                test = a_s - y_u * s  # a new polynomial: its u-th entry excluded
+                test[u] += big
+                if not holds(test):
                     return None
+        for u in joints_last:  # c = k − 1: Ã_S = qv + κ_q, S = B an interval
+            (s_lo, s_hi), = placements[last]
+            x_u = d0 + self.evou_hi[u]
+            row, sigma = times(s_lo * e_lo[u], s_hi * e_hi[u], x_u, -eu_m - self.evou_lo[u][m])
+            bits_u = max(row.height_bits(), sigma.bit_length(), bits) + 3
+            test = self.limit(self.unit[m] + self.unit[u], bits_u, kappa_q + sigma) - qv - row
+            if not holds(test):
+                return None
         for c, mask, _ in claims:
             if mask:  # tokens < m (parse_hints): |claimed| = popcount(mask)
                 count += comb(k - 1, c) * mask.bit_count() ** c
@@ -415,13 +457,9 @@ class _Coarse(_Fast):
     def __init__(self, it: exact.IntegerTables, v: int, k: int):
         super().__init__(coarse_tables(it), v, k)
         # e_shift[q][m]: the grid of row q for the pairs (q, m), from the prefix maxima
-        self.e_shift = []
-        for row in it.e_hi:
-            top, shifts = 0, []
-            for x in row:
-                top = max(top, x.bit_length())
-                shifts.append(_shift_for(top, COARSE_BITS_E))
-            self.e_shift.append(shifts)
+        # (with accumulate: _shift_for(b, keep) = max(0, b − keep) of the prefix maxima)
+        self.e_shift = [list(map(_shift_for, accumulate(map(int.bit_length, row), max),
+                                 repeat(COARSE_BITS_E, len(row)))) for row in it.e_hi]
         # row q rounded on grid t, built once per (q, t): the grids of a row are nondecreasing
         # in m, so the pairs (q, m) on grid t are consecutive; the row is rounded up to the
         # last of them (a pair reads the entries up to its m)
