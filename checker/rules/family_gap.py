@@ -60,6 +60,9 @@ from . import overwhelm_family as family
 
 ARITHMETICS = ("mpmath", "arb")  # arb: the class proofs on the fast path (family_gap_arb.py)
 INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
+# float32: one layer, LN, no parallel / gated MLP (family_gap_float32.py, spec/rules.md §Rule
+# family_gap under the float32 semantics); certificate.py passes mpmath for it
+SEMANTICS = ("real", "float32")
 HINT_FIELDS = family.HINT_FIELDS
 
 
@@ -385,10 +388,17 @@ def table_elements(dims) -> int:
             + 2 * (f.n_heads * rows * v + f.d_mlp * v + v * d) + 4 * d + 3 * f.d_mlp)
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=None):
-    """The number of sequences in the classes, after confirming every class."""
+def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
+    """The number of sequences in the classes, after confirming every class.  semantics
+    float32: every binary32 execution (family_gap_float32.py)."""
     from ..certificate import hold
 
+    if semantics == "float32":
+        from . import family_gap_float32
+
+        return family_gap_float32.check(dims, mats, hints, charge)
+    if semantics != "real":
+        raise Malformed(f"rule family_gap: unknown semantics {semantics!r}")
     if not dims.family.is_one_layer_dense:
         raise Malformed(f"family_gap supports one layer without a gated MLP, not "
                         f"n_layers = {dims.family.n_layers}, gated_mlp = "
