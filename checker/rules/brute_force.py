@@ -41,6 +41,7 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
     expected = work(v, k)
     charge(expected)
     certified = performed = 0
+    smallest = None  # (the margin estimate, the sequence): the note's, decides nothing
     for tokens in itertools.product(range(v), repeat=k):
         charge(0)  # the time limit: one sequence costs up to ~7v² operations (k = 1)
         q, top = tokens[-1], max(tokens)
@@ -51,12 +52,29 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
         performed += k + len(margins) * margin_cost(k)
         if all(arith.is_negative(x) for x in margins):
             certified += 1
+            if semantics == "real":
+                estimate = margin_estimate(arith, w, margins)
+                if smallest is None or estimate < smallest[0]:
+                    smallest = (estimate, tokens)
     if performed != expected:  # fail closed: the reported proof length must be exact
         from ..errors import Malformed
 
         raise Malformed(f"internal error: brute_force counted {performed} operations, "
                         f"charged {expected}")
+    if smallest is not None:
+        note += (f"; smallest certified margin {smallest[0]:.3g} at {list(smallest[1])} "
+                 "(ℓ_m − ℓ_o ≥ it there); the float32 variant needs margins above "
+                 "δ[q][o] + δ[q][m] (Lemma G; δ is computed for a float32 theorem only, whose "
+                 "line reads the weights: spec/rules.md §distance to float32)")
     return certified, f"{certified} of {v ** k} sequences certified correct{note}"
+
+
+def margin_estimate(ar, w, margins) -> float:
+    """The note's margin of a certified sequence, in binary64 (reports only, never a
+    verdict): −max_o upper(Σ_i w_i x_i(o)) / upper(Σ_i w_i), which is ≤ min_o (ℓ_m − ℓ_o) up
+    to binary64 rounding (Σ_i w_i x_i(o) = (ℓ_o − ℓ_m)·Σ_i w_i, Σ_i w_i > 0)."""
+    worst = max(ar.float_bounds(x)[1] for x in margins)
+    return -worst / sum(ar.float_bounds(x)[1] for x in w)
 
 
 def _float32_eu(dims, m, eu, charge, arith):
