@@ -353,3 +353,45 @@ def test_cost_charges_the_float32_work():
                                                                               dims.n_ctx)
                if rule.signature(dims, q, m, fixed, 1) is None]
     assert f32_gap.cost(dims, classes, 3) > rule.cost(dims, classes, 3)
+
+
+def test_lemma_s_weights_enclose_the_spec_factor(monkeypatch):
+    """Every class proof's head weights enclose Lemma W-family's W(i, u) = exp(S(i, u) − σ)·
+    [1 − ρ, 1 + 2ρ]·[1 − 8u, 1 + 8u] (ρ = 2u·max|S| over the slots; the exp factor written
+    here from spec/theorem.md §2c's 4 ulps, not read from checker/float32.py): so dropping
+    Lemma S's ρ factor or the exp factor is caught."""
+    from mpmath import iv
+
+    from checker import float32 as fp
+    from checker.rules import overwhelm_family as base
+
+    captured = []
+    original = f32_gap.ClassQuery.check
+
+    def spy(self):
+        captured.append(self)
+        return original(self)
+
+    monkeypatch.setattr(f32_gap.ClassQuery, "check", spy)
+    _, f32_lines = certificates("ln_3heads_k2")
+    replay(list(f32_lines))
+    assert captured
+    u = 2.0 ** -24
+    for at in captured[:20]:
+        model, p = at.t.model, at.p
+        for j, head in enumerate(at.heads):
+            q = model.q[j][p][head.slots[p][0]]
+            scores = {}
+            for i, toks in enumerate(head.slots):
+                for tok in toks:
+                    key = model.key[j][i][tok]
+                    real = base.dot(q, key) * model.scale
+                    scores[(i, tok)] = fp.widen(real, fp.score_error(
+                        len(q), fp.mag(model.scale), fp.mags(q), fp.mags(key)))
+            rho = 2 * u * max(float(max(abs(s.a), abs(s.b))) for s in scores.values())
+            shift = iv.mpf(scores[(p, head.slots[p][0])].mid)
+            for k, s in scores.items():
+                hi = float(iv.exp(s - shift).b) * (1 + 2 * rho) * (1 + 8 * u)
+                lo = float(iv.exp(s - shift).a) * (1 - rho) * (1 - 8 * u)
+                assert float(head.w[k].b) >= hi * (1 - 1e-12), (j, k)
+                assert float(head.w[k].a) <= lo * (1 + 1e-12), (j, k)
