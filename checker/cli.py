@@ -172,7 +172,8 @@ def _result(report: Report, model_path: str | None) -> dict:
 
 _NUMBER = r"([-+]?\d[\d.]*(?:e[-+]?\d+)?)"
 _DISTANCE = re.compile(r"smallest certified (?:margin|slack) " + _NUMBER
-                       + r"(?: at (\[[^\]]*\]|\([^)]*\)))?(?:[^;]*?float32 error (?:bound )?"
+                       + r"(?: at (?:class )?(\[[^\]]*\]|\([^)]*\)))?"
+                       + r"(?:[^;]*?(?:float32 error (?:bound )?|float32 evaluation may lose )"
                        + _NUMBER + ")?")
 
 

@@ -176,3 +176,23 @@ def test_family_gap_note_under_arb_names_the_same_class():
                                                              rel=1e-2)
     assert got["mpmath"]["float32_error"] == pytest.approx(got["arb"]["float32_error"], rel=1e-2)
     assert re.search(r"at class \(q=\d+, m=\d+", notes["mpmath"])
+
+
+def test_float32_distance_parses_every_rule_note_form():
+    """cli.float32_distance on the notes' forms (forward_brute_force's, brute_force's,
+    family_gap's) and on notes without a margin."""
+    notes = [
+        "forward_brute_force: 512 of 512 sequences certified correct (full forward pass); "
+        "smallest certified margin 0.0568 at [5, 5, 7], a float32 evaluation may lose 2.1e-06 "
+        "of it there (spec/theorem.md §2c; ...) (1.0 s)",
+        "brute_force: 511 of 512 sequences certified correct; smallest certified margin 1.87 at "
+        "[1, 0, 0] (ℓ_m − ℓ_o ≥ it there); the float32 variant needs margins above δ (0.3 s)",
+        "family_gap: 501 sequences ...; smallest certified slack 0.0568 at class (q=5, m=5, "
+        "S=[], g=1) logit 7, float32 error 1.13e-05 (E(g_t)/σ, Lemma W-family); ...",
+        "cubic: 16745709 sequences certified (0.5 s)",
+    ]
+    got = cli.float32_distance(notes)
+    assert [(g["rule"], g["smallest_margin"], g["float32_error"]) for g in got] == [
+        ("forward_brute_force", 0.0568, 2.1e-06), ("brute_force", 1.87, None),
+        ("family_gap", 0.0568, 1.13e-05)]
+    assert [g["at"] for g in got] == ["[5, 5, 7]", "[1, 0, 0]", "(q=5, m=5, S=[], g=1)"]
