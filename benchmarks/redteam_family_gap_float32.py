@@ -45,6 +45,17 @@ def mutants(w, real, f32_lines, rng, n):
     classes = hints["classes"]
     yield "claim+1", edit(f32_lines, lambda h: None, 1)
     yield "real relabelled", t32.relabelled(list(real), "float32")
+    yield "claim-1 (true)", edit(f32_lines, lambda h: None, -1)
+    raised = [i for i, c in enumerate(classes) if isinstance(c[2], list)
+              and len(c[2]) < dims.n_ctx - 1 and c[3] < c[1]]
+    for i in rng.permutation(raised)[:n]:  # a smaller class: still proved, fewer sequences
+        def high(h, i=int(i)):
+            h["classes"][i][3] += 1
+        c = classes[int(i)]
+        fixed = tuple(c[2])
+        fewer = (rule.class_size(dims, c[1], fixed, c[3] + 1)
+                 - rule.class_size(dims, c[1], fixed, c[3]))
+        yield f"gap raised {c[:4]}", edit(f32_lines, high, fewer)
     lowered = [i for i, c in enumerate(classes) if c[3] > 1]
     for i in rng.permutation(lowered)[:n]:
         def low(h, i=int(i)):

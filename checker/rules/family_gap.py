@@ -527,10 +527,13 @@ def distance_note(dims, tables, shared, classes, worst, charge) -> str:
             rows = tables.m["W_O"][j * h:(j + 1) * h]
             tables.wo_mag.append([fp.mags(r) for r in rows])
             tables.cwo_mag.append([fp.mags(r) for r in family.centred_rows(rows, tables.centre)])
-        fun = shared.for_output(m)
+        # g_t = w_f ∘ (U[:, t] − U[:, m]) (enclosed as in SharedFunctionals.for_output) and its
+        # projections VO_j·g_t: one column, not the output's whole functionals
+        g_t = [row[t] - row[m] for row in shared.wu]
         clock(0)
+        fun = SimpleNamespace(a=shared.a, g=[g_t])
         query = f32_gap.ClassQuery(tables, fun, {}, q, m, slots(dims, q, m, fixed, g), hint)
-        error = query.widening(fun.g[t], fun.y_g, t) / float(sigma.b)
+        error = query.widening(g_t, tables.project([g_t]), 0) / float(sigma.b)
         text = f"float32 error {error:.3g} (E(g_t)/σ, Lemma W-family)"
     except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
         if limited:
