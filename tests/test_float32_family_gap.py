@@ -395,3 +395,20 @@ def test_lemma_s_weights_enclose_the_spec_factor(monkeypatch):
                 lo = float(iv.exp(s - shift).a) * (1 - rho) * (1 - 8 * u)
                 assert float(head.w[k].b) >= hi * (1 - 1e-12), (j, k)
                 assert float(head.w[k].a) <= lo * (1 + 1e-12), (j, k)
+
+
+def test_gen_cert_family_gap_float32_end_to_end(tmp_path):
+    """gen-cert's entry point (generator.cli.generate) with --strategy family-gap --semantics
+    float32 on the shipped LN+MLP+RoPE model: a float32 theorem that check-cert accepts with
+    the model file."""
+    from checker import cli as check_cli
+    from generator.cli import generate
+
+    model = ROOT / "generator/models/max3_v8_ln_mlp_rope_seed0.pt"
+    lines, summary = generate(str(model), "family-gap", semantics="float32")
+    assert summary["claim"] > 0
+    assert json.loads(lines[0])["theorem"].endswith("and semantics == float32")
+    cert = tmp_path / "f32.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    assert check_cli.main([str(cert), "--model", str(model),
+                           "--require", "semantics == float32"]) == 0
