@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -136,7 +137,8 @@ def _result(report: Report, model_path: str | None) -> dict:
                 "lines": report.lines, "arithmetic": report.arithmetic,
                 "seconds": round(report.seconds, 3), "work": report.work, "bytes": report.bytes,
                 "unexplained_dimensionality": None,  # not defined for overwhelm rules
-                "rules": report.rule_notes, "float_gap": {}}
+                "rules": report.rule_notes,
+                "float32_distance": float32_distance(report.rule_notes), "float_gap": {}}
     acc = Fraction(facts.correct, facts.total)
     task = facts.scored
     return {
@@ -162,9 +164,33 @@ def _result(report: Report, model_path: str | None) -> dict:
         "bytes": report.bytes,
         "unexplained_dimensionality": report.dimensionality,
         "rules": report.rule_notes,
+        "float32_distance": float32_distance(report.rule_notes),
         "float_gap": {k: {"abs": g, "max_abs_value": s} for k, (g, s) in report.float_gap.items()},
         **({"family": report.family} if report.family else {}),
     }
+
+
+_NUMBER = r"([-+]?\d[\d.]*(?:e[-+]?\d+)?)"
+_DISTANCE = re.compile(r"smallest certified (?:margin|slack) " + _NUMBER
+                       + r"(?: at (?:class )?(\[[^\]]*\]|\([^)]*\)))?"
+                       + r"(?:[^;]*?(?:float32 error (?:bound )?|float32 evaluation may lose )"
+                       + _NUMBER + ")?")
+
+
+def float32_distance(notes: list) -> list:
+    """--json's float32_distance (spec/rules.md §distance to float32): per rule note of a real
+    certificate that names its smallest certified margin, {rule, smallest_margin, at,
+    float32_error} (the note's own numbers, as printed; float32_error None when the rule
+    names no number)."""
+    out = []
+    for note in notes:
+        rule, _, text = note.partition(": ")
+        found = _DISTANCE.search(text)
+        if found:
+            out.append({"rule": rule, "smallest_margin": float(found.group(1)),
+                        "at": found.group(2),
+                        "float32_error": float(found.group(3)) if found.group(3) else None})
+    return out
 
 
 def _print_human(s: dict, requires: list[str]) -> None:

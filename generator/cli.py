@@ -67,7 +67,7 @@ def make_task(spec: str | None, dataset: str | None, dims):
 
 # the strategies proving semantics == float32 (spec/theorem.md §2c, spec/rules.md)
 FLOAT32_STRATEGIES = ("forward-brute-force", "brute-force", "cubic", "cubic-mix", "exact",
-                      "subcubic")
+                      "subcubic", "family-gap")
 
 
 def generate(model_path: str, strategy: str | None, float_shadow: bool = True,

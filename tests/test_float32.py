@@ -265,12 +265,14 @@ def test_statement_semantics_atom():
         statement.parse("semantics >= float32")
 
 
-def test_only_family_gap_refuses_float32():
+def test_every_rule_proves_float32():
+    """Every rule names float32 among its semantics (family_gap too, since issue 24's
+    family_gap_float32.py)."""
     from checker import rules
 
     assert sorted(n for n, r in rules.RULES.items()
                   if "float32" in getattr(r, "SEMANTICS", ())) \
-        == ["brute_force", "cubic", "cubic_mix", "exact", "forward_brute_force",
+        == ["brute_force", "cubic", "cubic_mix", "exact", "family_gap", "forward_brute_force",
             "overwhelm_family", "overwhelm_free", "overwhelm_perm", "subcubic_gap"]
 
 

@@ -41,6 +41,8 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
     expected = work(v, k)
     charge(expected)
     certified = performed = 0
+    smallest = None  # (the binary64 selection estimate, the sequence): the note's
+    tables = _float_tables(arith, m, eu) if semantics == "real" else None
     for tokens in itertools.product(range(v), repeat=k):
         charge(0)  # the time limit: one sequence costs up to ~7v² operations (k = 1)
         q, top = tokens[-1], max(tokens)
@@ -51,12 +53,53 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
         performed += k + len(margins) * margin_cost(k)
         if all(arith.is_negative(x) for x in margins):
             certified += 1
+            if tables is not None:
+                estimate = _float_margin(tables, tokens, top)
+                if smallest is None or estimate < smallest[0]:
+                    smallest = (estimate, tokens)
     if performed != expected:  # fail closed: the reported proof length must be exact
         from ..errors import Malformed
 
         raise Malformed(f"internal error: brute_force counted {performed} operations, "
                         f"charged {expected}")
+    if smallest is not None:  # the selected sequence's margin from its interval margins
+        tokens = smallest[1]
+        q, top = tokens[-1], max(tokens)
+        w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
+        margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu_m, eu_o)
+                   for o in range(v) if o != top]
+        note += (f"; smallest certified margin {margin_estimate(arith, w, margins):.3g} at "
+                 f"{list(tokens)} "
+                 "(ℓ_m − ℓ_o ≥ it there); the float32 variant needs margins above "
+                 "δ[q][o] + δ[q][m] (Lemma G; δ is computed for a float32 theorem only, whose "
+                 "line reads the weights: spec/rules.md §distance to float32)")
     return certified, f"{certified} of {v ** k} sequences certified correct{note}"
+
+
+def _float_tables(ar, m, eu) -> tuple:
+    """Binary64 copies (upper ends) of the rule's tables, to select the note's sequence."""
+    def f(rows):
+        return [[ar.float_bounds(x)[1] for x in row] for row in rows]
+    return f(m["EXP_EQKE"]), f(m["EXP_EQKP"]), f(m["EVOU"]), f(m["PVOU"]), f(eu)
+
+
+def _float_margin(tables, tokens, top) -> float:
+    """A binary64 estimate of min_o (ℓ_top − ℓ_o) at `tokens` (selection only)."""
+    e, p, evou, pvou, eu = tables
+    q = tokens[-1]
+    w = [e[q][t] * p[q][i] for i, t in enumerate(tokens)]
+    worst = max(sum(w_i * (eu[q][o] - eu[q][top] + evou[t][o] - evou[t][top] + pvou[i][o]
+                           - pvou[i][top]) for i, (w_i, t) in enumerate(zip(w, tokens)))
+                for o in range(len(eu[q])) if o != top)
+    return -worst / sum(w)
+
+
+def margin_estimate(ar, w, margins) -> float:
+    """The note's margin of a certified sequence, in binary64 (reports only, never a
+    verdict): −max_o upper(Σ_i w_i x_i(o)) / upper(Σ_i w_i), which is ≤ min_o (ℓ_m − ℓ_o) up
+    to binary64 rounding (Σ_i w_i x_i(o) = (ℓ_o − ℓ_m)·Σ_i w_i, Σ_i w_i > 0)."""
+    worst = max(ar.float_bounds(x)[1] for x in margins)
+    return -worst / sum(ar.float_bounds(x)[1] for x in w)
 
 
 def _float32_eu(dims, m, eu, charge, arith):

@@ -51,15 +51,19 @@ import math
 from types import SimpleNamespace
 
 from mpmath import iv
+from mpmath.libmp import to_float
 
 from .. import ops
-from ..errors import Malformed
-from ..numbers import decode_floats, exp_interval
+from ..errors import Malformed, Rejected
+from ..numbers import below_zero, decode_floats, exp_interval, up_add, upper
 from . import forward
 from . import overwhelm_family as family
 
 ARITHMETICS = ("mpmath", "arb")  # arb: the class proofs on the fast path (family_gap_arb.py)
 INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
+# float32: one layer, LN, no parallel / gated MLP (family_gap_float32.py, spec/rules.md §Rule
+# family_gap under the float32 semantics); certificate.py passes mpmath for it
+SEMANTICS = ("real", "float32")
 HINT_FIELDS = family.HINT_FIELDS
 
 
@@ -337,6 +341,47 @@ class ClassQuery(family.AtQuery):
         self.x_p, self.base, self.base_a = cache["x_p"], cache["base"], cache["base_a"]
         self.base_g = cache["base_g", m]
 
+    def check(self) -> None:
+        """overwhelm_family.AtQuery.check (step 6: raise Rejected unless every bound on
+        ℓ_t − ℓ_m is < 0) for this class, keeping for the note (reports only, spec/rules.md
+        §distance to float32) the smallest slack −bound_t (binary64), its logit t and σ."""
+        f, o, fun = self.f, self.claim.output, self.fun
+        r_box = self.box()
+        hidden = self.hidden(r_box)
+        final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
+        if hidden:
+            final = forward._add(forward._add(
+                r_box, self.t.matmul([hidden], fun.w_out_c)[0]), fun.b_out_c)
+            mlp_g = forward._add(self.t.matmul([hidden], fun.out_g)[0], fun.b_out_g)
+
+        def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
+            if not hidden:
+                return iv.mpf(0)
+            col = self.t.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])  # (d_mlp, 1)
+            return family.dot(hidden, [c[0] for c in col]) + family.dot(
+                fun.b_out_c, [iv.mpf(x) for x in e])
+
+        sigma = iv.mpf(1)
+        if self.centre:
+            e, low = self.direction(1, mlp_dot)
+            sigma = family.ln_scale(final, f.ln_eps, e, low)
+        self.slack, self.worst, self.sigma = None, None, sigma
+        for t in range(self.t.dims.d_vocab):
+            if t == o:
+                continue
+            numer = upper(self.functional(self.base_g[t], fun.y_g, t,
+                                          [[None, self.hint["diff"][j][t]]
+                                           for j in range(f.n_heads)], f"logit difference {t}",
+                                          (None, family.key(self.t.dims, "diff", t))))
+            numer = up_add(numer, upper(mlp_g[t]))
+            bound = up_add(family._upper_ratio(numer, sigma), upper(self.logit_const(t)))
+            if not below_zero(bound):
+                raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
+                               f"logit {t} − logit {o} is not negative")
+            slack = -to_float(bound)
+            if self.slack is None or slack < self.slack:
+                self.slack, self.worst = slack, t
+
 
 # -- cost and the rule --------------------------------------------------------------------
 
@@ -385,10 +430,17 @@ def table_elements(dims) -> int:
             + 2 * (f.n_heads * rows * v + f.d_mlp * v + v * d) + 4 * d + 3 * f.d_mlp)
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=None):
-    """The number of sequences in the classes, after confirming every class."""
+def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
+    """The number of sequences in the classes, after confirming every class.  semantics
+    float32: every binary32 execution (family_gap_float32.py)."""
     from ..certificate import hold
 
+    if semantics == "float32":
+        from . import family_gap_float32
+
+        return family_gap_float32.check(dims, mats, hints, charge)
+    if semantics != "real":
+        raise Malformed(f"rule family_gap: unknown semantics {semantics!r}")
     if not dims.family.is_one_layer_dense:
         raise Malformed(f"family_gap supports one layer without a gated MLP, not "
                         f"n_layers = {dims.family.n_layers}, gated_mlp = "
@@ -413,6 +465,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
     # the functionals once per maximum m, every query token's weights kept (at most v: charged
     # in table_elements), the (q, m)-dependent cache entries released at the next m.
     proven, weights, fun, fun_m = 0, {}, None, None
+    worst = None  # (slack, class index, logit t, σ) of the smallest slack: the note's
     for n in sorted(range(len(classes)), key=lambda n: (classes[n][1], classes[n][0], n)):
         q, m, fixed, g, hint = classes[n]
         charge(0)  # the clock
@@ -422,8 +475,11 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
             fun, fun_m = shared.for_output(m), m
         if q not in weights:
             weights[q] = make_weights(tables, q)
-        make_query(tables, fun, weights[q], q, m, slots(dims, q, m, fixed, g), hint).check()
+        query = make_query(tables, fun, weights[q], q, m, slots(dims, q, m, fixed, g), hint)
+        query.check()
         proven += class_size(dims, m, fixed, g)
+        if query.slack is not None and (worst is None or query.slack < worst[0]):
+            worst = (query.slack, n, query.worst, query.sigma)
     keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is not int}
     merged = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is int}
     certified = 0
@@ -441,4 +497,52 @@ def check(dims, mats, hints, charge, jobs=1, arith=None):
     return proven, (f"{proven - certified} sequences certified in {len(classes)} gap classes "
                     f"(q, m, S, g) ({len(merged)} merged (q, m, i0, g)) by Lemma R bounds at the "
                     f"last position, {certified} of "
-                    f"{len(residue)} residue sequences by their forward pass")
+                    f"{len(residue)} residue sequences by their forward pass"
+                    f"{distance_note(dims, tables, shared, classes, worst, charge)}")
+
+
+def distance_note(dims, tables, shared, classes, worst, charge) -> str:
+    """The note's distance to float32 (spec/rules.md §distance to float32; reports only,
+    decides nothing): the smallest slack s = −(the bound on ℓ_t − ℓ_m) over the proven
+    classes and logits, its class and t, and the float32 error the float32 variant would add
+    to that bound's numerator, E(g_t)/upper(σ) (Lemma W-family's widening of c(r̃)·g_t,
+    family_gap_float32), evaluated over the real tables' enclosures."""
+    if worst is None:
+        return ""
+    slack, n, t, sigma = worst
+    q, m, fixed, g, hint = classes[n]
+    where = f"(q={q}, m={m}, {describe(fixed)}, g={g}) logit {t}"
+    limited = []
+
+    def clock(work):
+        try:
+            charge(0)
+        except Malformed:
+            limited.append(True)
+            raise
+
+    try:
+        from .. import float32 as fp
+        from . import family_gap_float32 as f32_gap
+
+        h = dims.d_head
+        tables.wo_mag, tables.cwo_mag = [], []
+        for j in range(dims.family.n_heads):
+            rows = tables.m["W_O"][j * h:(j + 1) * h]
+            tables.wo_mag.append([fp.mags(r) for r in rows])
+            tables.cwo_mag.append([fp.mags(r) for r in family.centred_rows(rows, tables.centre)])
+        # g_t = w_f ∘ (U[:, t] − U[:, m]) (enclosed as in SharedFunctionals.for_output) and its
+        # projections VO_j·g_t: one column, not the output's whole functionals
+        g_t = [row[t] - row[m] for row in shared.wu]
+        clock(0)
+        fun = SimpleNamespace(a=shared.a, g=[g_t])
+        query = f32_gap.ClassQuery(tables, fun, {}, q, m, slots(dims, q, m, fixed, g), hint)
+        error = query.widening(g_t, tables.project([g_t]), 0) / float(sigma.b)
+        text = f"float32 error {error:.3g} (E(g_t)/σ, Lemma W-family)"
+    except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
+        if limited:
+            raise
+        text = f"no float32 error estimate ({type(err).__name__}: {err})"[:200]
+    return (f"; smallest certified slack {slack:.3g} at class {where}, {text}; the float32 "
+            "variant also widens the box, LayerNorms, MLP and unembedding (spec/rules.md "
+            "§distance to float32)")

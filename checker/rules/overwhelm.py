@@ -184,9 +184,11 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     charge(sum(v * (s + 2 + (p - s) * len(alphabet)) * 6 for p in positions(claim)))
     hold(charge, table_elements(dims, len(alphabet)), "tables")
     bounds = Bounds(mats, claim.output, ar, charge)
+    smallest = None  # (margin estimate, p, m): the note's, decides nothing
     for p in positions(claim):
         charge(0)  # enforces the time limit
         at = AtPosition(mats, bounds, p)
+        weight = _weight_estimate(ar, at, claim, p, alphabet)
         for m in range(v):
             if m == claim.output:
                 continue
@@ -198,6 +200,27 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
                 raise Rejected(f"overwhelm_free: with {p - s} free tokens (query at position "
                                f"{p}), the bound on logit {m} − logit {claim.output} is not "
                                "negative")
+            margin = -ar.float_bounds(ar.bound_point(total))[1] / weight
+            if smallest is None or margin < smallest[0]:
+                smallest = (margin, p, m)
     n = len(positions(claim))
+    note = (f"; smallest certified margin {smallest[0]:.3g} at (query position {smallest[1]}, "
+            f"logit {smallest[2]}) (ℓ_o − ℓ_m ≥ it for every free string there); the float32 "
+            "variant needs margins above δ_p[q][o] + δ_p[q][m] (Lemma G@p; computed for a "
+            "float32 theorem only: spec/rules.md §distance to float32)") if smallest else ""
     return (f"output {claim.output} forced for every free string at {n} length(s), "
-            f"{len(alphabet)} free token(s)")
+            f"{len(alphabet)} free token(s){note}")
+
+
+def _weight_estimate(ar, at: AtPosition, claim: Overwhelm, p: int, alphabet) -> float:
+    """The note's W ≥ Σ_i w_i for every admissible string at query position p (binary64,
+    reports only): the prefix and query weights plus β_i·max_{u∈A} e[u] per free position.
+    With Σ_i w_i y_i ≤ total < 0, ℓ_o − ℓ_m ≥ −total/Σ_i w_i ≥ −total/W."""
+    def hi(x):
+        return ar.float_bounds(x)[1]
+
+    s = len(claim.prefix)
+    e_max = max(hi(at.e[u]) for u in alphabet)
+    total = hi(at.e[claim.query]) * hi(at.beta[p])
+    total += sum(hi(at.e[u]) * hi(at.beta[i]) for i, u in enumerate(claim.prefix))
+    return total + e_max * sum(hi(at.beta[i]) for i in range(s, p))

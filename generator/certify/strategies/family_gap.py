@@ -35,7 +35,7 @@ from checker.rules import forward
 from ...progress import progress_bar
 from . import NotApplicable
 from .overwhelm import TOL
-from .overwhelm_family import Tables, _Query, head_arrays
+from .overwhelm_family import F32_SLACKS, Tables, _Query, head_arrays
 
 NAME = "family-gap"
 # Refused beyond this much checker work, estimated before the search (every class at gap 1);
@@ -43,6 +43,7 @@ NAME = "family-gap"
 # 10^6 (Max-of-4 at d_vocab 16, d_model 32, d_mlp 128: ~6·10^7, minutes; at d_vocab 64
 # ~2.6·10^9: hours, refused).
 MAX_CHECKER_WORK = 2 * 10**8
+F32_EXTRA_GAPS = 2  # float32: gaps tried beyond the real smallest one when no slack proves it
 RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
 
 Merge = Literal["off", "lossless", "always"]
@@ -98,9 +99,12 @@ class _ClassQuery(_Query):
         self.candidates, self.free_rows = [], []
 
 
-def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int):
-    """The hint arrays if the float64 bound proves the class (q, m, S, g), else None."""
+def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None):
+    """The hint arrays if the float64 bound proves the class (q, m, S, g), else None (rel:
+    the relative slack of every λ, float32: F32_SLACKS; default the real rule's)."""
     query = _ClassQuery(tab, q, m, rule.slots(tab.dims, q, m, fixed, g))
+    if rel is not None:
+        query.rel = rel
     with np.errstate(all="ignore"):
         bound = query.margins()
     others = np.delete(bound, m)
@@ -270,31 +274,99 @@ def checker_confirmed(trace, classes: list) -> list:
     return kept
 
 
+def float32_confirmed(trace, classes: list, progress=False) -> list:
+    """semantics == float32: per class (from the real search), the hints with the larger
+    slacks F32_SLACKS in turn, at the real gap and up to F32_EXTRA_GAPS larger ones, each
+    checked by the checker's float32 class proof (family_gap_float32.ClassQuery) on the
+    recorded inputs (untrusted use); the first that passes is kept, a class none proves is
+    dropped."""
+    from checker.errors import Malformed, Rejected
+    from checker.rules import family_gap_float32 as f32_rule
+    from checker.rules import overwhelm_family_float32 as f32_family
+
+    d = trace.dims
+    mats = checker_inputs(trace)
+    tab = Tables(trace.weights)
+    tables = f32_family.Tables(d, mats, lambda work: None)
+    shared = rule.SharedFunctionals(tables)
+    kept, fun, cache = [], {}, {}
+    for q, m, fixed, g0, _ in progress_bar(classes, "family-gap float32 classes", progress):
+        if m not in fun:
+            fun, cache = {m: shared.for_output(m)}, {}
+        last = m if type(fixed) is int or len(fixed) < d.n_ctx - 1 else g0
+        found = None
+        for g in range(g0, min(last, g0 + F32_EXTRA_GAPS) + 1):
+            for rel in F32_SLACKS:
+                hint = attempt(tab, q, m, fixed, g, rel)
+                if hint is None:
+                    continue
+                entry = (q, m, fixed, g, hint)
+                (_, _, _, _, parsed), = rule.parse_hints(encode([entry]), d, lambda work: None)
+                try:
+                    f32_rule.ClassQuery(tables, fun[m], cache, q, m,
+                                        rule.slots(d, q, m, fixed, g), parsed).check()
+                except (Rejected, Malformed, ArithmeticError):
+                    continue
+                found = entry
+                break
+            if found is not None:
+                break
+        if found is not None:
+            kept.append(found)
+    return kept
+
+
+def float32_residue(trace, candidates) -> list:
+    """The residue candidates the checker's float32 forward pass certifies (untrusted use)."""
+    from checker.rules.forward_float32 import Float32Model
+
+    model = Float32Model(trace.dims, checker_inputs(trace), lambda work: None)
+    return [t for t in candidates
+            if forward._certified(model.logits(tuple(map(int, t))), int(max(t)))]
+
+
 def certify(trace, progress=False, options: Options = Options(), confirm=True,
-            residue_limit=RESIDUE_LIMIT):
+            residue_limit=RESIDUE_LIMIT, semantics="real"):
     d = trace.dims
     f = d.family
     if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
         raise NotApplicable("rule family_gap supports one layer, no gated MLP, no RMS "
                             "normalization (use --strategy forward-brute-force)")
+    if semantics == "float32":
+        from checker.errors import Rejected
+        from checker.rules import family_gap_float32 as f32_rule
+
+        try:
+            f32_rule.refuse(d)
+        except Rejected as err:
+            raise NotApplicable(f"{err} (use --strategy forward-brute-force)") from None
+        cost = f32_rule.cost
+    elif semantics != "real":
+        raise NotApplicable(f"semantics {semantics} is not supported")
+    else:
+        cost = rule.cost
     if d.d_vocab < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
     every = [(q, m, fixed, 1, None) for q, m, fixed in class_keys(d.d_vocab, d.n_ctx)
              if rule.signature(d, q, m, fixed, 1) is None]
-    estimate = rule.cost(d, every)
+    estimate = cost(d, every)
     if estimate > MAX_CHECKER_WORK:
         raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
                             f"interval operations in the checker (over {MAX_CHECKER_WORK:.0e}; "
                             "the rule runs in mpmath only)")
     classes = find_classes(trace.weights, progress, options.merge)
     floats = len(classes)
-    if confirm:
+    if semantics == "float32":  # always confirmed: the float64 mirror is the real bound
+        classes = float32_confirmed(trace, classes, progress)
+    elif confirm:
         classes = checker_confirmed(trace, classes)
     parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
-    left = (MAX_CHECKER_WORK - rule.cost(d, parsed)) // forward._sequence_cost(d)
+    left = (MAX_CHECKER_WORK - cost(d, parsed)) // forward._sequence_cost(d)
     limit = max(0, min(residue_limit, left))
     rest = residue(trace.weights, classes, limit) if limit else []
-    work = rule.cost(d, parsed, len(rest))
+    if semantics == "float32" and len(rest):
+        rest = np.array(float32_residue(trace, rest), dtype=np.int64).reshape(-1, d.n_ctx)
+    work = cost(d, parsed, len(rest))
     claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes) + len(rest)
     line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes, rest))
     gaps = [g for *_, g, _ in classes]
