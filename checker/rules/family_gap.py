@@ -51,11 +51,10 @@ import math
 from types import SimpleNamespace
 
 from mpmath import iv
-from mpmath.libmp import to_float
 
 from .. import ops
-from ..errors import Malformed, Rejected
-from ..numbers import below_zero, decode_floats, exp_interval, up_add, upper
+from ..errors import Malformed
+from ..numbers import decode_floats, exp_interval
 from . import forward
 from . import overwhelm_family as family
 
@@ -340,47 +339,6 @@ class ClassQuery(family.AtQuery):
                                             tables.tick)[0]
         self.x_p, self.base, self.base_a = cache["x_p"], cache["base"], cache["base_a"]
         self.base_g = cache["base_g", m]
-
-    def check(self) -> None:
-        """overwhelm_family.AtQuery.check (step 6: raise Rejected unless every bound on
-        ℓ_t − ℓ_m is < 0) for this class, keeping for the note (reports only, spec/rules.md
-        §distance to float32) the smallest slack −bound_t (binary64), its logit t and σ."""
-        f, o, fun = self.f, self.claim.output, self.fun
-        r_box = self.box()
-        hidden = self.hidden(r_box)
-        final, mlp_g = r_box, [iv.mpf(0)] * self.t.dims.d_vocab
-        if hidden:
-            final = forward._add(forward._add(
-                r_box, self.t.matmul([hidden], fun.w_out_c)[0]), fun.b_out_c)
-            mlp_g = forward._add(self.t.matmul([hidden], fun.out_g)[0], fun.b_out_g)
-
-        def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
-            if not hidden:
-                return iv.mpf(0)
-            col = self.t.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])  # (d_mlp, 1)
-            return family.dot(hidden, [c[0] for c in col]) + family.dot(
-                fun.b_out_c, [iv.mpf(x) for x in e])
-
-        sigma = iv.mpf(1)
-        if self.centre:
-            e, low = self.direction(1, mlp_dot)
-            sigma = family.ln_scale(final, f.ln_eps, e, low)
-        self.slack, self.worst, self.sigma = None, None, sigma
-        for t in range(self.t.dims.d_vocab):
-            if t == o:
-                continue
-            numer = upper(self.functional(self.base_g[t], fun.y_g, t,
-                                          [[None, self.hint["diff"][j][t]]
-                                           for j in range(f.n_heads)], f"logit difference {t}",
-                                          (None, family.key(self.t.dims, "diff", t))))
-            numer = up_add(numer, upper(mlp_g[t]))
-            bound = up_add(family._upper_ratio(numer, sigma), upper(self.logit_const(t)))
-            if not below_zero(bound):
-                raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
-                               f"logit {t} − logit {o} is not negative")
-            slack = -to_float(bound)
-            if self.slack is None or slack < self.slack:
-                self.slack, self.worst = slack, t
 
 
 # -- cost and the rule --------------------------------------------------------------------

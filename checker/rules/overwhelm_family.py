@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 
 from mpmath import iv
-from mpmath.libmp import fzero, mpf_div, mpf_lt, round_ceiling
+from mpmath.libmp import fzero, mpf_div, mpf_lt, round_ceiling, to_float
 
 from .. import ops
 from ..arith import MPMATH
@@ -446,7 +446,9 @@ class AtQuery:
         return const
 
     def check(self) -> None:
-        """Step 6: raise Rejected unless ℓ_m − ℓ_o < 0 for every m ≠ o."""
+        """Step 6: raise Rejected unless ℓ_m − ℓ_o < 0 for every m ≠ o.  Kept for a rule's
+        note (reports only, spec/rules.md §distance to float32): the smallest slack
+        −bound (binary64), its logit and σ (self.slack, self.worst, self.sigma)."""
         f, o, fun = self.f, self.claim.output, self.fun
         r_box = self.box()
         hidden = self.hidden(r_box)
@@ -466,6 +468,7 @@ class AtQuery:
         if self.centre:
             e, low = self.direction(1, mlp_dot)
             sigma = ln_scale(final, f.ln_eps, e, low)
+        self.slack, self.worst, self.sigma = None, None, sigma
         for t in range(self.t.dims.d_vocab):
             if t == o:
                 continue
@@ -474,10 +477,13 @@ class AtQuery:
                                            for j in range(f.n_heads)], f"logit difference {t}",
                                           (None, key(self.t.dims, "diff", t))))
             numer = up_add(numer, upper(mlp_g[t]))
-            const = self.logit_const(t)
-            if not below_zero(up_add(_upper_ratio(numer, sigma), upper(const))):
+            bound = up_add(_upper_ratio(numer, sigma), upper(self.logit_const(t)))
+            if not below_zero(bound):
                 raise Rejected(f"overwhelm_family: at query position {self.p}, the bound on "
                                f"logit {t} − logit {o} is not negative")
+            slack = -to_float(bound)
+            if self.slack is None or slack < self.slack:
+                self.slack, self.worst = slack, t
 
 
 def _cost(dims, claim: Overwhelm, n_alpha: int) -> int:
