@@ -196,3 +196,49 @@ def test_float32_distance_parses_every_rule_note_form():
         ("forward_brute_force", 0.0568, 2.1e-06), ("brute_force", 1.87, None),
         ("family_gap", 0.0568, 1.13e-05)]
     assert [g["at"] for g in got] == ["[5, 5, 7]", "[1, 0, 0]", "(q=5, m=5, S=[], g=1)"]
+
+
+# --- overwhelm_family ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("arith", ["mpmath", "arb"])
+def test_overwhelm_family_slack_is_below_every_completions_margin(capsys, arith):
+    """The shipped LN+MLP+RoPE claim (prefix [5], query 3, free <= 3 over all 6 tokens, output
+    5): the printed slack s at (query position p, logit t) is a certified margin, so the
+    200-bit forward pass of every completion of that length has ℓ_5 − ℓ_t >= s (and ℓ_5 −
+    ℓ_u >= s for every u ≠ 5 at every length, s being the smallest); both back-ends print the
+    same place.  The true smallest margin is 8.97 (at (4, 4, 4)), the certified slack 2.15: the
+    test catches an overstated slack only above the truth (break tried: −(the bound) + 10
+    caught; + 1 is not, the bound being that loose)."""
+    import dataclasses
+
+    if arith == "arb":
+        pytest.importorskip("flint")
+
+    from test_families import reference_logits
+
+    from generator.modelfile import load_model
+
+    model = MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt"
+    cert = CERTS / "maxany_v6_k6_ln_mlp_rope_seed0.overwhelm-5-free3.jsonl"
+    code = cli.main([str(cert), "--model", str(model), "--json", "--arith", arith])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, summary
+    note = _note(summary, "overwhelm_family")
+    found = re.search(r"smallest certified slack (\S+) at \(query position (\d+), logit (\d+)\)",
+                      note)
+    assert found, note
+    slack, p, t = float(found.group(1)), int(found.group(2)), int(found.group(3))
+    assert (p, t) == (4, 4) and slack > 0  # the place, as mpmath finds it
+    fw = load_model(str(model)).weights
+    for n in range(4):
+        # the reference evaluates dims.n_ctx positions: the same weights, n + 2 positions
+        short = dataclasses.replace(fw, dims=dataclasses.replace(fw.dims, n_ctx=n + 2))
+        for free in itertools.product(range(6), repeat=n):
+            logits = reference_logits(short, (5, *free, 3))
+            margins = [float(logits[5] - logits[u]) for u in range(6) if u != 5]
+            assert min(margins) >= slack * (1 - 1e-3) - 1e-9, (free, margins)
+            if n == p - 1:
+                assert float(logits[5] - logits[t]) >= slack * (1 - 1e-3) - 1e-9
+    assert summary["float32_distance"] == [
+        {"rule": "overwhelm_family", "smallest_margin": slack,
+         "at": f"(query position {p}, logit {t})", "float32_error": None}]

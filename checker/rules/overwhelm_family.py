@@ -555,10 +555,18 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None, semantics="re
         at_query = overwhelm_family_arb.query_checker(claim)
     tables = make_tables(dims, mats, charge)
     fun = Functionals(tables, claim.output)
+    smallest = None  # (slack, query position, logit t): the note's, decides nothing
     for p in positions(claim):
         charge(0)  # enforces the time limit
-        at_query(tables, fun, claim, p, bounds[p]).check()
+        query = at_query(tables, fun, claim, p, bounds[p])
+        query.check()
+        if query.slack is not None and (smallest is None or query.slack < smallest[0]):
+            smallest = (query.slack, p, query.worst)
     kind = ("every permutation (assignment duals)" if claim.free_perm is not None
             else f"{len(free)} free token(s)")
+    note = (f"; smallest certified slack {smallest[0]:.3g} at (query position {smallest[1]}, "
+            f"logit {smallest[2]}) (ℓ_o − ℓ_t ≥ it for every completion there); the float32 "
+            "variant widens every bound by its float32 error (computed for a float32 theorem "
+            "only: spec/rules.md §distance to float32)") if smallest else ""
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), {kind}, "
-            f"{dims.family.n_heads} head(s) (LayerNorm/MLP/RoPE bounds)")
+            f"{dims.family.n_heads} head(s) (LayerNorm/MLP/RoPE bounds){note}")
