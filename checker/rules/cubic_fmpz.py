@@ -463,7 +463,7 @@ class _Coarse(_Fast):
         # row q rounded on grid t, built once per (q, t): the grids of a row are nondecreasing
         # in m, so the pairs (q, m) on grid t are consecutive; the row is rounded up to the
         # last of them (a pair reads the entries up to its m)
-        self._e_rows = {}
+        self._e_rows = (None, None)  # ((q, t), rows): the pairs of one grid are consecutive
 
     def query_terms(self, q):
         """_Fast.query_terms with the query position's β[q][k−1] ends in place of w (w is
@@ -473,13 +473,12 @@ class _Coarse(_Fast):
 
     def e_rows(self, q, t):
         """exp(EQKE)'s row q rounded outward on the grid 2^t: (lower ends, upper ends)."""
-        rows = self._e_rows.get((q, t))
-        if rows is None:
+        key, rows = self._e_rows
+        if key != (q, t):
             end = bisect_right(self.e_shift[q], t)  # past the last m on grid t
             rows = ((_floor_shift(self.e_lo[q][:end], t), _ceil_shift(self.e_hi[q][:end], t))
                     if t else (self.e_lo[q], self.e_hi[q]))
-            self._e_rows = {key: value for key, value in self._e_rows.items() if key[0] == q}
-            self._e_rows[(q, t)] = rows
+            self._e_rows = ((q, t), rows)
         return rows
 
     def count_q_m(self, good, q, m, query):
