@@ -1,7 +1,7 @@
 (* Print Assumptions on every main theorem; proofs/check.sh parses this
    output and fails unless only the allowed Reals axioms appear. *)
 From MaxK Require Import Sums Softmax UpperBound Counting Classes Cubic Exact SubcubicGap
-  SubsetSums CubicSound Rowdiff Overwhelm LowRank Counterexamples.
+  SubsetSums CubicSound Rowdiff Overwhelm LowRank Counterexamples FamilyGap.
 
 Print Assumptions Softmax.convex_comb_between.
 Print Assumptions Softmax.softmax_between.
@@ -60,3 +60,15 @@ Print Assumptions LowRank.lemmaL_identity.
 Print Assumptions LowRank.lemmaL.
 Print Assumptions LowRank.lemmaR_identity.
 Print Assumptions LowRank.row_minus_min.
+Print Assumptions FamilyGap.member_count.
+Print Assumptions FamilyGap.G1_signature.
+Print Assumptions FamilyGap.G1_size.
+Print Assumptions FamilyGap.G2_disjoint.
+Print Assumptions FamilyGap.G4_residue.
+Print Assumptions FamilyGap.G5a_block.
+Print Assumptions FamilyGap.G5b_union.
+Print Assumptions FamilyGap.G5c_size.
+Print Assumptions FamilyGap.G5d_blocks.
+Print Assumptions FamilyGap.G5d_merged.
+Print Assumptions FamilyGap.G5e_residue.
+Print Assumptions Counterexamples.merged_size_without_m_false.

@@ -3,7 +3,7 @@
    (Coq being consistent).  Each is a plausible slip in a lemma of
    spec/rules.md. *)
 From Coq Require Import Reals Lra Lia List Arith Bool.
-From MaxK Require Import Sums Counting Classes Exact SubcubicGap Rowdiff.
+From MaxK Require Import Sums Counting Classes Exact SubcubicGap Rowdiff FamilyGap.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -105,4 +105,18 @@ Proof.
   specialize (H (fun _ => -1) (fun _ o => if (o =? 0)%nat then 0 else 1) 1%nat 2%nat
                 (fun _ => 1) HB 0%nat 1%nat ltac:(lia) ltac:(lia)).
   unfold vecmat in H. simpl in H. lra.
+Qed.
+
+(** Lemma G5 (c) without m among the later positions' tokens (the deliberate break of the
+    merged class size): false at v = 2, q = m = g = 1, i0 = 0, j = 1 — the class
+    {(1; 1, 0), (1; 1, 1)} has 2 members, the wrong formula gives 1. *)
+Definition merged_size_without_m : Prop :=
+  forall v q m g i0 j, (1 <= g <= m)%nat -> (q <= m)%nat -> (m < v)%nat ->
+  length (filter (member q m g (merged_kinds i0 j)) (seqs v (S (i0 + 1 + j))))
+  = ((m + 1 - g) ^ (i0 + j))%nat.
+
+Theorem merged_size_without_m_false : ~ merged_size_without_m.
+Proof.
+  intros H. specialize (H 2%nat 1%nat 1%nat 1%nat 0%nat 1%nat ltac:(lia) ltac:(lia) ltac:(lia)).
+  rewrite G5c_size in H by lia. simpl in H. discriminate.
 Qed.
