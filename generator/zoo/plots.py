@@ -13,11 +13,14 @@ from pathlib import Path
 
 from . import jobs
 from .paper import EQKE_SIGMA_RATIO_MEAN, EQKE_SIGMA_RATIO_SD, PAPER_MODELS, TABLE1
-from .report import FIGURES
 
 DPI = 110
 SIZE = (7.5, 5.0)  # inches
 PAPER_STYLE = {"fmt": "s", "mfc": "none", "color": "0.35", "capsize": 3, "ms": 7}
+FIGURES = (("fig3_length_vs_bound.png", "Figure 3: proof length vs. normalized bound"),
+           ("fig4_bound_vs_sigma_ratio.png", "Figure 4: normalized bound vs. EQKE σ1/σ2"),
+           ("fig5_length_vs_unexplained.png",
+            "Figure 5: proof length vs. unexplained dimensionality"))
 
 
 def _plt():

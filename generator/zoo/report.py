@@ -18,12 +18,9 @@ from pathlib import Path
 from . import jobs
 from .catalog import paper_row
 from .paper import PAPER, PAPER_MODELS, TABLE1
+from .plots import FIGURES, write_figures  # matplotlib is imported when a figure is drawn
 
 NOT_IMPLEMENTED = "not yet implemented"
-FIGURES = (("fig3_length_vs_bound.png", "Figure 3: proof length vs. normalized bound"),
-           ("fig4_bound_vs_sigma_ratio.png", "Figure 4: normalized bound vs. EQKE σ1/σ2"),
-           ("fig5_length_vs_unexplained.png",
-            "Figure 5: proof length vs. unexplained dimensionality"))
 COLUMNS = ("Proof (paper's row)", "our strategy", "complexity (paper)",
            f"paper b/s̄ ({PAPER_MODELS} models)", "ours b/s̄ (mean ± sd)",
            "ours certified accuracy (mean ± sd)", "verified / models", "paper est. FLOPs",
@@ -283,8 +280,6 @@ peak memory {run['peak_mib']:.0f} MiB (all processes), {run['computed']} jobs co
 
 def write_report(out: Path, rows: list[dict], run: dict) -> None:
     """Everything in the report directory `out` (figures first, index last)."""
-    from .plots import write_figures
-
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "results.csv", rows)
     jobs._write_atomic(str(out / "run.json"), (json.dumps(run, indent=1) + "\n").encode())

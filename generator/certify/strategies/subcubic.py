@@ -49,6 +49,7 @@ from ...progress import progress_bar
 from . import NotApplicable, float32_eu
 from . import subcubic_attention as attention
 from . import subcubic_direct as low_eu
+from .subcubic_direct import row_gaps  # one-sided row gaps, shared with the low-rank path
 
 NAME = "subcubic"
 RULE = "subcubic_gap"
@@ -176,15 +177,6 @@ def certify(trace, progress=False, options: Options = Options(), semantics="real
                                                 sorted(gaps.items())], **extra}
     line = trace.rule(RULE, inputs, count, hints)
     return line, count, {**stats, "options": dataclasses.asdict(options)}
-
-
-def row_gaps(mat, lower=None):
-    """out[r, m] = max_{o≠m} mat[r, o] − lower[r, m] (rows of length ≥ 2; lower = mat
-    unless given)."""
-    srt = np.sort(mat, axis=1)
-    best = np.repeat(srt[:, -1:], mat.shape[1], axis=1)
-    best[np.arange(mat.shape[0]), mat.argmax(axis=1)] = srt[:, -2]
-    return best - (mat if lower is None else lower)
 
 
 class Tables:

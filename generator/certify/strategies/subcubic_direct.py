@@ -76,12 +76,19 @@ def hints(handler: Handler, x, w_u, b_u):
     g_range = g[r:].max(axis=1) - g[r:].min(axis=1)
     rest = rest + np.abs(f[:, r:]) @ g_range  # res: Lemma 20
     p = f[:, :r] @ g[:r]  # (v, v)
-    from .subcubic import row_gaps  # the same one-sided gaps as the checker's
-
     u = row_gaps(s[None, :] + p) + rest[:, None]
     n = row_gaps(p) + rest[:, None] if r > 0 else np.repeat(rest[:, None], len(s), axis=1)
     spec = {"rank": r, "mean": handler.mean, "basis": t.tolist(), "inverse": t_inv.tolist()}
     return spec, (u, s, n)
+
+
+def row_gaps(mat, lower=None):
+    """out[r, m] = max_{o≠m} mat[r, o] − lower[r, m] (rows of length ≥ 2; lower = mat
+    unless given): the same one-sided gaps as the checker's (checker/rules/rowdiff.py)."""
+    srt = np.sort(mat, axis=1)
+    best = np.repeat(srt[:, -1:], mat.shape[1], axis=1)
+    best[np.arange(mat.shape[0]), mat.argmax(axis=1)] = srt[:, -2]
+    return best - (mat if lower is None else lower)
 
 
 def _representable(m: np.ndarray) -> np.ndarray:
