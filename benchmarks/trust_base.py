@@ -24,7 +24,8 @@ CHECKER = ROOT / "checker"
 # other than __init__.py are grouped automatically, one group per rule.
 GROUPS = {
     "kernel": ("every verdict", [
-        "__init__.py", "__main__.py", "errors.py", "cli.py", "progress.py", "certificate.py",
+        "__init__.py", "__main__.py", "errors.py", "cli.py", "checkfile.py", "progress.py",
+        "certificate.py",
         "ops.py", "numbers.py", "definitions.py", "statement.py", "statement.lark", "modelspec.py",
         "modelfile.py", "tl_config.py", "config_fields.py", "elementary.py", "limits.py",
         "tasks.py", "arith/__init__.py", "arith/base.py", "arith/mp.py",

@@ -1,6 +1,6 @@
 """check-cert audit POLICY: check every certificate a policy names (spec/policy.md).
 
-Each entry is one ordinary check (cli.check_file with --model and --require,
+Each entry is one ordinary check (checkfile.check_file with --model and --require,
 the same limits, the same fail-closed verdicts); the audit adds findings a
 single check cannot see: a certificate in the policy's directory that the
 policy does not name (unaudited), a model file whose digest is not the pinned
@@ -34,7 +34,7 @@ from . import add_version_option, statement, version
 from . import arith as arithmetic
 from . import policy as policy_file
 from .certificate import Limits
-from .cli import _summary, check_file, enforce
+from .checkfile import check_file, enforce, summary
 from .errors import Malformed, Rejected
 from .modelfile import MAX_BYTES as MAX_MODEL_BYTES
 from .rules import pool as worker_pool
@@ -162,11 +162,11 @@ def _check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: in
     if pinned_cert is not None and read != pinned_cert:  # it changed after it was hashed above
         return _modified(cert, read, pinned_cert)
     enforce([atoms], report.facts)
-    summary = _summary(report, str(model))
-    if summary.get("property") == "overwhelm":  # spec/overwhelm.md: no count
-        return {**summary, "message": f"overwhelm: {summary['overwhelm']}; policy holds"}
-    return {**summary, "message": f"correct >= {summary['correct']} of {summary['total']}: "
-                                  f"accuracy >= {summary['accuracy_floor']}; policy holds"}
+    result = summary(report, str(model))
+    if result.get("property") == "overwhelm":  # spec/overwhelm.md: no count
+        return {**result, "message": f"overwhelm: {result['overwhelm']}; policy holds"}
+    return {**result, "message": f"correct >= {result['correct']} of {result['total']}: "
+                                 f"accuracy >= {result['accuracy_floor']}; policy holds"}
 
 
 def unaudited(pol: policy_file.Policy) -> list[str]:
