@@ -113,7 +113,7 @@ def attention_mutants(att, h, rng):
 
 def eu_mutants(eu, d, rng):
     """(description, eu hints) with a singular / forged / extreme basis, every rank."""
-    t = np.array(eu["basis"], dtype=float)
+    t = _unb64(eu["basis"]).reshape(d, d)
     cases = {}
     singular = t.copy()
     singular[0] = 0.0
@@ -122,11 +122,11 @@ def eu_mutants(eu, d, rng):
     cases["T_zero"] = (np.zeros((d, d)), np.eye(d))
     cases["T_big_T_prime_small"] = (np.eye(d) * 2.0 ** 60, np.eye(d) * 2.0 ** -60)
     cases["T_noise"] = (rng.standard_normal((d, d)), rng.standard_normal((d, d)))
-    cases["T_swapped_rows"] = (t[::-1], np.array(eu["inverse"], dtype=float))
+    cases["T_swapped_rows"] = (t[::-1], _unb64(eu["inverse"]).reshape(d, d))
     for name, (basis, inverse) in cases.items():
         for rank in range(d + 1):
-            yield f"eu.{name}:rank{rank}", dict(eu, rank=rank, basis=basis.tolist(),
-                                                inverse=inverse.tolist())
+            yield f"eu.{name}:rank{rank}", dict(eu, rank=rank, basis=_b64(basis.reshape(-1)),
+                                                inverse=_b64(inverse.reshape(-1)))
     for rank in range(d + 1):
         yield f"eu.mean_flipped:rank{rank}", dict(eu, rank=rank, mean=not eu["mean"])
 
@@ -259,8 +259,8 @@ def _eu_specs(d, rng):
     for name, (t, tp) in bases.items():
         for rank in range(d + 1):
             for mean in (False, True):
-                yield name, {"rank": rank, "mean": mean, "basis": t.tolist(),
-                             "inverse": tp.tolist()}
+                yield name, {"rank": rank, "mean": mean, "basis": _b64(t.reshape(-1)),
+                             "inverse": _b64(tp.reshape(-1))}
 
 
 @pytest.mark.parametrize("seed", range(3))

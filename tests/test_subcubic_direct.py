@@ -17,6 +17,7 @@ from test_subcubic_soundness import (  # helpers only (no test functions importe
 )
 
 from checker.cli import main as check_cert
+from checker.numbers import decode_floats, encode_floats
 from checker.rules import subcubic_direct
 from generator.certify.strategies import subcubic
 from generator.ground_truth import count_correct
@@ -76,8 +77,30 @@ def _mutate(cert, edit):
 def _identity_forged(rule, lines):
     """T' = 0: G = 0, so the rank-r part and the residual vanish; only the
     error term E = I carries EU — a smaller forged bound must not pass."""
-    d = len(rule["hints"]["eu"]["inverse"])
-    rule["hints"]["eu"]["inverse"] = [[0.0] * d for _ in range(d)]
+    n = len(_entries(rule, "inverse"))
+    rule["hints"]["eu"]["inverse"] = encode_floats([0.0] * n, "f64")
+
+
+def _entries(rule, key) -> list:
+    """The "eu" hint matrix `key` (base64 f64, d × d) as a flat list."""
+    text = rule["hints"]["eu"][key]
+    return list(decode_floats(text, len(text) * 3 // 4 // 8, "f64", key))
+
+
+def _set_first(key, value):
+    """An edit setting entry [0, 0] of the "eu" hint matrix `key` (encoded again)."""
+    def edit(rule, lines):
+        flat = _entries(rule, key)
+        flat[0] = value
+        rule["hints"]["eu"][key] = encode_floats(flat, "f64")
+    return edit
+
+
+def _as_json_matrix(rule, lines):
+    """The basis as JSON rows of numbers (a second encoding of a hint matrix: refused)."""
+    flat = _entries(rule, "basis")
+    d = int(round(len(flat) ** 0.5))
+    rule["hints"]["eu"]["basis"] = [flat[i:i + d] for i in range(0, d * d, d)]
 
 
 MUTANTS = {
@@ -87,9 +110,10 @@ MUTANTS = {
     "wrong input term (W_U for EU_LEFT)": (lambda r, ls: r["inputs"].update(
         EU_LEFT=r["inputs"]["W_U"]), 1),
     "rank above d_model": (lambda r, ls: r["hints"]["eu"].update(rank=10 ** 6), 2),
-    "non-finite basis": (lambda r, ls: r["hints"]["eu"]["basis"][0].__setitem__(0, 1e308 * 10), 2),
-    "huge integer in the basis": (lambda r, ls: r["hints"]["eu"]["basis"][0].__setitem__(
-        0, 10 ** 400), 2),
+    "non-finite basis": (_set_first("basis", float("inf")), 2),
+    "huge entry in the basis (2^65)": (_set_first("basis", 2.0 ** 65), 2),
+    "tiny entry in the inverse (2^-65)": (_set_first("inverse", 2.0 ** -65), 2),
+    "basis as JSON rows (not base64 f64)": (_as_json_matrix, 2),
     "bool mean": (lambda r, ls: r["hints"]["eu"].update(mean=1), 2),
     "missing inverse": (lambda r, ls: r["hints"]["eu"].pop("inverse"), 2),
     "forged inverse (T' = 0)": (_identity_forged, 1),
@@ -131,7 +155,8 @@ def test_forged_basis_is_still_sound(tmp_path, capsys):
     inverse = np.linalg.inv(basis) + 0.01 * rng.standard_normal((d, d))
 
     def forge(rule, ls):
-        rule["hints"]["eu"].update(basis=basis.tolist(), inverse=inverse.tolist())
+        rule["hints"]["eu"].update(basis=encode_floats(basis.ravel().tolist(), "f64"),
+                                   inverse=encode_floats(inverse.ravel().tolist(), "f64"))
     _mutate(cert, forge)
     code = check_cert([str(cert), "--model", str(model_path), "--json", "--jobs", "1"])
     out = capsys.readouterr().out

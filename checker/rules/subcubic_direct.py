@@ -5,7 +5,8 @@ svd_query+max_diff and "low-rank EU", App. G.2.2, H.2).
 
 Inputs X = EU_LEFT = E_q + b_O (v × d), W_U (d × v), b_U (1 × v).  Hints
 {"rank": r, "mean": bool, "basis": T, "inverse": T'} with T, T' any d × d
-real matrices (floats; T' ≈ T⁻¹ makes the bound tight, nothing depends on it):
+real matrices (base64 f64, row-major, as every hint matrix; T' ≈ T⁻¹ makes the bound
+tight, nothing depends on it):
   h  = the column means of X if mean, else 0;  Xc = X − h (rows)
   s  = h·W_U + b_U                           (the summary row: ĒU of mean+diff)
   F  = Xc·T,  G = T'·W_U,  E = I − T·T'      so that Xc·W_U = F·G + Xc·E·W_U
@@ -21,9 +22,8 @@ Cost O(v·d² + d³ + v²·r) (exact: `work`), against O(v²·d) for EU itself.
 
 from __future__ import annotations
 
-import math
-
 from ..errors import Malformed
+from ..numbers import decode_floats
 from . import rowdiff
 
 INPUTS = ("EU_LEFT", "W_U", "b_U")
@@ -47,22 +47,22 @@ class Direct:
 
 def parse(hints, dims) -> dict:
     """Validate the "eu" hints: {"rank": 0..d, "mean": bool, "basis": d×d,
-    "inverse": d×d} with finite numbers of bounded exponent (Malformed otherwise)."""
+    "inverse": d×d} (the matrices base64 f64, row-major) with finite numbers of bounded
+    exponent (Malformed otherwise); the matrices are returned as rows of floats."""
     d = dims.d_model
     if not (isinstance(hints, dict) and set(hints) == {"rank", "mean", "basis", "inverse"}
             and type(hints["rank"]) is int and 0 <= hints["rank"] <= d
             and type(hints["mean"]) is bool):
         raise Malformed('rule subcubic_gap: "eu" hints must be {"rank": 0..d_model, "mean": '
-                        'true/false, "basis": d×d, "inverse": d×d}')
+                        'true/false, "basis": d×d, "inverse": d×d (base64 f64)}')
+    spec = dict(hints)
     for key in ("basis", "inverse"):
-        m = hints[key]
-        if not (isinstance(m, list) and len(m) == d and all(
-                isinstance(row, list) and len(row) == d and all(_number(x) for x in row)
-                for row in m)):
-            raise Malformed(f'rule subcubic_gap: "eu" {key} must be a {d}×{d} matrix of finite '
-                            f"numbers with |x| in [2^-{MAX_BASIS_EXPONENT}, "
-                            f"2^{MAX_BASIS_EXPONENT}] or 0")
-    return hints
+        flat = decode_floats(hints[key], d * d, "f64", f'rule subcubic_gap: "eu" {key}')
+        if not all(map(_number, flat)):
+            raise Malformed(f'rule subcubic_gap: "eu" {key} must have entries |x| in '
+                            f"[2^-{MAX_BASIS_EXPONENT}, 2^{MAX_BASIS_EXPONENT}] or 0")
+        spec[key] = [list(flat[i:i + d]) for i in range(0, d * d, d)]
+    return spec
 
 
 def is_identity(spec) -> bool:
@@ -71,11 +71,8 @@ def is_identity(spec) -> bool:
                for i, row in enumerate(m) for j, x in enumerate(row))
 
 
-def _number(x) -> bool:
-    if type(x) is int:
-        return abs(x) <= 2 ** MAX_BASIS_EXPONENT
-    if type(x) is not float or not math.isfinite(x):
-        return False
+def _number(x: float) -> bool:
+    """A finite binary64 (decode_floats refuses the others) of bounded exponent, or 0."""
     return x == 0 or 2.0 ** -MAX_BASIS_EXPONENT <= abs(x) <= 2.0 ** MAX_BASIS_EXPONENT
 
 

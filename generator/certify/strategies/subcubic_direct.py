@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from checker.numbers import encode_floats
+
 INPUTS = ["EU_LEFT", "W_U", "b_U"]
 RANK_TOL = 1e-9  # singular values of Xc below this (relative) count as 0
 
@@ -78,7 +80,8 @@ def hints(handler: Handler, x, w_u, b_u):
     p = f[:, :r] @ g[:r]  # (v, v)
     u = row_gaps(s[None, :] + p) + rest[:, None]
     n = row_gaps(p) + rest[:, None] if r > 0 else np.repeat(rest[:, None], len(s), axis=1)
-    spec = {"rank": r, "mean": handler.mean, "basis": t.tolist(), "inverse": t_inv.tolist()}
+    spec = {"rank": r, "mean": handler.mean, "basis": encode_floats(t.ravel().tolist(), "f64"),
+            "inverse": encode_floats(t_inv.ravel().tolist(), "f64")}
     return spec, (u, s, n)
 
 
