@@ -8,6 +8,22 @@ class NotApplicable(Exception):
     """The strategy does not apply to this model (the message says why)."""
 
 
+def option_fields(text: str, name: str, keys: tuple[str, ...], usage: str) -> dict[str, str]:
+    """'NAME' or 'NAME:key=value,...' -> {key: value} (the values as text; each strategy's
+    Options.parse types and checks them).  ValueError for another name, a part without '=',
+    a key not in `keys` or a key given twice; `usage` says what the options are."""
+    head, _, rest = text.partition(":")
+    if head != name:
+        raise ValueError(f"not a {name} strategy name: {text!r}")
+    fields: dict[str, str] = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq or key not in keys or key in fields:
+            raise ValueError(f"bad option {part!r} in {text!r} (options: {usage})")
+        fields[key] = value
+    return fields
+
+
 def magnitude(n: int) -> str:
     """An integer of any size as text for a message (float() overflows past 1e308)."""
     return f"{n:.1e}" if n < 10**300 else f"10^{len(str(n)) - 1}"

@@ -19,7 +19,7 @@ import numpy as np
 from checker.rules import cubic_mix as rule
 
 from ...progress import progress_bar
-from . import NotApplicable, float32_eu
+from . import NotApplicable, float32_eu, option_fields
 
 NAME = "cubic-mix"
 INPUTS = list(rule.INPUTS)
@@ -39,11 +39,8 @@ class Options:
 
     @staticmethod
     def parse(text: str) -> Options:
-        head, _, rest = text.partition(":")
-        fields = dict(part.partition("=")[::2] for part in filter(None, rest.split(",")))
-        if (head != NAME or set(fields) - {"placements"}
-                or fields.get("placements", "bounds") not in PLACEMENTS
-                or rest.count(",") + bool(rest) != len(fields)):
+        fields = option_fields(text, NAME, ("placements",), f"placements={'|'.join(PLACEMENTS)}")
+        if fields.get("placements", "bounds") not in PLACEMENTS:
             raise ValueError(f"bad strategy {text!r}; choose from "
                              f"{[o.name() for o in grid()]}")
         return Options(**fields)

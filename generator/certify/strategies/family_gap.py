@@ -33,7 +33,7 @@ from checker.rules import family_gap as rule
 from checker.rules import forward
 
 from ...progress import progress_bar
-from . import NotApplicable
+from . import NotApplicable, option_fields
 from .overwhelm import TOL
 from .overwhelm_family import F32_SLACKS, Tables, _Query, head_arrays
 
@@ -61,16 +61,7 @@ class Options:
     @staticmethod
     def parse(text: str) -> Options:
         """'family-gap' or 'family-gap:merge=MODE' -> Options (ValueError if bad)."""
-        head, _, rest = text.partition(":")
-        if head != NAME:
-            raise ValueError(f"not a {NAME} strategy name: {text!r}")
-        fields = {}
-        for part in filter(None, rest.split(",")):
-            key, eq, value = part.partition("=")
-            if not eq or key != "merge" or key in fields:
-                raise ValueError(f"bad option {part!r} in {text!r} (options: merge="
-                                 f"{'|'.join(get_args(Merge))})")
-            fields[key] = value
+        fields = option_fields(text, NAME, ("merge",), f"merge={'|'.join(get_args(Merge))}")
         merge = fields.get("merge", Options.merge)
         if merge not in get_args(Merge):
             raise ValueError(f"bad option merge={merge!r} in {text!r}; choose from "

@@ -46,7 +46,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from ...progress import progress_bar
-from . import NotApplicable, float32_eu
+from . import NotApplicable, float32_eu, option_fields
 from . import subcubic_attention as attention
 from . import subcubic_direct as low_eu
 from .subcubic_direct import row_gaps  # one-sided row gaps, shared with the low-rank path
@@ -84,17 +84,8 @@ class Options:
     @staticmethod
     def parse(text: str) -> Options:
         """'subcubic' or 'subcubic:key=value,...' -> Options (ValueError if bad)."""
-        head, _, rest = text.partition(":")
-        if head != NAME:
-            raise ValueError(f"not a {NAME} strategy name: {text!r}")
-        fields = {}
-        for part in filter(None, rest.split(",")):
-            key, eq, value = part.partition("=")
-            if (not eq or key not in ("direct", "near", "attn", "err", "eu", "gaps")
-                    or key in fields):
-                raise ValueError(f"bad option {part!r} (options: direct=..., near=N, attn=..., "
-                                 "err=..., eu=..., gaps=1|2)")
-            fields[key] = value
+        fields = option_fields(text, NAME, ("direct", "near", "attn", "err", "eu", "gaps"),
+                               "direct=..., near=N, attn=..., err=..., eu=..., gaps=1|2")
         try:
             near, gaps = int(fields.get("near", Options.near)), int(fields.get("gaps", 2))
         except ValueError:
