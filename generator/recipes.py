@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from . import choose_named
+
 INITS = ("paper", "randn", "tl")
 
 
@@ -58,13 +60,7 @@ RECIPES = {r.name: r for r in (
 def parse_recipes(text: str) -> list[Recipe]:
     """'paper,randn' -> the recipes, in order, without repeats; ValueError naming an
     unknown one ('all': every recipe)."""
-    names = list(RECIPES) if text.strip() == "all" else \
-        list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
-    unknown = [n for n in names if n not in RECIPES]
-    if unknown or not names:
-        raise ValueError(f"unknown recipes {unknown} (choose from {', '.join(RECIPES)}, "
-                         "or all)")
-    return [RECIPES[n] for n in names]
+    return choose_named(text, RECIPES, "recipes")
 
 
 def recipe_of(train_config: dict) -> str | None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import choose_named
+
 ATTN_ONLY = "attn-only"
 OTHER = "other"  # a loaded model that matches no preset
 # The strategies whose generators accept LayerNorm / MLP / RoPE models.
@@ -69,13 +71,7 @@ FAMILIES = {f.name: f for f in (
 def parse_families(text: str) -> list[ModelFamily]:
     """'ln-mlp,ln-mlp-rope' -> the families, in order, without repeats ('all': every
     family); ValueError naming an unknown one."""
-    names = list(FAMILIES) if text.strip() == "all" else \
-        list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
-    unknown = [n for n in names if n not in FAMILIES]
-    if unknown or not names:
-        raise ValueError(f"unknown families {unknown} (choose from {', '.join(FAMILIES)}, "
-                         "or all)")
-    return [FAMILIES[n] for n in names]
+    return choose_named(text, FAMILIES, "families")
 
 
 def family_of(dims) -> str:
