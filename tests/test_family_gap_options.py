@@ -67,3 +67,47 @@ def test_gen_cert_passes_the_option(merge, tmp_path):
     merged = [c for c in rule_line(lines)["hints"]["classes"] if isinstance(c[2], dict)]
     assert bool(merged) == (merge == "always")
     assert replay(lines).facts.correct == rule_line(lines)["claim"]
+
+
+@pytest.mark.parametrize("name", ["family-gap:budget=3e9", "family-gap:budget=5000",
+                                  "family-gap:confirm=off",
+                                  "family-gap:merge=always,budget=3000000000,confirm=off"])
+def test_budget_and_confirm_round_trip(name):
+    options = family_gap.Options.parse(name)
+    assert family_gap.Options.parse(options.name()) == options
+    assert resolve(options.name())[1] == {"options": options}
+    assert family_gap.Options.parse("family-gap:budget=3e9").budget == 3 * 10**9
+    assert family_gap.Options.parse(f"family-gap:budget={family_gap.MAX_CHECKER_WORK}").name() \
+        == "family-gap"  # the default keeps the plain name
+
+
+@pytest.mark.parametrize("name", ["family-gap:budget=0", "family-gap:budget=-5",
+                                  "family-gap:budget=1.5", "family-gap:budget=x",
+                                  "family-gap:budget=1e20", "family-gap:confirm=maybe",
+                                  "family-gap:confirm=on,confirm=off"])
+def test_bad_budget_or_confirm_refused(name):
+    with pytest.raises(ValueError):
+        resolve(name)
+
+
+def test_budget_below_the_estimate_is_not_applicable_and_says_how_to_raise_it(tmp_path):
+    """The budget caps the checker work planned for: below the classes' estimate the
+    strategy does not apply, and its message names the option that would let it."""
+    from generator.certify.strategies import NotApplicable
+    from generator.certify.trace import Trace
+
+    trace = Trace(model("ln_mlp_k4_well_trained"), float_shadow=False)
+    with pytest.raises(NotApplicable, match=r"budget=\d+"):
+        family_gap.certify(trace, options=family_gap.Options(budget=1000))
+
+
+def test_confirm_off_claims_what_the_checker_verifies(tmp_path):
+    """confirm=off skips the checker-code pass over the classes; on a well-trained model every
+    float64-proved class is still confirmed, so the certificate verifies at the same claim."""
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    on = certify(model("ln_mlp_k4_well_trained"), tmp_path / "on", "family-gap")[2]
+    off = certify(model("ln_mlp_k4_well_trained"), tmp_path / "off",
+                  "family-gap:confirm=off")[2]
+    assert rule_line(off)["claim"] >= rule_line(on)["claim"]
+    assert replay(off).facts.correct == rule_line(off)["claim"]

@@ -23,6 +23,7 @@ Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Literal, get_args
@@ -38,10 +39,11 @@ from .overwhelm import TOL
 from .overwhelm_family import F32_SLACKS, Tables, _Query, head_arrays
 
 NAME = "family-gap"
-# Refused beyond this much checker work, estimated before the search (every class at gap 1);
-# the residue is then limited to the work left under it.  The mpmath rule takes ~2-5 s per
-# 10^6 (Max-of-4 at d_vocab 16, d_model 32, d_mlp 128: ~6·10^7, minutes; at d_vocab 64
-# ~2.6·10^9: hours, refused).
+# Refused beyond this much checker work (the default of the option `budget`), estimated before
+# the search (every class at gap 1); the residue is then limited to the work left under it.
+# Max-of-4 at d_vocab 16, d_model 32, d_mlp 128: ~6·10^7 (seconds under --arith arb, minutes
+# in mpmath); at d_vocab 64 ~2.6·10^9 (minutes under arb, hours in mpmath): refused unless
+# `family-gap:budget=3000000000` or so.
 MAX_CHECKER_WORK = 2 * 10**8
 F32_EXTRA_GAPS = 2  # float32: gaps tried beyond the real smallest one when no slack proves it
 RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
@@ -54,19 +56,40 @@ class Options:
     """The strategy's options; `name()` and `parse()` round-trip."""
 
     merge: Merge = "off"
+    budget: int = MAX_CHECKER_WORK  # the checker work (proof length) the search may plan for
+    # "on": keep only the classes the checker's own (mpmath) code confirms — minutes at
+    # d_vocab 16, hours at 64; "off": claim every class the float64 search proves (a class the
+    # checker then refuses fails the whole certificate)
+    confirm: Literal["on", "off"] = "on"
 
     def name(self) -> str:
-        return NAME if self.merge == "off" else f"{NAME}:merge={self.merge}"
+        parts = ([f"merge={self.merge}"] if self.merge != "off" else []) + \
+            ([f"budget={self.budget}"] if self.budget != MAX_CHECKER_WORK else []) + \
+            ([f"confirm={self.confirm}"] if self.confirm != "on" else [])
+        return NAME + (":" + ",".join(parts) if parts else "")
 
     @staticmethod
     def parse(text: str) -> Options:
-        """'family-gap' or 'family-gap:merge=MODE' -> Options (ValueError if bad)."""
-        fields = option_fields(text, NAME, ("merge",), f"merge={'|'.join(get_args(Merge))}")
+        """'family-gap' or 'family-gap:merge=MODE,budget=N' -> Options (ValueError if bad;
+        N a positive integer, also written like 3e9)."""
+        fields = option_fields(text, NAME, ("merge", "budget", "confirm"),
+                               f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off")
+        confirm = fields.get("confirm", "on")
+        if confirm not in ("on", "off"):
+            raise ValueError(f"bad option confirm={confirm!r} in {text!r}: on or off")
         merge = fields.get("merge", Options.merge)
         if merge not in get_args(Merge):
             raise ValueError(f"bad option merge={merge!r} in {text!r}; choose from "
                              f"{[o.name() for o in grid()]}")
-        return Options(merge=merge)
+        budget = fields.get("budget", str(MAX_CHECKER_WORK))
+        try:
+            number = float(budget)
+        except ValueError:
+            number = 0.0
+        if not (number.is_integer() and 1 <= number <= 1e15):
+            raise ValueError(f"bad option budget={budget!r} in {text!r}: a positive integer "
+                             "number of checker operations (e.g. 3e9)")
+        return Options(merge=merge, budget=int(number), confirm=confirm)
 
 
 def grid() -> list[Options]:
@@ -341,18 +364,20 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
     every = [(q, m, fixed, 1, None) for q, m, fixed in class_keys(d.d_vocab, d.n_ctx)
              if rule.signature(d, q, m, fixed, 1) is None]
     estimate = cost(d, every)
-    if estimate > MAX_CHECKER_WORK:
+    if estimate > options.budget:
         raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
-                            f"interval operations in the checker (over {MAX_CHECKER_WORK:.0e}; "
-                            "the rule runs in mpmath only)")
+                            f"interval operations in the checker (over the budget "
+                            f"{options.budget:.0e}; raise it with "
+                            f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
+                            ", and check with --arith arb --max-work of as much)")
     classes = find_classes(trace.weights, progress, options.merge)
     floats = len(classes)
     if semantics == "float32":  # always confirmed: the float64 mirror is the real bound
         classes = float32_confirmed(trace, classes, progress)
-    elif confirm:
+    elif confirm and options.confirm == "on":
         classes = checker_confirmed(trace, classes)
     parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
-    left = (MAX_CHECKER_WORK - cost(d, parsed)) // forward._sequence_cost(d)
+    left = (options.budget - cost(d, parsed)) // forward._sequence_cost(d)
     limit = max(0, min(residue_limit, left))
     rest = residue(trace.weights, classes, limit) if limit else []
     if semantics == "float32" and len(rest):
