@@ -32,6 +32,7 @@ from checker.rules import overwhelm as free_rule
 from checker.statement import Facts, Overwhelm, theorem_text
 
 from .certify.strategies import overwhelm as strategy
+from .certify.strategies import overwhelm_deep
 from .certify.strategies import overwhelm_family as family_strategy
 from .certify.trace import Trace
 from .modelfile import load_model
@@ -202,7 +203,7 @@ def _certify_family_float32(loaded, claim: Overwhelm, force: bool, started: floa
     verdict, first = None, None
     for rel in family_strategy.F32_SLACKS:
         trace = Trace(weights, float_shadow=float_shadow)
-        margin = family_strategy.family_margins(weights, claim, rel)
+        margin = overwhelm_deep.margins(weights, claim, rel)  # any depth
         verdict = Verdict(claim, "not proved", margin)
         if not margin.proved and not force:
             break  # the real mirror already fails: no slack helps
@@ -265,12 +266,7 @@ def _certify_family(loaded, claim: Overwhelm, trace, force: bool, started: float
         raise Malformed("overwhelm on an RMS-normalised model is not supported yet (rule "
                         "overwhelm_family's Lemma LN assumes centring); use accuracy with "
                         "--strategy forward-brute-force")
-    if deep:
-        from .certify.strategies import overwhelm_deep
-
-        margin = overwhelm_deep.deep_margins(weights, claim)
-    else:
-        margin = family_strategy.family_margins(weights, claim)
+    margin = overwhelm_deep.margins(weights, claim)  # one layer, or several
     verdict = Verdict(claim, "not proved", margin)
     if margin.proved or force:
         ids = {name: trace.emit(term)

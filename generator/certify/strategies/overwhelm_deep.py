@@ -21,7 +21,15 @@ from checker.rules import overwhelm_deep as rule
 from checker.statement import Overwhelm
 
 from ...model import activation_np, family_weights, rope_angles
-from .overwhelm_family import SLACK, FamilyMargin, _box_mul, _ln_scale, max_ratio, slack
+from .overwhelm_family import (
+    SLACK,
+    FamilyMargin,
+    _box_mul,
+    _ln_scale,
+    family_margins,
+    max_ratio,
+    slack,
+)
 
 # argmin and minimum of the smooth activations (the range over an interval containing it)
 _MINIMA = {"gelu": -0.7517916, "gelu_new": -0.7522, "gelu_fast": -0.7522, "silu": -1.2784645}
@@ -191,6 +199,21 @@ def _inflate(lo, hi, rel: float):
         return lo, hi
     pad = rel * (np.abs(lo) + np.abs(hi) + np.abs(lo).mean() + np.abs(hi).mean())
     return lo - pad, hi + pad
+
+
+def margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin:
+    """The mirror of rule overwhelm_family at any depth (the rule dispatches the same way):
+    overwhelm_family.family_margins on one layer, deep_margins on several.  rel > SLACK
+    (float32, F32_SLACKS): the layers amplify a slack, so the deep mirror takes rel/100 as
+    its λ slack and inflates every box by as much (above the checker's float32 widenings,
+    ~1e-6 relative: _inflate)."""
+    from ...model import family_weights
+
+    if family_weights(weights).dims.family.n_layers == 1:
+        return family_margins(weights, claim, rel)
+    if rel > SLACK:
+        return deep_margins(weights, claim, rel / 100, rel / 100)
+    return deep_margins(weights, claim, rel)
 
 
 def deep_margins(weights, claim: Overwhelm, rel: float = SLACK,

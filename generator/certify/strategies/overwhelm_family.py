@@ -323,21 +323,10 @@ def encode_hints(entries: list, claim: Overwhelm) -> dict:
 
 
 def family_margins(weights, claim: Overwhelm, rel: float = SLACK) -> FamilyMargin:
-    """Mirror of rule overwhelm_family.check: the worst bound over positions and m.
-    rel: the relative slack added to every λ (float32: F32_SLACKS, since the checker
+    """Mirror of rule overwhelm_family.check on one layer: the worst bound over positions
+    and m.  rel: the relative slack added to every λ (float32: F32_SLACKS, since the checker
     confirms each λ over the float32 enclosures of the tables and of Lemma S's weights).
-    Several layers: overwhelm_deep.deep_margins (the rule dispatches there too)."""
-    from ...model import family_weights
-
-    if family_weights(weights).dims.family.n_layers > 1:
-        from .overwhelm_deep import deep_margins
-
-        # float32 (rel > SLACK, F32_SLACKS): the layers amplify a slack, so the deep mirror
-        # takes rel/100 as its λ slack and inflates every box by as much (above the
-        # checker's float32 widenings, ~1e-6 relative: overwhelm_deep._inflate)
-        if rel > SLACK:
-            return deep_margins(weights, claim, rel / 100, rel / 100)
-        return deep_margins(weights, claim, rel)
+    Several layers: overwhelm_deep.margins (which dispatches here for one layer)."""
     tab = Tables(weights)
     best, entries, candidates = None, [], []
     for p in rule.positions(claim):
