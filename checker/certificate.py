@@ -794,7 +794,7 @@ def _float32_weights(rule, values: dict) -> dict:
             if name in values}
 
 
-def _note_weights_overwhelm(values: dict, canonical: dict, rule) -> dict | None:
+def _note_weights_overwhelm(values: dict, canonical: dict, rule) -> dict:
     """A real overwhelm line's note only (spec/rules.md §distance to float32): the weights
     FLOAT32_INPUTS names, each from the line whose term is its canonical one (the values a
     float32 line would bind), as _weight_rows; {} if one is absent or has width."""
