@@ -593,6 +593,9 @@ class CertificateChecker:
         matrices = {name: value.rows(rows_ar, self.tick) for name, value in values.items()}
         started, stored = time.monotonic(), self.stored
         extra = {"semantics": self.semantics} if self.semantics != "real" and not widen else {}
+        if self.semantics == "real" and getattr(rule, "FLOAT32_WIDENS_EU", False):
+            # the note's δ_p (spec/rules.md §distance to float32): not inputs, never decide
+            extra["note_weights"] = _note_weights_overwhelm(self.values, self.canonical, rule)
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),
                           RuleBudget(self, lineno, obj["rule"]), arith=ar, **extra) + widened
         self.stored = stored  # the rule's tables are garbage now
@@ -789,6 +792,17 @@ def _float32_weights(rule, values: dict) -> dict:
     the rule) from values and return them as _weight_rows."""
     return {name: _weight_rows(values.pop(name)) for name in rule.FLOAT32_INPUTS
             if name in values}
+
+
+def _note_weights_overwhelm(values: dict, canonical: dict, rule) -> dict:
+    """A real overwhelm line's note only (spec/rules.md §distance to float32): the weights
+    FLOAT32_INPUTS names, each from the line whose term is its canonical one (the values a
+    float32 line would bind), as _weight_rows; {} if one is absent or has width."""
+    wanted = {canonical.get(name): name for name in rule.FLOAT32_INPUTS}
+    found = {wanted[v.term]: v for v in values.values() if v.term[0] == "param"
+             and v.term in wanted and v.lo == v.hi}
+    return ({name: _weight_rows(v) for name, v in found.items()}
+            if len(found) == len(rule.FLOAT32_INPUTS) else {})
 
 
 def _weight_rows(value: Value) -> list:

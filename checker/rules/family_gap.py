@@ -470,37 +470,18 @@ def distance_note(dims, tables, shared, classes, worst, charge) -> str:
     slack, n, t, sigma = worst
     q, m, fixed, g, hint = classes[n]
     where = f"(q={q}, m={m}, {describe(fixed)}, g={g}) logit {t}"
-    limited = []
+    from . import family_gap_float32 as f32_gap
+    from .overwhelm_family_float32 import note_error
 
-    def clock(work):
-        try:
-            charge(0)
-        except Malformed:
-            limited.append(True)
-            raise
-
-    try:
-        from .. import float32 as fp
-        from . import family_gap_float32 as f32_gap
-
-        h = dims.d_head
-        tables.wo_mag, tables.cwo_mag = [], []
-        for j in range(dims.family.n_heads):
-            rows = tables.m["W_O"][j * h:(j + 1) * h]
-            tables.wo_mag.append([fp.mags(r) for r in rows])
-            tables.cwo_mag.append([fp.mags(r) for r in family.centred_rows(rows, tables.centre)])
+    def make():
         # g_t = w_f ∘ (U[:, t] − U[:, m]) (enclosed as in SharedFunctionals.for_output) and its
         # projections VO_j·g_t: one column, not the output's whole functionals
         g_t = [row[t] - row[m] for row in shared.wu]
-        clock(0)
-        fun = SimpleNamespace(a=shared.a, g=[g_t])
-        query = f32_gap.ClassQuery(tables, fun, {}, q, m, slots(dims, q, m, fixed, g), hint)
-        error = query.widening(g_t, tables.project([g_t]), 0) / float(sigma.b)
-        text = f"float32 error {error:.3g} (E(g_t)/σ, Lemma W-family)"
-    except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
-        if limited:
-            raise
-        text = f"no float32 error estimate ({type(err).__name__}: {err})"[:200]
+        query = f32_gap.ClassQuery(tables, SimpleNamespace(a=shared.a, g=[g_t]), {}, q, m,
+                                   slots(dims, q, m, fixed, g), hint)
+        return query, g_t, tables.project([g_t]), 0
+
+    text = note_error(charge, tables, make, sigma)
     return (f"; smallest certified slack {slack:.3g} at class {where}, {text}; the float32 "
             "variant also widens the box, LayerNorms, MLP and unembedding (spec/rules.md "
             "§distance to float32)")

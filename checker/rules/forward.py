@@ -37,6 +37,7 @@ from ..elementary import sqrt_interval, square_interval
 from ..errors import Malformed
 from ..modelspec import layer_short, parameter_table
 from ..numbers import exp_interval, inv_sqrt_interval
+from . import notes
 
 ROPE_INPUTS = ("ROPE_COS", "ROPE_SIN")
 # Back-ends (spec/arithmetic.md): mpmath evaluates sequence by sequence (the reference);
@@ -205,24 +206,14 @@ def _count_with_float32_gap(dims, m, charge) -> tuple[int, str]:
     if at is None:
         return count, ""
     del model
-    limited = []  # the clock ran out: that stands (any other failure only names itself)
+    top = max(at)
 
-    def clock(work):
-        try:
-            charge(0)
-        except Malformed:
-            limited.append(True)
-            raise
-
-    try:
+    def loss(clock):  # the float32 pass of the one sequence (its time limit stands)
         logits = model_class("float32")(dims, m, clock).logits(at)
-        top = max(at)
         lost = worst - min((logits[top] - x).a for o, x in enumerate(logits) if o != top)
-        loss = f"a float32 evaluation may lose {float(lost.b):.2g} of it there"
-    except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
-        if limited:
-            raise
-        loss = f"no float32 bound there ({type(err).__name__}: {err})"[:300]
+        return f"a float32 evaluation may lose {float(lost.b):.2g} of it there"
+
+    loss = notes.attempt(charge, loss, "no float32 bound there", 300)
     return count, (f"; smallest certified margin {float(worst.a):.3g} at {list(at)}, {loss} "
                    "(spec/theorem.md §2c; gen-cert --semantics float32 proves the float32 "
                    "theorem)")

@@ -30,6 +30,7 @@ from ..definitions import query_terms
 from ..errors import Malformed, Rejected
 from ..rules import ATTN_ONLY_WEIGHTS
 from ..statement import Overwhelm
+from . import notes
 
 PROPERTY = "overwhelm"
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
@@ -171,8 +172,10 @@ def table_elements(dims, n_alpha: int) -> int:
     return v * v + k * v + v + n_alpha
 
 
-def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
-    """Confirm the claim (form "free"); raise Rejected if a bound is not < 0."""
+def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH, note_weights=None) -> str:
+    """Confirm the claim (form "free"); raise Rejected if a bound is not < 0.  note_weights
+    (a real certificate's weights, certificate.py; {}: unavailable): read by the note's δ
+    only (`distance_note`), never by the proof."""
     from ..certificate import hold
 
     ar = arith
@@ -204,12 +207,43 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
             if smallest is None or margin < smallest[0]:
                 smallest = (margin, p, m)
     n = len(positions(claim))
-    note = (f"; smallest certified margin {smallest[0]:.3g} at (query position {smallest[1]}, "
-            f"logit {smallest[2]}) (ℓ_o − ℓ_m ≥ it for every free string there); the float32 "
-            "variant needs margins above δ_p[q][o] + δ_p[q][m] (Lemma G@p; computed for a "
-            "float32 theorem only: spec/rules.md §distance to float32)") if smallest else ""
     return (f"output {claim.output} forced for every free string at {n} length(s), "
-            f"{len(alphabet)} free token(s){note}")
+            f"{len(alphabet)} free token(s)"
+            f"{distance_note(dims, claim, smallest, note_weights, ar, charge, 'free string')}")
+
+
+def distance_note(dims, claim: Overwhelm, smallest, weights, ar, charge, what: str) -> str:
+    """The note's distance to float32 (spec/rules.md §distance to float32; reports only,
+    decides nothing, charges no work): the smallest margin estimate −total/W over the query
+    positions p and logits m, its (p, m), and the float32 error δ_p[q][o] + δ_p[q][m] there
+    (Lemma G@p, float32.attention_only_delta_rows) from `weights`, a real certificate's
+    weights ({}: a weight line unavailable; None: not given, as under a float32 theorem, whose
+    rule runs on EU_Q@p widened by δ_p already: the margin printed is the one beyond it)."""
+    if smallest is None:
+        return ""
+    margin, p, m = smallest
+    text = (f"; smallest certified margin {margin:.3g} at (query position {p}, logit {m}) "
+            f"(ℓ_o − ℓ_m ≥ it for every {what} there)")
+    if weights is None:  # a float32 theorem (or a direct call)
+        return text + ("; the float32 variant needs margins above δ_p[q][o] + δ_p[q][m] "
+                       "(Lemma G@p; under a float32 theorem EU_Q@p is widened by it already: "
+                       "spec/rules.md §distance to float32)")
+    if not weights:
+        return text + (", float32 error unavailable (a weight line is absent or has width; "
+                       "spec/rules.md §distance to float32)")
+
+    def compute(clock):
+        from .. import float32  # the note's δ only (spec/trust.md)
+
+        clock()
+        row = float32.attention_only_delta_rows(dims, weights, claim.query, [p],
+                                                ar.int_matmul)[p]
+        return (f", float32 error {float(row[claim.output]) + float(row[m]):.3g} there "
+                "(δ_p[q][o] + δ_p[q][m], Lemma G@p: every binary32 execution has ℓ̃_o − ℓ̃_m ≥ "
+                "the margin minus it there)")
+
+    return text + notes.attempt(charge, compute, "; no float32 error estimate") + (
+        "; spec/rules.md §distance to float32")
 
 
 def _weight_estimate(ar, at: AtPosition, claim: Overwhelm, p: int, alphabet) -> float:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 
 from mpmath import iv
+from mpmath.libmp import to_float
 
 from .. import ops
 from ..errors import Malformed, Rejected
@@ -323,8 +324,9 @@ def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list) -> tupl
 
 
 def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, final: list,
-                 diff: list) -> None:
-    """The last step at query position p: ℓ_m − ℓ_o < 0 for every m ≠ o."""
+                 diff: list) -> tuple | None:
+    """The last step at query position p: ℓ_m − ℓ_o < 0 for every m ≠ o.  Returns, for the
+    note only (decides nothing), the smallest slack −bound (binary64) and its logit."""
     f, o, v, centre = dims.family, claim.output, dims.d_vocab, layer.centre
     w_f, b_f = (m["ln_final.w"][0], m["ln_final.b"][0]) if f.normalization == "LN" \
         else (None, None)
@@ -342,6 +344,7 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
     # y_j(i', u')[t] = vo_j(i', u')·g_t for every slot and t: one product per head
     ys = [dict(zip(keys, ops.matmul([layer.vo[key][j] for key in keys], g_cols, layer.tick)))
           for j in range(len(heads))]
+    smallest = None
     for t in range(v):
         if t == o:
             continue
@@ -362,9 +365,13 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
         const = m["b_U"][0][t] - m["b_U"][0][o]
         if b_f is not None:
             const = const + dot(d_t, b_f)
-        if not below_zero(up_add(_upper_ratio(numer, sigma), upper(const))):
+        bound = up_add(_upper_ratio(numer, sigma), upper(const))
+        if not below_zero(bound):
             raise Rejected(f"overwhelm_family: at query position {p}, the bound on logit {t} "
                            f"− logit {o} is not negative")
+        if smallest is None or -to_float(bound) < smallest[0]:
+            smallest = (-to_float(bound), t)
+    return smallest
 
 
 def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) -> str:
@@ -389,6 +396,7 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) 
                                                                           m["W_pos"][i])
             boxes[(i, u)] = centred(list(x), centre)
     qs = positions(claim)
+    smallest = None  # (slack, query position, logit): the note's, decides nothing
     for index in range(f.n_layers):
         layer = Layer(dims, m, index, boxes, charge)
         states = [(i, u) for i, toks in enumerate(sets) for u in toks] if index < last \
@@ -404,12 +412,19 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) 
             if record is not None:
                 record[(index, i, u)] = new[(i, u)]
             if index == last:
-                check_logits(dims, m, layer, claim, i, heads, new[(i, u)], diffs[i])
+                worst = check_logits(dims, m, layer, claim, i, heads, new[(i, u)], diffs[i])
+                if worst is not None and (smallest is None or worst[0] < smallest[0]):
+                    smallest = (worst[0], i, worst[1])
         boxes = new
     n = completions(dims, claim)
+    note = (f"; smallest certified slack {smallest[0]:.3g} at (query position {smallest[1]}, "
+            f"logit {smallest[2]}) (ℓ_o − ℓ_t ≥ it for every completion there); its float32 "
+            "error is not estimated on several layers (it depends on every earlier layer's "
+            "float32 boxes and magnitude bounds, which the real rule does not compute: "
+            "spec/rules.md §distance to float32)") if smallest else ""
     return (f"output {claim.output} forced at {len(qs)} length(s), {len(alphabet(dims, claim))} "
             f"free token(s) ({n} completions), {f.n_heads} head(s), {f.n_layers} layers "
-            f"(boxes layer after layer)")
+            f"(boxes layer after layer){note}")
 
 
 def completions(dims, claim: Overwhelm) -> int:

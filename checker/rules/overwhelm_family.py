@@ -561,12 +561,28 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None, semantics="re
         query = at_query(tables, fun, claim, p, bounds[p])
         query.check()
         if query.slack is not None and (smallest is None or query.slack < smallest[0]):
-            smallest = (query.slack, p, query.worst)
+            smallest = (query.slack, p, query.worst, query.sigma)
     kind = ("every permutation (assignment duals)" if claim.free_perm is not None
             else f"{len(free)} free token(s)")
-    note = (f"; smallest certified slack {smallest[0]:.3g} at (query position {smallest[1]}, "
-            f"logit {smallest[2]}) (ℓ_o − ℓ_t ≥ it for every completion there); the float32 "
-            "variant widens every bound by its float32 error (computed for a float32 theorem "
-            "only: spec/rules.md §distance to float32)") if smallest else ""
     return (f"output {claim.output} forced at {len(positions(claim))} length(s), {kind}, "
-            f"{dims.family.n_heads} head(s) (LayerNorm/MLP/RoPE bounds){note}")
+            f"{dims.family.n_heads} head(s) (LayerNorm/MLP/RoPE bounds)"
+            f"{distance_note(tables, fun, claim, bounds, smallest, charge)}")
+
+
+def distance_note(tables: Tables, fun: Functionals, claim: Overwhelm, bounds: dict, smallest,
+                  charge) -> str:
+    """The note's distance to float32 (spec/rules.md §distance to float32; reports only,
+    decides nothing, charges no work): the smallest slack s = −(the bound on ℓ_t − ℓ_o) over
+    the query positions p and logits t (`AtQuery.check` keeps it), its (p, t), and the float32
+    error E(g_t)/upper(σ) there (overwhelm_family_float32.note_error: Lemma W-family's widening
+    of c(r̃)·g_t at p over the real tables, as for family_gap)."""
+    if smallest is None:
+        return ""
+    slack, p, t, sigma = smallest
+    from . import overwhelm_family_float32 as f32
+
+    text = f32.note_error(charge, tables, lambda: (
+        f32.AtQuery(tables, fun, claim, p, bounds[p]), fun.g[t], fun.y_g, t), sigma)
+    return (f"; smallest certified slack {slack:.3g} at (query position {p}, logit {t}) (ℓ_o − "
+            f"ℓ_t ≥ it for every completion there), {text}; the float32 variant also widens "
+            "the box, LayerNorms, MLP and unembedding (spec/rules.md §distance to float32)")

@@ -45,7 +45,7 @@ from .. import float32 as fp
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Rejected
 from ..numbers import below_zero, exp_interval, up_add, upper
-from . import forward
+from . import forward, notes
 from . import overwhelm_family as base
 from .forward_float32 import Float32Model
 from .overwhelm import positions
@@ -126,12 +126,37 @@ class Tables(base.Tables):
 
     def __init__(self, dims, m, charge):
         super().__init__(dims, m, charge)
-        h = dims.d_head
-        self.cwo_mag, self.wo_mag = [], []
-        for j in range(self.f.n_heads):
-            rows = m["W_O"][j * h:(j + 1) * h]
-            self.wo_mag.append([fp.mags(r) for r in rows])
-            self.cwo_mag.append([fp.mags(r) for r in base.centred_rows(rows, self.centre)])
+        add_magnitudes(self)
+
+
+def add_magnitudes(tables) -> None:
+    """tables.wo_mag, tables.cwo_mag: |W_O[j]| and |c_rows(W_O[j])| per head (h × d binary64
+    upper bounds), what `widening` reads beside the tables (Tables; and the real tables of a
+    distance note, `note_error`)."""
+    h = tables.dims.d_head
+    tables.cwo_mag, tables.wo_mag = [], []
+    for j in range(tables.f.n_heads):
+        rows = tables.m["W_O"][j * h:(j + 1) * h]
+        tables.wo_mag.append([fp.mags(r) for r in rows])
+        tables.cwo_mag.append([fp.mags(r) for r in base.centred_rows(rows, tables.centre)])
+
+
+def note_error(charge, tables, make, sigma) -> str:
+    """The distance notes' float32 error (spec/rules.md §distance to float32; overwhelm_family
+    on one layer and family_gap): E(a)/upper(σ), E(a) = AtQuery.widening (Lemma W-family's
+    Σ_j [spread·M_j(a) + Rz_j·|c_rows(W_O[j])||a|] + Rr·|c(a)|) of a functional a at a query
+    over the REAL tables (`add_magnitudes`), σ the real bound's LayerNorm scale enclosure;
+    make() -> (the query: this module's AtQuery or a subclass, a, y, col), y[j] holding the
+    projections VO_j·a in column col.  Reports only: no work charged, a failure named in the
+    text (notes.attempt), the time limit standing."""
+    def compute(clock):
+        add_magnitudes(tables)
+        clock()
+        query, a, y, col = make()
+        error = query.widening(a, y, col) / float(sigma.b)
+        return f"float32 error {error:.3g} (E(g_t)/σ, Lemma W-family)"
+
+    return notes.attempt(charge, compute, "no float32 error estimate")
 
 
 class Head(base.Head):

@@ -33,6 +33,7 @@ from .overwhelm import (  # float32 as overwhelm_free (spec/rules.md)
     AtPosition,
     Bounds,
     _ticking,
+    distance_note,
     inputs,
     parse_claim,
     positions,
@@ -74,8 +75,9 @@ def dual_bound(ar, cost, u):
     return total
 
 
-def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
-    """Confirm the claim (form "perm"); raise Rejected if a bound is not < 0."""
+def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH, note_weights=None) -> str:
+    """Confirm the claim (form "perm"); raise Rejected if a bound is not < 0.  note_weights:
+    as overwhelm_free's (the note's δ only, never the proof's)."""
     from ..certificate import hold
 
     ar = arith
@@ -88,6 +90,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
     potentials = parse_potentials(hints, v, claim.output, n)
     charge(v * (s + 2 + 3 * n * n) * 6)
     at = AtPosition(mats, Bounds(mats, claim.output, ar, charge), p)
+    weight, smallest = _weight_estimate(ar, at, claim, p), None  # the note's, decide nothing
     for m in range(v):
         if m == claim.output:
             continue
@@ -99,4 +102,23 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=MPMATH) -> str:
         if not ar.below_zero(total):
             raise Rejected(f"overwhelm_perm: the bound on logit {m} − logit {claim.output} over "
                            "all permutations is not negative")
-    return f"output {claim.output} forced for every permutation of {n} free token(s)"
+        margin = -ar.float_bounds(ar.bound_point(total))[1] / weight
+        if smallest is None or margin < smallest[0]:
+            smallest = (margin, p, m)
+    return (f"output {claim.output} forced for every permutation of {n} free token(s)"
+            f"{distance_note(dims, claim, smallest, note_weights, ar, charge, 'permutation')}")
+
+
+def _weight_estimate(ar, at: AtPosition, claim: Overwhelm, p: int) -> float:
+    """The note's W ≥ Σ_i w_i for every permutation at query position p (binary64, reports
+    only): the prefix and query weights plus max_σ Σ_j β_j·e[x_σ(j)] over the free positions,
+    which pairs the β_j and the e[x_a] both sorted (the rearrangement inequality, all > 0).
+    With Σ_i w_i y_i ≤ total < 0, ℓ_o − ℓ_m ≥ −total/Σ_i w_i ≥ −total/W."""
+    def hi(x):
+        return ar.float_bounds(x)[1]
+
+    s = len(claim.prefix)
+    total = hi(at.e[claim.query]) * hi(at.beta[p])
+    total += sum(hi(at.e[u]) * hi(at.beta[i]) for i, u in enumerate(claim.prefix))
+    betas = sorted(hi(at.beta[i]) for i in range(s, p))
+    return total + sum(b * e for b, e in zip(betas, sorted(hi(at.e[x]) for x in claim.free_perm)))
