@@ -33,8 +33,8 @@ GROUPS = {
     "arb": ("only with --arith arb", ["arith/arb.py"]),
     "hf": ("only for a Hugging Face save_pretrained directory", ["hf.py"]),
     "audit": ("only for `check-cert audit POLICY`", ["audit.py", "policy.py"]),
-    "float32": ("for a `semantics == float32` theorem; and the note of a real mpmath "
-                "forward_brute_force check", ["float32.py"]),
+    "float32": ("for a `semantics == float32` theorem; and the distance-to-float32 notes of "
+                "real checks, which decide nothing (rules/notes.py)", ["float32.py"]),
 }
 
 
