@@ -1,0 +1,397 @@
+"""The distance-to-float32 notes of the attention-only Max-of-K rules (issue 24; spec/rules.md
+§distance to float32): for a real certificate, check-cert prints the smallest certified margin
+and the float32 error bound δ (Lemma G) at its place.
+
+- cubic: the printed margin and class equal an independent numpy recomputation of the
+  formula (the rule's bounds (I), (II), (II′) per placement extreme over the class's weight
+  bound), and every covered sequence's float64 margin is at least its class's bound.
+- exact: the printed margin and place equal the smaller of that cover formula and the residue
+  formula −max_o T(o)/Σ_i w⁺_i (recomputed in numpy), on a model whose residue holds it.
+- subcubic_gap: every covered sequence's float64 margin is at least the printed margin, and the
+  printed class has a covered sequence.
+- brute_force and all of the above: the printed float32 error equals
+  float32.attention_only_deltas (the whole table, recomputed here) at the printed place;
+  mpmath and arb print the same note; --json's float32_distance carries the numbers.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from checker import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "generator" / "models"
+CERTS = ROOT / "certs"
+V8 = MODELS / "max3_v8_seed0.pt"
+NUMBER = r"([-+]?\d[\d.]*(?:e[-+]?\d+)?)"
+
+
+def _summary(capsys, cert: Path, model: Path, arith: str = "mpmath") -> dict:
+    code = cli.main([str(cert), "--model", str(model), "--json", "--arith", arith])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def _note(summary: dict) -> str:
+    (note,) = [n for n in summary["rules"]]
+    return note
+
+
+def _printed(note: str) -> tuple[float, str, float]:
+    found = re.search(r"smallest certified margin " + NUMBER + r" at (\([^)]*\)|\[[^\]]*\])",
+                      note)
+    error = re.search(r"float32 error " + NUMBER, note)
+    assert found and error, note
+    return float(found.group(1)), found.group(2), float(error.group(1))
+
+
+def _class(at: str) -> tuple[int, int, int]:
+    found = re.fullmatch(r"\(q=(\d+), m=(\d+), c=(\d+)\)", at)
+    assert found, at
+    return tuple(int(x) for x in found.groups())
+
+
+def _rule_line(cert: Path) -> tuple[dict, dict]:
+    """(the rule line, {line id: line}) of a certificate file."""
+    lines = {}
+    for text in cert.read_text().splitlines():
+        obj = json.loads(text)
+        lines[obj["id"]] = obj
+    rule = next(o for o in lines.values() if o["kind"] == "rule")
+    return rule, lines
+
+
+def _recorded(cert: Path) -> dict:
+    """{input name: (lo, hi)} numpy float64 arrays of the rule line's recorded inputs."""
+    rule, lines = _rule_line(cert)
+    out = {}
+    for name, ref in rule["inputs"].items():
+        line = lines[ref]
+        shape = tuple(line["shape"])
+        out[name] = tuple(np.frombuffer(base64.b64decode(line[end]), dtype="<f8").reshape(shape)
+                          for end in ("lo", "hi"))
+    return out
+
+
+def _weights(model: Path):
+    from generator.modelfile import load_model
+
+    return load_model(str(model)).weights
+
+
+def _true_margins(model: Path) -> dict:
+    """{sequence: ℓ_m − max_{o≠m} ℓ_o} by the independent float64 forward pass."""
+    from generator.model import logits_float64
+
+    w = _weights(model)
+    v, k = w.dims.d_vocab, w.dims.n_ctx
+    tokens = np.array(list(itertools.product(range(v), repeat=k)))
+    logits = logits_float64(w, tokens)
+    rows = np.arange(len(tokens))
+    top = tokens.max(axis=1)
+    best = logits[rows, top].copy()
+    logits[rows, top] = -np.inf
+    return dict(zip(map(tuple, tokens.tolist()), best - logits.max(axis=1)))
+
+
+def _deltas(model: Path) -> list:
+    """float32.attention_only_deltas over the model's weights (the whole table)."""
+    from checker import float32
+    from checker.modelspec import Dims
+    from checker.rules import ATTN_ONLY_WEIGHTS
+
+    w = _weights(model)
+    d = w.dims
+    rows = {}
+    for name in ATTN_ONLY_WEIGHTS:
+        a = np.asarray(getattr(w, name), dtype=np.float32).astype(np.float64)
+        rows[name] = (a.reshape(1, -1) if a.ndim == 1 else a.reshape(-1, a.shape[-1])).tolist()
+    return float32.attention_only_deltas(Dims(d.d_vocab, d.n_ctx, d.d_model, d.d_head), rows)
+
+
+def _delta_all(deltas, q, m) -> float:
+    return deltas[q][m] + max(x for o, x in enumerate(deltas[q]) if o != m)
+
+
+# --- the cubic cover formula, recomputed ---------------------------------------------------
+
+def _up(lo, hi, x):
+    """≥ W·X for W ∈ [lo, hi] ⊂ [0, ∞), X ≤ x."""
+    return np.where(x >= 0, hi * x, lo * x)
+
+
+def _good(cert: Path) -> dict:
+    rule, _ = _rule_line(cert)
+    return {(e[0], e[1], e[2]): (e[3], e[4] if len(e) == 5 else 0) for e in rule["hints"]["good"]}
+
+
+def cubic_class_margins(rec: dict, good: dict, v: int, k: int) -> dict:
+    """{(q, m, c): the class's margin bound} (spec/rules.md §distance to float32, cubic),
+    straight from Lemmas 1–4 in numpy: min over the placement extremes S of −V_S / W_S."""
+    eu_lo, eu_hi = rec["EU"]
+    ev_lo, ev_hi = rec["EVOU"]
+    pv_lo, pv_hi = rec["PVOU"]
+    e_lo, e_hi = rec["EXP_EQKE"]
+    b_lo, b_hi = rec["EXP_EQKP"]
+    out = {}
+    for (m, q, c), (mask, joint) in good.items():
+        d_eu = eu_hi[q] - eu_lo[q, m]
+        dd = d_eu + (pv_hi[:k - 1] - pv_lo[:k - 1, m][:, None]).max(axis=0)
+        x_m = dd + ev_hi[m] - ev_lo[m, m]
+        y_q = d_eu + pv_hi[k - 1] - pv_lo[k - 1, m] + ev_hi[q] - ev_lo[q, m]
+        p = _up(e_lo[q, m], e_hi[q, m], x_m)
+        qv = _up(b_lo[q, k - 1] * e_lo[q, q], b_hi[q, k - 1] * e_hi[q, q], y_q)
+        big_lo, big_hi = b_lo[q, :k - 1].sum(), b_hi[q, :k - 1].sum()
+        wq = b_hi[q, k - 1] * e_hi[q, q]
+        others = [o for o in range(v) if o != m]
+        if c == 0:
+            if mask:
+                value = (_up(big_lo, big_hi, p) + qv)[others].max()
+                out[(q, m, 0)] = -value / (wq + big_hi * e_hi[q, m])
+            continue
+        tokens = [u for u in range(m) if mask >> u & 1]
+        if not tokens:
+            continue
+        if c == k - 1:
+            extremes = [(big_lo, big_hi, None)]
+        else:
+            s_lo = np.sort(b_lo[q, :k - 1])[:c].sum()
+            s_hi = np.sort(b_hi[q, :k - 1])[::-1][:c].sum()
+            extremes = [(s, s, (big_lo - s, big_hi - s)) for s in (s_lo, s_hi)]
+        margins = []
+        for lo, hi, rest in extremes:
+            a = qv if rest is None else _up(rest[0], rest[1], p) + qv
+            value = -np.inf
+            for u in tokens:
+                x_u = dd + ev_hi[u] - ev_lo[u, m]
+                se = (lo * e_lo[q, u], hi * e_hi[q, u])
+                value = max(value, _up(*se, x_u[u]) + a[u])  # (I)
+                rest_o = [o for o in range(v) if o not in (m, u)]
+                if not rest_o:
+                    continue
+                if joint >> u & 1:  # (II′)
+                    value = max(value, (_up(*se, x_u[rest_o]) + a[rest_o]).max())
+                else:  # (II)
+                    split = dd[rest_o].max() + ev_hi[u, rest_o].max() - ev_lo[u, m]
+                    value = max(value, _up(*se, split) + a[rest_o].max())
+            weight = wq + (0.0 if rest is None else rest[1] * e_hi[q, m]) \
+                + hi * max(e_hi[q, u] for u in tokens)
+            margins.append(-value / weight)
+        out[(q, m, c)] = min(margins)
+    return out
+
+
+def _class_of(seq) -> tuple[int, int, int]:
+    q, m = seq[-1], max(seq)
+    return q, m, sum(t < m for t in seq[:-1])
+
+
+def _covered_by_cubic(seq, good) -> bool:
+    q, m, c = _class_of(seq)
+    mask = good.get((m, q, c), (0, 0))[0]
+    lower = [t for t in seq[:-1] if t < m]
+    return bool(mask) and all(mask >> t & 1 for t in lower)
+
+
+# --- cubic ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["max3_v8_seed0", "max5_v16_seed0"])
+def test_cubic_margin_equals_recomputation(capsys, name):
+    cert, model = CERTS / f"{name}.cubic.jsonl", MODELS / f"{name}.pt"
+    summary = _summary(capsys, cert, model)
+    margin, at, error = _printed(_note(summary))
+    w = _weights(model)
+    v, k = w.dims.d_vocab, w.dims.n_ctx
+    margins = cubic_class_margins(_recorded(cert), _good(cert), v, k)
+    place = min(margins, key=margins.get)
+    assert _class(at) == place
+    assert margin == pytest.approx(margins[place], rel=5e-3)  # printed with 3 digits
+    q, m, _ = place
+    assert error == pytest.approx(_delta_all(_deltas(model), q, m), rel=5e-3)
+    (row,) = summary["float32_distance"]
+    assert row == {"rule": "cubic", "smallest_margin": margin, "at": at,
+                   "float32_error": error}
+
+
+def test_cubic_class_bound_is_below_every_covered_margin():
+    """The formula is a lower bound of ℓ_m − ℓ_o on every covered sequence of its class (so
+    the printed number, its minimum, is a certified margin); and the smallest class bound is
+    attained within a factor of the class's own smallest true margin."""
+    cert = CERTS / "max3_v8_seed0.cubic.jsonl"
+    good = _good(cert)
+    margins = cubic_class_margins(_recorded(cert), good, 8, 3)
+    truth = _true_margins(V8)
+    covered = [s for s in truth if _covered_by_cubic(s, good)]
+    assert len(covered) == 511
+    for seq in covered:
+        assert truth[seq] >= margins[_class_of(seq)] - 1e-9, seq
+    place = min(margins, key=margins.get)
+    in_place = [truth[s] for s in covered if _class_of(s) == place]
+    assert in_place and margins[place] <= min(in_place) <= 10 * margins[place]
+
+
+@pytest.mark.parametrize("cert", ["max3_v8_seed0.cubic.jsonl", "max3_v8_seed0.subcubic.jsonl",
+                                  "max3_v8_seed0.brute-force.jsonl",
+                                  "max5_v16_seed0.exact.jsonl"])
+def test_mpmath_and_arb_print_the_same_note(capsys, cert):
+    model = MODELS / (cert.split(".")[0] + ".pt")
+    notes = [re.sub(r" \(\d+\.\d s\)$", "", _note(_summary(capsys, CERTS / cert, model, a)))
+             for a in ("mpmath", "arb")]
+    assert "smallest certified margin" in notes[0] and "float32 error" in notes[0]
+    assert notes[0] == notes[1]
+
+
+# --- exact ------------------------------------------------------------------------------------
+
+def _residue_margins(rec: dict, good: dict, v: int, k: int) -> dict:
+    """{residue sequence: −max_o T(o)/Σ_i w⁺_i} over the residue sequences with T < 0
+    (Lemma E2 in numpy), and the o attaining it."""
+    eu_lo, eu_hi = rec["EU"]
+    ev_lo, ev_hi = rec["EVOU"]
+    pv_lo, pv_hi = rec["PVOU"]
+    e_lo, e_hi = rec["EXP_EQKE"]
+    b_lo, b_hi = rec["EXP_EQKP"]
+    out = {}
+    for seq in itertools.product(range(v), repeat=k):
+        if _covered_by_cubic(seq, good):
+            continue
+        q, m = seq[-1], max(seq)
+        total, weight = np.zeros(v), 0.0
+        for i, t in enumerate(seq):
+            x = eu_hi[q] - eu_lo[q, m] + ev_hi[t] - ev_lo[t, m] + pv_hi[i] - pv_lo[i, m]
+            total += _up(e_lo[q, t] * b_lo[q, i], e_hi[q, t] * b_hi[q, i], x)
+            weight += e_hi[q, t] * b_hi[q, i]
+        total[m] = -np.inf
+        if total.max() < 0:
+            out[seq] = (-total.max() / weight, int(total.argmax()))
+    return out
+
+
+def test_exact_margin_equals_recomputation(capsys, tmp_path):
+    """A random model (weak cubic cover): the smallest margin is a residue sequence's."""
+    from tests.soundness_helpers import certify, random_weights
+
+    weights = random_weights(6, 3, 8, seed=5)
+    model, cert, _ = certify(weights, tmp_path, "exact")
+    summary = _summary(capsys, cert, model)
+    margin, at, error = _printed(_note(summary))
+    rec, good = _recorded(cert), _good(cert)
+    cover = cubic_class_margins(rec, good, 6, 3)
+    residue = _residue_margins(rec, good, 6, 3)
+    assert summary["correct"] == len(residue) + sum(_covered_by_cubic(s, good) for s in
+                                                    itertools.product(range(6), repeat=3))
+    seq = min(residue, key=lambda s: residue[s][0])
+    assert not cover or residue[seq][0] < min(cover.values())  # the residue holds it here
+    assert at == str(list(seq))
+    assert margin == pytest.approx(residue[seq][0], rel=5e-3)
+    o = residue[seq][1]
+    assert f"at o = {o}" in _note(summary)
+    deltas = _deltas(model)
+    assert error == pytest.approx(deltas[seq[-1]][o] + deltas[seq[-1]][max(seq)], rel=5e-3)
+    truth = _true_margins(model)
+    assert all(truth[s] >= residue[s][0] - 1e-9 for s in residue)  # a certified margin
+    (row,) = summary["float32_distance"]
+    assert row["rule"] == "exact" and row["smallest_margin"] == margin and row["at"] == at
+
+
+def test_exact_cover_margin_when_the_cover_holds_it(capsys, tmp_path):
+    """max3_v8's cubic hints as an exact line: 511 of 512 in the cover, no residue sequence
+    certified, so the cover's class is printed."""
+    cert = CERTS / "max3_v8_seed0.cubic.jsonl"
+    lines = cert.read_text().splitlines()
+    rule = json.loads(lines[-2])
+    rule["rule"] = "exact"
+    path = tmp_path / "exact.jsonl"
+    path.write_text("\n".join(lines[:-2] + [json.dumps(rule), lines[-1]]) + "\n")
+    margin, at, error = _printed(_note(_summary(capsys, path, V8)))
+    margins = cubic_class_margins(_recorded(cert), _good(cert), 8, 3)
+    place = min(margins, key=margins.get)
+    assert _class(at) == place and margin == pytest.approx(margins[place], rel=5e-3)
+    assert error == pytest.approx(_delta_all(_deltas(V8), *place[:2]), rel=5e-3)
+
+
+# --- subcubic_gap -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["max3_v8_seed0", "max3_v32_seed0"])
+def test_subcubic_margin_is_below_every_covered_margin(capsys, name):
+    from tests.soundness_helpers import subcubic_covered
+
+    cert, model = CERTS / f"{name}.subcubic.jsonl", MODELS / f"{name}.pt"
+    summary = _summary(capsys, cert, model)
+    margin, at, error = _printed(_note(summary))
+    rule, _ = _rule_line(cert)
+    gaps = {(e[0], e[1], e[2]): tuple(e[3:5]) if len(e) == 5 else (e[3], e[4], e[5], e[6])
+            for e in rule["hints"]["gaps"]}
+    w = _weights(model)
+    v, k = w.dims.d_vocab, w.dims.n_ctx
+    truth = _true_margins(model)
+    covered = subcubic_covered(gaps, v, k)
+    assert len(covered) == summary["correct"]
+    assert min(truth[s] for s in covered) >= margin * (1 - 5e-3)
+    q, m, c = _class(at)
+    assert (m, q, c) in gaps
+    assert any(_class_of(s) == (q, m, c) for s in covered)
+    assert error == pytest.approx(_delta_all(_deltas(model), q, m), rel=5e-3)
+    (row,) = summary["float32_distance"]
+    assert row["rule"] == "subcubic_gap" and row["float32_error"] == error
+
+
+# --- brute_force's δ ---------------------------------------------------------------------------
+
+def test_brute_force_delta_at_the_smallest_margin(capsys):
+    summary = _summary(capsys, CERTS / "max3_v8_seed0.brute-force.jsonl", V8)
+    note = _note(summary)
+    margin, at, error = _printed(note)
+    seq = tuple(int(x) for x in at.strip("[]").split(","))
+    o = int(re.search(r"smallest at o = (\d+)", note).group(1))
+    q, m = seq[-1], max(seq)
+    # o is the output attaining the smallest margin at seq (float64 forward pass)
+    from generator.model import logits_float64
+
+    logits = logits_float64(_weights(V8), np.array([seq]))[0]
+    assert o == max((x for x in range(8) if x != m), key=lambda x: logits[x])
+    deltas = _deltas(V8)
+    assert error == pytest.approx(deltas[q][o] + deltas[q][m], rel=5e-3)
+    (row,) = summary["float32_distance"]
+    assert row["float32_error"] == error and row["smallest_margin"] == margin
+
+
+def test_the_kernel_finds_the_weights_by_their_term_and_refuses_width():
+    """A real line's inputs are unchanged (the weights are found by their canonical term, not
+    listed); a weight line with width, or no weights, gives 'float32 error unavailable'."""
+    from checker import certificate
+    from checker.limits import Limits
+    from checker.rules import ATTN_ONLY_WEIGHTS, float32_note
+
+    lines = (CERTS / "max3_v8_seed0.brute-force.jsonl").read_text().splitlines()
+    rule = json.loads(lines[-2])
+    assert set(rule["inputs"]) == {"EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU"}
+    checker = certificate.CertificateChecker(Limits())
+    for text in lines[:-2]:
+        checker.feed(text)
+    found = checker._note_weights(ATTN_ONLY_WEIGHTS)
+    assert set(found) == set(ATTN_ONLY_WEIGHTS)
+    w = _weights(V8)
+    assert np.array_equal(np.array(found["W_E"]), w.W_E.astype(np.float64))
+    value = checker.values[1]  # W_E, with width
+    checker.values[1] = certificate.Value(value.term, value.lo,
+                                          tuple(x + 1.0 for x in value.hi), value.shape)
+    assert checker._note_weights(ATTN_ONLY_WEIGHTS) is None
+    dims = checker.dims
+    assert float32_note.delta_text(dims, lambda: None, 0, 1).startswith(
+        "float32 error unavailable")
+    assert float32_note.delta_text(dims, None, 0, 1).startswith("float32 error unavailable")
+    bad = float32_note.delta_text(dims, lambda: {"W_E": [[0.5]]}, 0, 1)  # Lemma G fails
+    assert bad.startswith("float32 error unavailable (")
+    assert cli.float32_distance([f"brute_force: smallest certified margin 1.5 at [1, 0], {bad}"]) \
+        == [{"rule": "brute_force", "smallest_margin": 1.5, "at": "[1, 0]",
+             "float32_error": None}]
