@@ -321,28 +321,118 @@ def test_exact_cover_margin_when_the_cover_holds_it(capsys, tmp_path):
 
 # --- subcubic_gap -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["max3_v8_seed0", "max3_v32_seed0"])
-def test_subcubic_margin_is_below_every_covered_margin(capsys, name):
-    from tests.soundness_helpers import subcubic_covered
+def _gaps(cert: Path) -> tuple[str, dict]:
+    rule, _ = _rule_line(cert)
+    return rule["hints"]["direct"], {(e[0], e[1], e[2]): tuple(e[3:]) for e in
+                                     rule["hints"]["gaps"]}
 
+
+def _row_gap(hi, lo, m):
+    """max_{o≠m} hi[o] − lo[m]."""
+    return np.delete(hi, m).max() - lo[m]
+
+
+def subcubic_entry_margins(rec: dict, direct: str, gaps: dict, v: int, k: int) -> dict:
+    """{(q, m, c): the entry's margin bound} (spec/rules.md §distance to float32,
+    subcubic_gap), from Lemmas 5–7 and 6b in numpy: min over the placement extremes S of
+    −f(S) / (β_{k−1}e_q + (B − S)e_m + S·max_{t≤m−g} e_t), upper ends."""
+    eu_lo, eu_hi = rec["EU"]
+    ev_lo, ev_hi = rec["EVOU"]
+    pv_lo, pv_hi = rec["PVOU"]
+    b_lo, b_hi = rec["EXP_EQKP"]
+    e_lo, e_hi = (np.exp(x) for x in rec["EQKE"])
+    rho = np.array([[_row_gap(ev_hi[t], ev_lo[t], m) for m in range(v)] for t in range(v)])
+    pos = np.array([[_row_gap(pv_hi[i], pv_lo[i], m) for m in range(v)] for i in range(k)])
+    p_q, p_n = pos[k - 1], pos[:k - 1].max(axis=0)
+    rho_pre = np.maximum.accumulate(rho, axis=0)
+    mean_lo, mean_hi = eu_lo.mean(axis=0), eu_hi.mean(axis=0)
+
+    def alphas(q, m):
+        out = []
+        if direct in ("max_diff", "min"):
+            u = _row_gap(eu_hi[q], eu_lo[q], m)
+            out.append((u + rho[m, m] + p_n[m], u + rho[q, m] + p_q[m], u + p_n[m]))
+        if direct in ("mean+diff", "min"):
+            n = _row_gap(eu_hi[q] - mean_lo, eu_lo[q] - mean_hi, m)
+            e_bar = _row_gap(mean_hi, mean_lo, m)
+            c_m = _row_gap(mean_hi + ev_hi[m], mean_lo + ev_lo[m], m)
+            own = c_m if q == m else e_bar + rho[q, m]
+            out.append((c_m + n + p_n[m], own + n + p_q[m], e_bar + n + p_n[m]))
+        return [min(x) for x in zip(*out)]
+
+    def mu(q, m, g, h, a_p):
+        values = [_up(e_lo[q, u], e_hi[q, u], a_p + rho[u, m])
+                  for u in range(max(0, m - h + 1), m - g + 1)]
+        if m - h >= 0:
+            a = a_p + rho_pre[m - h, m]
+            values.append(_up(e_lo[q, :m - h + 1].min(), e_hi[q, :m - h + 1].max(), a))
+        return max(values)
+
+    out = {}
+    for (m, q, c), gh in gaps.items():
+        a_m, a_q, a_p = alphas(q, m)
+        term_q = _up(b_lo[q, k - 1] * e_lo[q, q], b_hi[q, k - 1] * e_hi[q, q], a_q)
+        term_m = _up(e_lo[q, m], e_hi[q, m], a_m)
+        wq = b_hi[q, k - 1] * e_hi[q, q]
+        big_lo, big_hi = b_lo[q, :k - 1].sum(), b_hi[q, :k - 1].sum()
+        if c == 0:
+            f = _up(big_lo, big_hi, term_m) + term_q
+            out[(q, m, 0)] = -f / (wq + big_hi * e_hi[q, m])
+            continue
+        g = gh[0]
+        e_gap = e_hi[q, :m - g + 1].max()
+        mu1 = mu(q, m, gh[0], gh[1], a_p)
+        extra, mu_s = 0.0, mu1
+        if len(gh) == 4:  # two gaps (Lemma 6b)
+            mu_s = mu(q, m, gh[2], gh[3], a_p)
+            d_bar = mu1 - mu_s
+            extra = (b_hi[q, :k - 1].max() if d_bar >= 0 else b_lo[q, :k - 1].min()) * d_bar
+        if c == k - 1:
+            f = term_q + _up(big_lo, big_hi, mu_s) + extra
+            out[(q, m, c)] = -f / (wq + big_hi * e_gap)
+            continue
+        margins = []
+        for s in (np.sort(b_lo[q, :k - 1])[:c].sum(), np.sort(b_hi[q, :k - 1])[::-1][:c].sum()):
+            f = term_q + s * mu_s + _up(big_lo - s, big_hi - s, term_m) + extra
+            margins.append(-f / (wq + (big_hi - s) * e_hi[q, m] + s * e_gap))
+        out[(q, m, c)] = min(margins)
+    return out
+
+
+@pytest.mark.parametrize("name", ["max3_v8_seed0", "max3_v32_seed0"])
+def test_subcubic_margin_equals_recomputation(capsys, name):
     cert, model = CERTS / f"{name}.subcubic.jsonl", MODELS / f"{name}.pt"
     summary = _summary(capsys, cert, model)
     margin, at, error = _printed(_note(summary))
-    rule, _ = _rule_line(cert)
-    gaps = {(e[0], e[1], e[2]): tuple(e[3:5]) if len(e) == 5 else (e[3], e[4], e[5], e[6])
-            for e in rule["hints"]["gaps"]}
+    direct, gaps = _gaps(cert)
     w = _weights(model)
     v, k = w.dims.d_vocab, w.dims.n_ctx
+    margins = subcubic_entry_margins(_recorded(cert), direct, gaps, v, k)
+    place = min(margins, key=margins.get)
+    assert _class(at) == place
+    assert margin == pytest.approx(margins[place], rel=5e-3)
+    assert error == pytest.approx(_delta_all(_deltas(model), *place[:2]), rel=5e-3)
+    (row,) = summary["float32_distance"]
+    assert row == {"rule": "subcubic_gap", "smallest_margin": margin, "at": at,
+                   "float32_error": error}
+
+
+@pytest.mark.parametrize("name", ["max3_v8_seed0", "max3_v32_seed0"])
+def test_subcubic_entry_bound_is_below_every_covered_margin(name):
+    """Each entry's bound is a lower bound of ℓ_m − ℓ_o on every sequence it covers (so the
+    printed minimum is a certified margin)."""
+    from tests.soundness_helpers import subcubic_covered
+
+    cert, model = CERTS / f"{name}.subcubic.jsonl", MODELS / f"{name}.pt"
+    direct, gaps = _gaps(cert)
+    w = _weights(model)
+    v, k = w.dims.d_vocab, w.dims.n_ctx
+    margins = subcubic_entry_margins(_recorded(cert), direct, gaps, v, k)
     truth = _true_margins(model)
     covered = subcubic_covered(gaps, v, k)
-    assert len(covered) == summary["correct"]
-    assert min(truth[s] for s in covered) >= margin * (1 - 5e-3)
-    q, m, c = _class(at)
-    assert (m, q, c) in gaps
-    assert any(_class_of(s) == (q, m, c) for s in covered)
-    assert error == pytest.approx(_delta_all(_deltas(model), q, m), rel=5e-3)
-    (row,) = summary["float32_distance"]
-    assert row["rule"] == "subcubic_gap" and row["float32_error"] == error
+    assert covered
+    for seq in covered:
+        assert truth[seq] >= margins[_class_of(seq)] - 1e-9, seq
 
 
 # --- brute_force's δ ---------------------------------------------------------------------------
