@@ -485,3 +485,66 @@ def test_the_kernel_finds_the_weights_by_their_term_and_refuses_width():
     assert cli.float32_distance([f"brute_force: smallest certified margin 1.5 at [1, 0], {bad}"]) \
         == [{"rule": "brute_force", "smallest_margin": 1.5, "at": "[1, 0]",
              "float32_error": None}]
+
+
+# --- cubic_mix -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy", ["cubic-mix", "cubic-mix:placements=each"])
+@pytest.mark.parametrize("name", ["max3_v8_seed0", "v6k4-random"])
+def test_cubic_mix_margin_equals_recomputation(capsys, tmp_path, strategy, name):
+    """σ = the largest counted Σ Ψ of each class (from the rule's recorded exact columns, by
+    enumerating the tuples), W̄ from the recorded weights, −(σ/c)/W̄ minimised over the
+    classes; and every counted sequence's float64 margin is at least its class's bound."""
+    from fractions import Fraction
+
+    from checker.rules import cubic_mix
+    from tests.soundness_helpers import accepted_inputs, certify, random_weights
+
+    weights = random_weights(6, 4, 4, 7) if name == "v6k4-random" else \
+        _weights(MODELS / f"{name}.pt")
+    v, k = weights.dims.d_vocab, weights.dims.n_ctx
+    model, cert, lines = certify(weights, tmp_path, strategy)
+    summary = _summary(capsys, cert, model)
+    margin, at, error = _printed(_note(summary))
+    dims, mats, hints = accepted_inputs(lines)
+    record = []
+    cubic_mix.check(dims, mats, hints, lambda work: None, record=record)
+    rec = _recorded(cert)
+    e_hi, (b_lo, b_hi) = rec["EXP_EQKE"][1], rec["EXP_EQKP"]
+    bounded = hints.get("placements") == "bounds"
+    margins, by_sequence = {}, {}
+    zero = {(m, q, 0): (1, 0) for q, m, placement, columns, counted in record
+            if columns is None and counted}
+    margins.update(cubic_class_margins(rec, zero, v, k))
+    for q, m, placement, columns, counted in record:
+        if columns is None or not counted:
+            continue
+        c = len(placement)
+        values = [[Fraction(man) * Fraction(2) ** e for man, e in col] for col in columns]
+        sums = {tokens: sum(values[j][t] for j, t in enumerate(tokens))
+                for tokens in itertools.product(range(m), repeat=c)}
+        sigma = max(x for x in sums.values() if x < 0)
+        s_lo = np.sort(b_lo[q, :k - 1])[:c].sum()
+        rest = (0.0 if c == k - 1 else b_hi[q, :k - 1].sum() - s_lo) if bounded else \
+            sum(b_hi[q, i] for i in range(k - 1) if i not in placement)
+        spread = c * b_hi[q, :k - 1].max() if bounded else b_hi[q, list(placement)].sum()
+        weight = b_hi[q, k - 1] * e_hi[q, q] + rest * e_hi[q, m] + spread * e_hi[q, :m].max()
+        bound = -float(sigma / c) / weight
+        margins[(q, m, c)] = min(bound, margins.get((q, m, c), np.inf))
+        for tokens, x in sums.items():
+            if x < 0:
+                seq = [m] * (k - 1) + [q]
+                for i, t in zip(placement, tokens):
+                    seq[i] = t
+                by_sequence[tuple(seq)] = -float(x / c) / weight
+    place = min(margins, key=margins.get)
+    assert _class(at) == place
+    assert margin == pytest.approx(margins[place], rel=5e-3)
+    assert error == pytest.approx(_delta_all(_deltas(model), *place[:2]), rel=5e-3)
+    if v ** k <= 4096:
+        truth = _true_margins(model)
+        for seq, bound in by_sequence.items():
+            assert truth[seq] >= bound - 1e-9, seq
+    (row,) = summary["float32_distance"]
+    assert row == {"rule": "cubic_mix", "smallest_margin": margin, "at": at,
+                   "float32_error": error}
