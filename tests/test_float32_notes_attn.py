@@ -458,9 +458,9 @@ def test_brute_force_delta_at_the_smallest_margin(capsys):
 def test_the_kernel_finds_the_weights_by_their_term_and_refuses_width():
     """A real line's inputs are unchanged (the weights are found by their canonical term, not
     listed); a weight line with width, or no weights, gives 'float32 error unavailable'."""
-    from checker import certificate
+    from checker import certificate, float32
     from checker.limits import Limits
-    from checker.rules import ATTN_ONLY_WEIGHTS, float32_note
+    from checker.rules import ATTN_ONLY_WEIGHTS
 
     lines = (CERTS / "max3_v8_seed0.brute-force.jsonl").read_text().splitlines()
     rule = json.loads(lines[-2])
@@ -477,10 +477,10 @@ def test_the_kernel_finds_the_weights_by_their_term_and_refuses_width():
                                           tuple(x + 1.0 for x in value.hi), value.shape)
     assert checker._note_weights(ATTN_ONLY_WEIGHTS) is None
     dims = checker.dims
-    assert float32_note.delta_text(dims, lambda: None, 0, 1).startswith(
+    assert float32.distance_note(dims, lambda: None, 0, 1).startswith(
         "float32 error unavailable")
-    assert float32_note.delta_text(dims, None, 0, 1).startswith("float32 error unavailable")
-    bad = float32_note.delta_text(dims, lambda: {"W_E": [[0.5]]}, 0, 1)  # Lemma G fails
+    assert float32.distance_note(dims, None, 0, 1).startswith("float32 error unavailable")
+    bad = float32.distance_note(dims, lambda: {"W_E": [[0.5]]}, 0, 1)  # Lemma G fails
     assert bad.startswith("float32 error unavailable (")
     assert cli.float32_distance([f"brute_force: smallest certified margin 1.5 at [1, 0], {bad}"]) \
         == [{"rule": "brute_force", "smallest_margin": 1.5, "at": "[1, 0]",
@@ -548,3 +548,25 @@ def test_cubic_mix_margin_equals_recomputation(capsys, tmp_path, strategy, name)
     (row,) = summary["float32_distance"]
     assert row == {"rule": "cubic_mix", "smallest_margin": margin, "at": at,
                    "float32_error": error}
+
+
+@pytest.mark.parametrize("rule", ["cubic", "exact"])
+def test_a_failing_note_never_fails_the_check(capsys, monkeypatch, tmp_path, rule):
+    """The note's computation raising (here: cubic.margin_note) is named in the note; the
+    verdict and the count stand."""
+    from checker.rules import cubic
+
+    def broken(*args):
+        raise ZeroDivisionError("planted")
+    monkeypatch.setattr(cubic, "margin_note", broken)
+    cert = CERTS / "max3_v8_seed0.cubic.jsonl"
+    if rule == "exact":
+        lines = cert.read_text().splitlines()
+        line = json.loads(lines[-2])
+        line["rule"] = "exact"
+        cert = tmp_path / "exact.jsonl"
+        cert.write_text("\n".join(lines[:-2] + [json.dumps(line), lines[-1]]) + "\n")
+    summary = _summary(capsys, cert, V8)
+    assert summary["correct"] == 511
+    assert "smallest certified margin unavailable (ZeroDivisionError)" in _note(summary)
+    assert summary["float32_distance"] == []

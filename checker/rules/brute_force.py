@@ -20,7 +20,6 @@ import itertools
 
 from ..arith import MPMATH
 from ..rules import ATTN_ONLY_WEIGHTS
-from . import float32_note
 
 INPUTS = ("EXP_EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
@@ -70,12 +69,14 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real", note_w
         w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
         margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu_m, eu_o)
                    for o in range(v) if o != top]
+        from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
         outs = [o for o in range(v) if o != top]
         worst = max(range(len(outs)), key=lambda j: arith.float_bounds(margins[j])[1])
         note += (f"; smallest certified margin {margin_estimate(arith, w, margins):.3g} at "
                  f"{list(tokens)} (ℓ_m − ℓ_o ≥ it there, smallest at o = {outs[worst]}), "
-                 + float32_note.delta_text(dims, note_weights, q, top, outs[worst],
-                                           arith.int_matmul))
+                 + float32.distance_note(dims, note_weights, q, top, outs[worst],
+                                         arith.int_matmul))
     return certified, f"{certified} of {v ** k} sequences certified correct{note}"
 
 

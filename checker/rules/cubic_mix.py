@@ -40,7 +40,7 @@ from math import comb
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..rules import ATTN_ONLY_WEIGHTS
-from . import cubic, float32_note
+from . import cubic
 
 INPUTS = cubic.INPUTS
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
@@ -85,11 +85,15 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None, note_wei
             proven += _count_q_m(tables, arith, q, m, mask, placements, rest, w_query, charge,
                                  record, ends, note)
     text = f"{proven} sequences certified by the cubic mixture rule"
-    if note is not None and note.best is not None:
+    if note is not None and note.failed:
+        text += f"; smallest certified margin unavailable ({note.failed})"
+    elif note is not None and note.best is not None:
+        from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
         margin, q, m, c = note.best
         text += (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
                  "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every counted sequence of the class), "
-                 + float32_note.delta_text(dims, note_weights, q, m, None, arith.int_matmul))
+                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
     return proven, text
 
 
@@ -104,7 +108,7 @@ class _Note:
     binary64 rounding).  best = (margin, q, m, c), the smallest."""
 
     def __init__(self, ar, tables, k):
-        self.ar, self.t, self.k, self.best = ar, tables, k, None
+        self.ar, self.t, self.k, self.best, self.failed = ar, tables, k, None, ""
         self._rows = {}  # q -> (upper ends of e_u, their prefix maxima), once per query
 
     def up(self, x) -> float:
@@ -117,9 +121,15 @@ class _Note:
 
     def add(self, sigma: float, c: int, q: int, m: int, rest, positions: float) -> None:
         """One column set's σ (None: no tuple counted); rest ≥ R_P (None: R = 0), positions
-        ≥ Σ_{i∈P} β_i (a float)."""
-        if sigma is None:
+        ≥ Σ_{i∈P} β_i (a float).  A failure is kept in self.failed, never raised."""
+        if sigma is None or self.failed:
             return
+        try:
+            self._add(sigma, c, q, m, rest, positions)
+        except Exception as exc:  # a note never fails a check (spec/rules.md)
+            self.failed = type(exc).__name__
+
+    def _add(self, sigma, c, q, m, rest, positions) -> None:
         t, up = self.t, self.up
         if q not in self._rows:
             e = [up(x) for x in t.e[q]]
@@ -225,7 +235,8 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
     zero = ar.v_affine(rest[()], p, qv)
     count = int(ar.all_below_zero(zero, skip=(m,)))
     if note is not None and count:
-        note.add(max(note.up(x) for o, x in enumerate(zero) if o != m), 0, q, m, rest[()], 0.0)
+        note.add(max((note.up(x) for o, x in enumerate(zero) if o != m), default=None), 0, q,
+                 m, rest[()], 0.0)
     if record is not None:
         record.append((q, m, (), None, count))
     if m == 0:
@@ -331,7 +342,10 @@ def _negative_sums(ar, columns, charge, note=None) -> int:
     ints = [sorted(man << (e - low) for man, e in column) for column in exact]
     if note is not None:  # the note's σ: not counted work (reports only)
         largest = _largest_below(ints, 0)
-        note.sigma = None if largest is None else math.ldexp(largest, low)
+        try:
+            note.sigma = None if largest is None else math.ldexp(largest, low)
+        except OverflowError:
+            note.sigma, note.failed = None, "OverflowError"
     return _tuples_below(ints, 0)
 
 

@@ -37,7 +37,7 @@ from operator import add, floordiv, itemgetter, mul
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
 from ..rules import ATTN_ONLY_WEIGHTS
-from . import cubic, float32_note, pool
+from . import cubic, pool
 
 INPUTS = cubic.INPUTS
 # The cover (rule cubic's code) runs in the selected back-end; the residue is exact
@@ -119,12 +119,17 @@ def _margin_text(dims, recorded, good, residue_best, note_weights, arith) -> str
     T/Σw⁺ selected exactly among the certified residue sequences (each worker's exact
     integers, in one unit per query: T in 2^(x + e_q + β_q), Σw⁺ in 2^(e_q + β_q)), then
     recomputed in binary64 from the recorded ends at that t); reports only."""
+    from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
     v, k = dims.d_vocab, dims.n_ctx
-    cover = cubic.margin_note(recorded, good, v, k)
-    residue = None
-    if residue_best:
-        value, weight, tokens = max(residue_best, key=lambda b: Fraction(b[0], b[1]))
-        residue = _float_margin(recorded, tokens, v, k) + (tokens,)
+    try:
+        cover = cubic.margin_note(recorded, good, v, k)
+        residue = None
+        if residue_best:
+            value, weight, tokens = max(residue_best, key=lambda b: Fraction(b[0], b[1]))
+            residue = _float_margin(recorded, tokens, v, k) + (tokens,)
+    except Exception as exc:  # a note never fails a check (spec/rules.md)
+        return f"; smallest certified margin unavailable ({type(exc).__name__})"
     if cover is None and residue is None:
         return ""
     if residue is None or (cover is not None and cover[0] <= residue[0]):
@@ -136,7 +141,7 @@ def _margin_text(dims, recorded, good, residue_best, note_weights, arith) -> str
         q, m = tokens[-1], max(tokens)
         where = f"{list(tokens)} (a residue sequence: ℓ_m − ℓ_o ≥ it there, smallest at o = {o})"
     return (f"; smallest certified margin {margin:.3g} at {where}, "
-            + float32_note.delta_text(dims, note_weights, q, m, o, arith.int_matmul))
+            + float32.distance_note(dims, note_weights, q, m, o, arith.int_matmul))
 
 
 def _float_margin(recorded, tokens, v, k) -> tuple:
