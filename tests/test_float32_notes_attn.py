@@ -570,3 +570,19 @@ def test_a_failing_note_never_fails_the_check(capsys, monkeypatch, tmp_path, rul
     assert summary["correct"] == 511
     assert "smallest certified margin unavailable (ZeroDivisionError)" in _note(summary)
     assert summary["float32_distance"] == []
+
+
+def test_largest_below_matches_enumeration():
+    """cubic_mix's σ when not every tuple counts: the largest tuple sum below the limit."""
+    import random
+
+    from checker.rules.cubic_mix import _largest_below
+
+    rng = random.Random(3)
+    for _ in range(300):
+        c = rng.randint(1, 3)
+        columns = [sorted(rng.randint(-50, 40) for _ in range(rng.randint(1, 6)))
+                   for _ in range(c)]
+        limit = rng.randint(-30, 10)
+        sums = [sum(t) for t in itertools.product(*columns) if sum(t) < limit]
+        assert _largest_below(columns, limit) == (max(sums) if sums else None)
