@@ -145,7 +145,7 @@ def margin_note(recorded, good, v: int, k: int):
         p = [(hi if x >= 0 else lo) * x for x in map(add, d_eu, xm[m])]
         shift = pv_lo[k - 1][m] + ev_lo[q][m]
         qv = [(w_hi if x >= 0 else w_lo) * (x - shift) for x in map(add, d_eu, yq[q])]
-        p_pos, p_neg = [max(x, 0.0) for x in p], [min(x, 0.0) for x in p]
+        p_pos, p_neg = [x if x > 0 else 0.0 for x in p], [x if x < 0 else 0.0 for x in p]
         bs_lo, bs_hi = sorted(b_lo[q][:k - 1]), sorted(b_hi[q][:k - 1])
         big_lo, big_hi = sum(bs_lo), sum(bs_hi)
         d_top = _top_two(d, m)
@@ -158,14 +158,14 @@ def margin_note(recorded, good, v: int, k: int):
                                       for x, y in zip(p, qv)], m)[1]
                     best = _smaller(best, -value / (w_hi + big_hi * hi), q, m, c)
                 continue
-            tokens = [u for u in range(m) if mask >> u & 1]
+            tokens = _members(mask)
             if not tokens:
                 continue
             selves = [h_self[u] for u in tokens]
             # the two largest (II) terms of the split tokens, with the first's token
             split = [(h_split[u], u) for u in tokens if not joint >> u & 1 and v > 2]
             split_top = sorted(split, reverse=True)[:2] + [(None, None)] * 2
-            e_gap = max(eq_hi[u] for u in tokens)
+            e_gap = max(map(eq_hi.__getitem__, tokens))
             if c == k - 1:  # S = B, no copy of m: (S's ends, B − S's ends)
                 placements = [((big_lo, big_hi), None)]
             else:
@@ -190,13 +190,12 @@ def margin_note(recorded, good, v: int, k: int):
                         value = max(value, _times(s_lo, s_hi, [other])[0] + first)
                     if index in h_split and not joint >> index & 1 and index in tokens:
                         value = max(value, _times(s_lo, s_hi, [h_split[index]])[0] + second)
-                for u in tokens:  # (II′), exact: o ∉ {m, u}
-                    if joint >> u & 1:
-                        base, lo_u, hi_u = ev_lo[u][m], s_lo * eq_lo[u], s_hi * eq_hi[u]
-                        value = max(value, max(
-                            ((hi_u if x >= 0 else lo_u) * x + a for o, (x, a) in
-                             enumerate(zip(map(add, d, ev_hi[u]), a_s))
-                             if o != m and o != u for x in (x - base,)), default=-math.inf))
+                for u in _members(joint) if joint else ():  # (II′), exact: o ∉ {m, u}
+                    base, lo_u, hi_u = ev_lo[u][m], s_lo * eq_lo[u], s_hi * eq_hi[u]
+                    value = max(value, max(
+                        ((hi_u if x >= 0 else lo_u) * x + a for o, (x, a) in
+                         enumerate(zip(map(add, d, ev_hi[u]), a_s))
+                         if o != m and o != u for x in (x - base,)), default=-math.inf))
                 best = _smaller(best, -value / weight, q, m, c)
     return best
 
@@ -208,16 +207,20 @@ def _token_terms(claims, m, v, d, d_top, eq_lo, eq_hi, ev_lo, ev_hi, tops):
     for c, (mask, _) in claims:
         union |= mask if c > 0 else 0
     h_self, h_split = {}, {}
-    for u, bit in enumerate(reversed(bin(union)[2:])):
-        if bit == "1":
-            x = d[u] + ev_hi[u][u] - ev_lo[u][m]
-            h_self[u] = (eq_hi[u] if x >= 0 else eq_lo[u]) * x
-            if v > 2:
-                t0, t1, t2 = tops[u]
-                top = t0 if t0 != m and t0 != u else t1 if t1 != m and t1 != u else t2
-                y = (d_top[2] if d_top[0] == u else d_top[1]) - ev_lo[u][m] + ev_hi[u][top]
-                h_split[u] = (eq_hi[u] if y >= 0 else eq_lo[u]) * y
+    for u in _members(union):
+        x = d[u] + ev_hi[u][u] - ev_lo[u][m]
+        h_self[u] = (eq_hi[u] if x >= 0 else eq_lo[u]) * x
+        if v > 2:
+            t0, t1, t2 = tops[u]
+            top = t0 if t0 != m and t0 != u else t1 if t1 != m and t1 != u else t2
+            y = (d_top[2] if d_top[0] == u else d_top[1]) - ev_lo[u][m] + ev_hi[u][top]
+            h_split[u] = (eq_hi[u] if y >= 0 else eq_lo[u]) * y
     return h_self, h_split
+
+
+def _members(mask: int) -> list:
+    """The set bits of mask >= 0, increasing."""
+    return [u for u, bit in enumerate(reversed(bin(mask)[2:])) if bit == "1"]
 
 
 def _times(lo, hi, xs):
