@@ -513,6 +513,8 @@ class CertificateChecker:
             extra["task"] = task
         if self.semantics != "real" and not widen:
             extra["semantics"] = self.semantics
+        if self.semantics == "real" and getattr(rule, "NOTE_WEIGHTS", False):
+            extra["note_weights"] = lambda: self._note_weights(rule.FLOAT32_INPUTS)
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
         note += widened
         self.stored = stored  # the rule's tables are garbage now
@@ -528,6 +530,17 @@ class CertificateChecker:
         else:  # the rule defines none (spec/rules.md §proof length): the sum is undefined
             self.report.dimensionality = None
         self.report.rule_notes.append(f"{obj['rule']}: {note}")
+
+    def _note_weights(self, names) -> dict | None:
+        """The weights {name: rows} for a real certificate's distance-to-float32 note
+        (Lemma G's δ; spec/rules.md §distance to float32): the weight lines found by their
+        canonical term, not inputs of the rule line, read by no verdict; None if one is absent
+        or has width (the note then names δ unavailable)."""
+        found = [next((x for x in self.values.values() if x.term == self.canonical.get(n)),
+                      None) for n in names]
+        if any(x is None or x.lo != x.hi for x in found):
+            return None
+        return {n: _weight_rows(x) for n, x in zip(names, found)}
 
     def _recorded_rows(self, value: Value) -> list:
         """The recorded interval matrix as rows of (lo, hi) binary64 pairs (exact)."""

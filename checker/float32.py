@@ -744,3 +744,28 @@ def widened_eu_row(dims, w: dict, lo: tuple, hi: tuple, q: int, p: int,
     if len(lo) != dims.d_vocab or len(hi) != dims.d_vocab:
         raise AssertionError("float32: EU_Q is not 1×v")  # exit 2: an internal error
     return widen_outward(lo, hi, row)
+
+
+def distance_note(dims, note_weights, q: int, m: int, o: int | None = None,
+                  int_matmul=None) -> str:
+    """The float32 error of a real certificate's distance-to-float32 note (spec/rules.md
+    §distance to float32; brute_force, cubic, cubic_mix, exact, subcubic_gap): 'float32 error
+    Y (…)' with Y = δ[q][o] + δ[q][m] (o None: δ[q][m] + max_{o≠m} δ[q][o]), δ row q of
+    attention_only_deltas (bit for bit: attention_only_delta_rows at the last position), from
+    note_weights() — the certificate's weight lines, or None (certificate.py) —; or 'float32
+    error unavailable (why)'.  Decides nothing, charges nothing, never raises."""
+    try:
+        weights = note_weights() if note_weights is not None else None
+        if weights is None:
+            return ("float32 error unavailable (a weight line is absent or has width: Lemma G "
+                    "reads exact weights)")
+        k = dims.n_ctx
+        row = attention_only_delta_rows(dims, weights, q, [k - 1], int_matmul)[k - 1]
+    except Exception as exc:  # a note never fails a check (spec/rules.md)
+        return f"float32 error unavailable ({type(exc).__name__}: {str(exc)[:120]})"
+    if o is None:
+        worst = max(x for out, x in enumerate(row) if out != m)
+        return (f"float32 error {float(worst + row[m]):.3g} (δ[q][m] + max_(o≠m) δ[q][o], "
+                "Lemma G: every float32 execution has ℓ̃_m − ℓ̃_o ≥ the margin minus it there)")
+    return (f"float32 error {float(row[o] + row[m]):.3g} (δ[q][o] + δ[q][m] at o = {o}, "
+            "Lemma G: the float32 variant needs the margin above it)")

@@ -26,9 +26,10 @@ ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (check
 SEMANTICS = ("real", "float32")  # float32: margins beyond δ_o + δ_m (Lemma G, theorem.md §2c)
 # under float32 the rule also reads the weights, for δ
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS
+NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 
 
-def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
+def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real", note_weights=None):
     if hints is not None:
         from ..errors import Malformed
 
@@ -68,11 +69,14 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real"):
         w = [exp_eqke[q][t] * exp_eqkp[q][i] for i, t in enumerate(tokens)]
         margins = [_margin(arith, w, tokens, q, top, o, evou, pvou, eu_m, eu_o)
                    for o in range(v) if o != top]
+        from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
+        outs = [o for o in range(v) if o != top]
+        worst = max(range(len(outs)), key=lambda j: arith.float_bounds(margins[j])[1])
         note += (f"; smallest certified margin {margin_estimate(arith, w, margins):.3g} at "
-                 f"{list(tokens)} "
-                 "(ℓ_m − ℓ_o ≥ it there); the float32 variant needs margins above "
-                 "δ[q][o] + δ[q][m] (Lemma G; δ is computed for a float32 theorem only, whose "
-                 "line reads the weights: spec/rules.md §distance to float32)")
+                 f"{list(tokens)} (ℓ_m − ℓ_o ≥ it there, smallest at o = {outs[worst]}), "
+                 + float32.distance_note(dims, note_weights, q, top, outs[worst],
+                                         arith.int_matmul))
     return certified, f"{certified} of {v ** k} sequences certified correct{note}"
 
 

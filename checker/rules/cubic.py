@@ -34,7 +34,10 @@ mpmath or Arb; every check is an exact comparison of an upper bound with 0.
 
 from __future__ import annotations
 
+import math
+from itertools import repeat
 from math import comb
+from operator import add, mul
 
 from ..arith import MPMATH
 from ..errors import Malformed, Rejected
@@ -47,13 +50,15 @@ RECORDED = True  # certificate.py passes the recorded binary64 pairs (the arb ac
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 LAZY_INPUTS = True  # rows built when read (certificate.LazyRows): the accelerator reads few
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None, note_weights=None):
     """recorded: {name: rows of recorded (lo, hi) binary64 pairs}, or None.  Under the
     arb back-end each (q, m) is first tried by cubic_fmpz (exact integer vectors in
-    C); the back-end's own code decides every (q, m) it does not confirm."""
+    C); the back-end's own code decides every (q, m) it does not confirm.  note_weights
+    (a real certificate's check, with recorded): the distance-to-float32 note (margin_note)."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -85,7 +90,166 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
     if performed != expected:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: cubic counted {performed} operations, "
                         f"charged {expected}")
-    return proven, f"{proven} sequences certified by the cubic rule"
+    note = f"{proven} sequences certified by the cubic rule"
+    if note_weights is not None and recorded is not None:
+        note += margin_text(dims, recorded, good, note_weights, arith)
+    return proven, note
+
+
+def margin_text(dims, recorded, good, note_weights, arith) -> str:
+    """The distance-to-float32 note of the confirmed good sets (spec/rules.md §distance to
+    float32): '; smallest certified margin X at (q=…, m=…, c=…) …, float32 error Y …'."""
+    from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
+    try:
+        smallest = margin_note(recorded, good, dims.d_vocab, dims.n_ctx)
+    except Exception as exc:  # a note never fails a check (spec/rules.md)
+        return f"; smallest certified margin unavailable ({type(exc).__name__})"
+    if smallest is None:
+        return ""
+    margin, q, m, c = smallest
+    return (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
+            "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every covered sequence of the class), "
+            + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+
+
+def margin_note(recorded, good, v: int, k: int):
+    """(X, q, m, c): the smallest, over the classes (q, m, c) the confirmed good sets cover,
+    of X(q, m, c) = min over the class's placement extremes S of −V_S / W_S, where V_S is the
+    largest of the rule's bounds at S — (I) and (II) (or (II′)) of every claimed token, the
+    c = 0 bound — and W_S = β_{k−1}·e_q + (B − S)·e_m + S·max_{u∈G} e_u ≥ Σ_i w_i for every
+    covered sequence with that S (upper ends).  By Lemmas 1–4, Σ_i w_i x_i(o) ≤ f_o^û(S) for
+    a good token û and every o ≠ m, and −f/W is monotone in S (a ratio of affine functions,
+    W > 0), so ℓ_m − ℓ_o ≥ X(q, m, c) on every covered sequence of the class.  Evaluated in
+    binary64 on the recorded upper (lower) ends, the same under every back-end (reports only,
+    never a verdict; up to binary64 rounding); None if nothing is covered.  Work: the rule's
+    checks once more in binary64, O(v) per (q, m) and placement, O(1) per claimed token."""
+    def ends(name):
+        rows = recorded[name]
+        return [[x for x, _ in row] for row in rows], [[y for _, y in row] for row in rows]
+    (eu_lo, eu_hi), (ev_lo, ev_hi), (pv_lo, pv_hi) = ends("EU"), ends("EVOU"), ends("PVOU")
+    (e_lo, e_hi), (b_lo, b_hi) = ends("EXP_EQKE"), ends("EXP_EQKP")
+    # D[o] − ΔEU[o] ≤ dp_max[m][o]; X_m[o] − ΔEU[o] ≤ xm[m][o]; per q: PVOU[k−1] + EVOU[q]
+    dp_max = [[max(pv_hi[i][o] - pv_lo[i][m] for i in range(k - 1)) for o in range(v)]
+              for m in range(v)]
+    xm = [[a + b - ev_lo[m][m] for a, b in zip(dp_max[m], ev_hi[m])] for m in range(v)]
+    yq = [list(map(add, pv_hi[k - 1], ev_hi[q])) for q in range(v)]
+    tops = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
+    best = None
+    for (m, q), claims in sorted(_by_pair(good).items()):
+        eq_lo, eq_hi = e_lo[q], e_hi[q]
+        d_eu = [x - eu_lo[q][m] for x in eu_hi[q]]
+        d = list(map(add, d_eu, dp_max[m]))
+        w_lo, w_hi = b_lo[q][k - 1] * eq_lo[q], b_hi[q][k - 1] * eq_hi[q]
+        lo, hi = eq_lo[m], eq_hi[m]
+        p = [(hi if x >= 0 else lo) * x for x in map(add, d_eu, xm[m])]
+        shift = pv_lo[k - 1][m] + ev_lo[q][m]
+        qv = [(w_hi if x >= 0 else w_lo) * (x - shift) for x in map(add, d_eu, yq[q])]
+        p_pos, p_neg = [x if x > 0 else 0.0 for x in p], [x if x < 0 else 0.0 for x in p]
+        bs_lo, bs_hi = sorted(b_lo[q][:k - 1]), sorted(b_hi[q][:k - 1])
+        big_lo, big_hi = sum(bs_lo), sum(bs_hi)
+        d_top = _top_two(d, m)
+        h_self, h_split = _token_terms(claims, m, v, d, d_top, eq_lo, eq_hi, ev_lo, ev_hi,
+                                       tops)
+        for c, (mask, joint) in claims:
+            if c == 0:
+                if mask:
+                    value = _top_two([(big_hi if x >= 0 else big_lo) * x + y
+                                      for x, y in zip(p, qv)], m)[1]
+                    best = _smaller(best, -value / (w_hi + big_hi * hi), q, m, c)
+                continue
+            tokens = _members(mask)
+            if not tokens:
+                continue
+            selves = [h_self[u] for u in tokens]
+            # the two largest (II) terms of the split tokens, with the first's token
+            split = [(h_split[u], u) for u in tokens if not joint >> u & 1 and v > 2]
+            split_top = sorted(split, reverse=True)[:2] + [(None, None)] * 2
+            e_gap = max(map(eq_hi.__getitem__, tokens))
+            if c == k - 1:  # S = B, no copy of m: (S's ends, B − S's ends)
+                placements = [((big_lo, big_hi), None)]
+            else:
+                placements = [((s, s), (big_lo - s, big_hi - s))
+                              for s in (sum(bs_lo[:c]), sum(bs_hi[-c:]))]
+            for (s_lo, s_hi), rest in placements:
+                if rest is None:
+                    a_s, weight = qv, w_hi + s_hi * e_gap
+                else:
+                    r_lo, r_hi = rest
+                    a_s = list(map(add, map(add, map(mul, p_pos, repeat(r_hi)),
+                                            map(mul, p_neg, repeat(r_lo))), qv))
+                    weight = w_hi + r_hi * hi + s_hi * e_gap
+                index, first, second = _top_two(a_s, m)
+                value = max(map(add, _times(s_lo, s_hi, selves), [a_s[u] for u in tokens]))  # (I)
+                # (II), split: max_u S·h_u + (the largest a_s outside {m, u}); S·h increases
+                # with h, so the largest h outside index with first, index's own with second
+                (h1, u1), (h2, _) = split_top[:2]
+                if h1 is not None:
+                    other = h1 if u1 != index else h2
+                    if other is not None:
+                        value = max(value, _times(s_lo, s_hi, [other])[0] + first)
+                    if index in h_split and not joint >> index & 1 and index in tokens:
+                        value = max(value, _times(s_lo, s_hi, [h_split[index]])[0] + second)
+                for u in _members(joint) if joint else ():  # (II′), exact: o ∉ {m, u}
+                    base, lo_u, hi_u = ev_lo[u][m], s_lo * eq_lo[u], s_hi * eq_hi[u]
+                    value = max(value, max(
+                        ((hi_u if x >= 0 else lo_u) * x + a for o, (x, a) in
+                         enumerate(zip(map(add, d, ev_hi[u]), a_s))
+                         if o != m and o != u for x in (x - base,)), default=-math.inf))
+                best = _smaller(best, -value / weight, q, m, c)
+    return best
+
+
+def _token_terms(claims, m, v, d, d_top, eq_lo, eq_hi, ev_lo, ev_hi, tops):
+    """For every token u claimed for (q, m) with c ≥ 1: h_self[u] ≥ e_u·X_u[u] ((I)) and, if
+    v > 2, h_split[u] ≥ e_u·(max_{o∉{m,u}} D[o] + max_{o∉{m,u}} ΔV_u[o]) ((II), split)."""
+    union = 0
+    for c, (mask, _) in claims:
+        union |= mask if c > 0 else 0
+    h_self, h_split = {}, {}
+    for u in _members(union):
+        x = d[u] + ev_hi[u][u] - ev_lo[u][m]
+        h_self[u] = (eq_hi[u] if x >= 0 else eq_lo[u]) * x
+        if v > 2:
+            t0, t1, t2 = tops[u]
+            top = t0 if t0 != m and t0 != u else t1 if t1 != m and t1 != u else t2
+            y = (d_top[2] if d_top[0] == u else d_top[1]) - ev_lo[u][m] + ev_hi[u][top]
+            h_split[u] = (eq_hi[u] if y >= 0 else eq_lo[u]) * y
+    return h_self, h_split
+
+
+def _members(mask: int) -> list:
+    """The set bits of mask >= 0, increasing."""
+    return [u for u, bit in enumerate(reversed(bin(mask)[2:])) if bit == "1"]
+
+
+def _times(lo, hi, xs):
+    """≥ W·X for W ∈ [lo, hi] ⊂ [0, ∞) and each X ≤ x in xs (binary64, the note)."""
+    if lo == hi:
+        return list(map(mul, xs, repeat(hi)))
+    return [(hi if x >= 0 else lo) * x for x in xs]
+
+
+def _by_pair(good):
+    pairs = {}
+    for (m, q, c), claim in sorted(good.items()):
+        pairs.setdefault((m, q), []).append((c, claim))
+    return pairs
+
+
+def _smaller(best, margin, q, m, c):
+    return (margin, q, m, c) if best is None or margin < best[0] else best
+
+
+def _top_two(xs, skip):
+    """(index, largest, second largest or −inf) of xs without index skip (binary64, the
+    note; xs is not modified)."""
+    xs = list(xs)
+    xs[skip] = -math.inf
+    first = max(xs)
+    index = xs.index(first)
+    xs[index] = -math.inf
+    return index, first, max(xs)
 
 
 class _Counted:

@@ -32,8 +32,9 @@ spec/rules.md §cubic_mix).
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
-from itertools import combinations
+from itertools import accumulate, combinations
 from math import comb
 
 from ..arith import MPMATH
@@ -46,13 +47,15 @@ ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None, note_weights=None):
     """(sequences proved correct, note).  `jobs` is accepted and unused (one process).
     record: None, or a list the rule appends (q, m, P, columns, count) to for every class
     with c ≥ 1 (columns: each position's exact bounds (man, exp)), and (q, m, (), None,
-    count) for c = 0 — for the enumeration tests; the verdict is the same."""
+    count) for c = 0 — for the enumeration tests; the verdict is the same.  note_weights (a
+    real certificate's check): the distance-to-float32 note (_Note)."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -66,7 +69,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
     tables = cubic._Tables(cubic._Counted(arith), mats, v, k, charge)
     placements = [()] if bounded else [P for c in range(k)
                                        for P in combinations(range(k - 1), c)]
-    proven = 0
+    proven, note = 0, (_Note(arith, tables, k) if note_weights is not None else None)
     for q in range(v):
         charge(0)
         beta = tables.beta[q]
@@ -80,8 +83,65 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None):
             work = bounded_pair_work if bounded else pair_work
             charge(work(v, k, q, m, mask.bit_count()))
             proven += _count_q_m(tables, arith, q, m, mask, placements, rest, w_query, charge,
-                                 record, ends)
-    return proven, f"{proven} sequences certified by the cubic mixture rule"
+                                 record, ends, note)
+    text = f"{proven} sequences certified by the cubic mixture rule"
+    if note is not None and note.failed:
+        text += f"; smallest certified margin unavailable ({note.failed})"
+    elif note is not None and note.best is not None:
+        from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
+        margin, q, m, c = note.best
+        text += (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
+                 "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every counted sequence of the class), "
+                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+    return proven, text
+
+
+class _Note:
+    """The distance-to-float32 note (spec/rules.md §distance to float32), reports only: for
+    each class (q, m, c) and each column set (a placement P, or Lemma M3's shared column),
+    σ = the largest Σ_{i∈P} Ψ(t_i, i) over the counted tuples (< 0) and the margin
+    −(σ/c)/W̄, W̄ = β_{k−1}e_q + R̄·e_m + S̄·max_{u<m} e_u ≥ Σ_i w_i for every sequence of
+    the class (upper ends; R̄ ≥ R_P, S̄ ≥ Σ_{i∈P} β_i): since Σ_i w_i x_i(o) ≤ F_o(t) ≤ σ/c
+    < 0 (Lemma M), ℓ_m − ℓ_o ≥ it on every counted sequence; c = 0: −max_o(B·e_m·X_m[o] +
+    β_{k−1}e_q·Y_q[o]) / (β_{k−1}e_q + B·e_m).  Binary64 from the rule's own bounds (up to
+    binary64 rounding).  best = (margin, q, m, c), the smallest."""
+
+    def __init__(self, ar, tables, k):
+        self.ar, self.t, self.k, self.best, self.failed = ar, tables, k, None, ""
+        self._rows = {}  # q -> (upper ends of e_u, their prefix maxima), once per query
+
+    def up(self, x) -> float:
+        """A bound (or an element's upper end) as a binary64 (reports only)."""
+        ar = self.ar
+        try:
+            return ar.float_bounds(x)[1]
+        except AttributeError:  # a raw upper bound of the mpmath back-end
+            return ar.float_bounds(ar.bound_point(x))[1]
+
+    def add(self, sigma: float, c: int, q: int, m: int, rest, positions: float) -> None:
+        """One column set's σ (None: no tuple counted); rest ≥ R_P (None: R = 0), positions
+        ≥ Σ_{i∈P} β_i (a float).  A failure is kept in self.failed, never raised."""
+        if sigma is None or self.failed:
+            return
+        try:
+            self._add(sigma, c, q, m, rest, positions)
+        except Exception as exc:  # a note never fails a check (spec/rules.md)
+            self.failed = type(exc).__name__
+
+    def _add(self, sigma, c, q, m, rest, positions) -> None:
+        t, up = self.t, self.up
+        if q not in self._rows:
+            e = [up(x) for x in t.e[q]]
+            self._rows[q] = (e, list(accumulate(e, max)))
+        e, prefix = self._rows[q]
+        weight = up(t.beta[q][self.k - 1]) * e[q]
+        weight += 0.0 if rest is None else up(rest) * e[m]
+        weight += positions * prefix[m - 1] if c else 0.0
+        margin = -(sigma / max(c, 1)) / weight
+        if self.best is None or margin < self.best[0]:
+            self.best = (margin, q, m, c)
+
 
 
 def query_work(k: int) -> int:
@@ -166,13 +226,17 @@ def sort_work(m: int, c: int) -> int:
 
 
 def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=None,
-               ends=None) -> int:
+               ends=None, note=None) -> int:
     """The sequences with query q and max m whose bound Σ Ψ is below 0; `ends` (from
     _bounded_weights) selects the bounded classes (q, m, c) instead of each placement."""
     k, v, evou = t.k, t.v, t.evou
     d, p, qv = cubic.pair_vectors(t, ar, q, m, w_query)  # D, e_m·X_m, β_{k−1}·e_q·Y_q
     # c = 0: every non-query position holds m (R = B)
-    count = int(ar.all_below_zero(ar.v_affine(rest[()], p, qv), skip=(m,)))
+    zero = ar.v_affine(rest[()], p, qv)
+    count = int(ar.all_below_zero(zero, skip=(m,)))
+    if note is not None and count:
+        note.add(max((note.up(x) for o, x in enumerate(zero) if o != m), default=None), 0, q,
+                 m, rest[()], 0.0)
     if record is not None:
         record.append((q, m, (), None, count))
     if m == 0:
@@ -192,7 +256,7 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
     max_c = k - 1 if q == m else k - 2
     if ends is not None:
         return count + _bounded_classes(ar, t, q, m, max_c, ends, p, qv, h_self, h_spread,
-                                        x_rows, charge, record)
+                                        x_rows, charge, record, note)
     for P in placements:
         c = len(P)
         if not 1 <= c <= max_c:
@@ -214,7 +278,10 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
                         split[u] = best
                 psi = [x if ar.greater(x, y) else y for x, y in zip(psi, split)]
             columns.append(psi)
-        counted = _negative_sums(ar, columns, charge)
+        counted = _negative_sums(ar, columns, charge, note)
+        if note is not None and counted:
+            note.add(note.sigma, c, q, m, None if c == k - 1 else rest[P],
+                     sum(note.up(t.beta[q][i]) for i in P))
         if record is not None:
             record.append((q, m, P, [[ar.bound_exact(x) for x in col] for col in columns],
                            counted))
@@ -223,7 +290,7 @@ def _count_q_m(t, ar, q, m, joint, placements, rest, w_query, charge, record=Non
 
 
 def _bounded_classes(ar, t, q, m, max_c, ends, p, qv, h_self, h_spread, x_rows, charge,
-                     record) -> int:
+                     record, note=None) -> int:
     """Classes (q, m, c) with one column Ψ_c shared by every position of every placement
     (spec/rules.md Lemma M3): Ã over the enclosure R of every R_P, c·β over the enclosure W
     of every c·β_i (the upper-bound products pick the worse end entry by entry)."""
@@ -242,7 +309,9 @@ def _bounded_classes(ar, t, q, m, max_c, ends, p, qv, h_self, h_spread, x_rows, 
                 if ar.greater(split[u], best):
                     split[u] = best
             psi = [x if ar.greater(x, y) else y for x, y in zip(psi, split)]
-        tuples = _negative_sums(ar, [psi] * c, charge)
+        tuples = _negative_sums(ar, [psi] * c, charge, note)
+        if note is not None and tuples:
+            note.add(note.sigma, c, q, m, r, note.up(w))
         if record is not None:
             column = [ar.bound_exact(x) for x in psi]
             for placement in combinations(range(k - 1), c):
@@ -251,15 +320,18 @@ def _bounded_classes(ar, t, q, m, max_c, ends, p, qv, h_self, h_spread, x_rows, 
     return count
 
 
-def _negative_sums(ar, columns, charge) -> int:
+def _negative_sums(ar, columns, charge, note=None) -> int:
     """The number of tuples (x_1, …, x_c), x_i from columns[i], with x_1 + … + x_c < 0,
     computed exactly: each bound as an integer multiple of one power of two.  When the sum
-    of the columns' largest bounds is below 0 (upper-bound arithmetic), every tuple is."""
+    of the columns' largest bounds is below 0 (upper-bound arithmetic), every tuple is.
+    note: note.sigma is set to the largest counted sum (a binary64; None if none)."""
     tops = [ar.up_max(column) for column in columns]
     total = tops[0]
     for top in tops[1:]:
         total = ar.up_add(total, top)
     if ar.below_zero(total):
+        if note is not None:
+            note.sigma = note.up(total)
         return len(columns[0]) ** len(columns)
     charge(sort_work(len(columns[0]), len(columns)))
     try:
@@ -268,7 +340,28 @@ def _negative_sums(ar, columns, charge) -> int:
         raise Rejected("cubic_mix: a bound is not a finite number") from None
     low = min(e for column in exact for _, e in column)
     ints = [sorted(man << (e - low) for man, e in column) for column in exact]
+    if note is not None:  # the note's σ: not counted work (reports only)
+        largest = _largest_below(ints, 0)
+        try:
+            note.sigma = None if largest is None else math.ldexp(largest, low)
+        except OverflowError:
+            note.sigma, note.failed = None, "OverflowError"
     return _tuples_below(ints, 0)
+
+
+def _largest_below(columns, limit: int):
+    """The largest sum < limit of a tuple, one entry from each sorted column (None if none)."""
+    if len(columns) == 1:
+        i = bisect_left(columns[0], limit)
+        return columns[0][i - 1] if i else None
+    best, floor = None, sum(column[0] for column in columns[1:])
+    for x in columns[0]:
+        if x + floor >= limit:
+            break
+        rest = _largest_below(columns[1:], limit - x)
+        if rest is not None and (best is None or x + rest > best):
+            best = x + rest
+    return best
 
 
 def _tuples_below(columns, limit: int) -> int:

@@ -29,6 +29,7 @@ sequence; the cover costs what rule cubic costs.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import chain, combinations, repeat
 from math import comb, isfinite
 from operator import add, floordiv, itemgetter, mul
@@ -47,6 +48,7 @@ RECORDED = True
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 # Work units charged per entry of a row term[i][t] (two additions, a product)
 ROW_COST = 3
 
@@ -68,10 +70,11 @@ class _Tally:
         hold(self.charge, count, what)
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None, note_weights=None):
     """recorded: {name: rows of (lo, hi) recorded binary64 pairs} (certificate.py); the
     integer tables are built from them (from `mats`, which must then be mpmath
-    intervals, when absent)."""
+    intervals, when absent).  note_weights (a real certificate's check, with recorded): the
+    distance-to-float32 note (the cover's margin_note and the residue's smallest margin)."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -89,12 +92,13 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
          "integer tables and rows")  # the rows: in each process
     tables = IntegerTables(recorded if recorded is not None else mats, v, k)
     order = sorted(range(v), key=lambda q: -plan.work_of_query[q])
-    results = _map(jobs, (tables, plan, charge), order)
-    seen = sum(size for size, _, _ in results)
-    certified = sum(ok for _, ok, _ in results)
+    track = note_weights is not None and recorded is not None
+    results = _map(jobs, (tables, plan, charge), order, track)
+    seen = sum(size for size, _, _, _ in results)
+    certified = sum(ok for _, ok, _, _ in results)
     if seen != plan.residue:
         raise AssertionError("exact: enumerated residue differs from its closed form")
-    performed = sum(ops for _, _, ops in results)
+    performed = sum(ops for _, _, ops, _ in results)
     if performed != plan.work:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: exact counted {performed} residue operations, "
                         f"charged {plan.work}")
@@ -102,7 +106,63 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None):
     note = (f"{proven} sequences certified: {cover} in closed form by the cubic good sets "
             f"(work {cover_charge.work}), {certified} of the {plan.residue} residue sequences "
             f"evaluated one by one (work {plan.work})")
+    if track:
+        note += _margin_text(dims, recorded, good, [b for *_, b in results if b],
+                             note_weights, arith)
     return proven, note
+
+
+def _margin_text(dims, recorded, good, residue_best, note_weights, arith) -> str:
+    """The distance-to-float32 note (spec/rules.md §distance to float32): the smaller of the
+    cover's margin (cubic.margin_note, at a class (q, m, c)) and the residue's (at a sequence
+    t: −max_o T(o) / Σ_i w⁺_i, Lemma E2's bound over the upper weights, the largest of
+    T/Σw⁺ selected exactly among the certified residue sequences (each worker's exact
+    integers, in one unit per query: T in 2^(x + e_q + β_q), Σw⁺ in 2^(e_q + β_q)), then
+    recomputed in binary64 from the recorded ends at that t); reports only."""
+    from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
+    v, k = dims.d_vocab, dims.n_ctx
+    try:
+        cover = cubic.margin_note(recorded, good, v, k)
+        residue = None
+        if residue_best:
+            value, weight, tokens = max(residue_best, key=lambda b: Fraction(b[0], b[1]))
+            residue = _float_margin(recorded, tokens, v, k) + (tokens,)
+    except Exception as exc:  # a note never fails a check (spec/rules.md)
+        return f"; smallest certified margin unavailable ({type(exc).__name__})"
+    if cover is None and residue is None:
+        return ""
+    if residue is None or (cover is not None and cover[0] <= residue[0]):
+        margin, q, m, c = cover
+        where, o = f"(q={q}, m={m}, c={c}) (ℓ_m − ℓ_o ≥ it for every o ≠ m and every covered " \
+            "sequence of the class)", None
+    else:
+        margin, o, tokens = residue
+        q, m = tokens[-1], max(tokens)
+        where = f"{list(tokens)} (a residue sequence: ℓ_m − ℓ_o ≥ it there, smallest at o = {o})"
+    return (f"; smallest certified margin {margin:.3g} at {where}, "
+            + float32.distance_note(dims, note_weights, q, m, o, arith.int_matmul))
+
+
+def _float_margin(recorded, tokens, v, k) -> tuple:
+    """(−max_o T(o) / Σ_i w⁺_i, the o attaining it) at the residue sequence `tokens`, in
+    binary64 from the recorded ends (Lemma E2's T; reports only)."""
+    q, m = tokens[-1], max(tokens)
+    eu, ev, pv = recorded["EU"], recorded["EVOU"], recorded["PVOU"]
+    e, b = recorded["EXP_EQKE"], recorded["EXP_EQKP"]
+    weights = [(e[q][t][0] * b[q][i][0], e[q][t][1] * b[q][i][1]) for i, t in enumerate(tokens)]
+    worst = None
+    for o in range(v):
+        if o == m:
+            continue
+        total = 0.0
+        for i, t in enumerate(tokens):
+            x = (eu[q][o][1] - eu[q][m][0] + ev[t][o][1] - ev[t][m][0]
+                 + pv[i][o][1] - pv[i][m][0])
+            total += (weights[i][1] if x >= 0 else weights[i][0]) * x
+        if worst is None or total > worst[0]:
+            worst = (total, o)
+    return -worst[0] / sum(w for _, w in weights), worst[1]
 
 
 def residue_verdicts(dims, mats, hints):
@@ -366,10 +426,16 @@ def _integer_matrix(matrix, exponents):
 
 # --- the residue, sequence by sequence --------------------------------------
 
-def _residue_q(t: IntegerTables, plan: Plan, charge, q, record=None):
+def _residue_q(t: IntegerTables, plan: Plan, charge, q, record=None, track=False):
     """(residue sequences with query q, how many are certified, the operations
-    performed).  record: a list to append (tokens, certified) to, for every sequence."""
+    performed, the note's best).  record: a list to append (tokens, certified) to, for every
+    sequence.  track (the note): best = [T, W, tokens] of the certified sequence with the
+    largest T/W, T = max_o T(o) and W = Σ_i w⁺_i as exact integers (units fixed by q), or
+    [] (none, or not tracked); no operation is counted for it."""
     size = certified = performed = 0
+    best = [] if track else None
+    weights = ([[t.e_hi[q][u] * t.b_hi[q][i] for u in range(t.v)] for i in range(t.k)]
+               if track else None)
     by_m = {}
     for m, c, bad in plan.classes[q]:
         by_m.setdefault(m, []).append((c, bad))
@@ -378,17 +444,19 @@ def _residue_q(t: IntegerTables, plan: Plan, charge, q, record=None):
         table, query_row, ops = t.rows(q, m, plan.tokens[(q, m)])
         performed += ops
         for c, bad in classes:
-            n, ok, ops = _class_residue(t.k, q, m, c, bad, table, query_row, record, charge)
+            n, ok, ops = _class_residue(t.k, q, m, c, bad, table, query_row, record, charge,
+                                        best, weights)
             size, certified, performed = size + n, certified + ok, performed + ops
-    return size, certified, performed
+    return size, certified, performed, best or []
 
 
-def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
+def _class_residue(k, q, m, c, bad, table, query_row, record, charge, best=None,
+                   weights=None):
     """Enumerate the residue of class (q, m, c): every placement P of c
     non-query positions and every filling of P with tokens < m, at least one
     of them in `bad`; m on the other non-query positions, q at position k−1.
     Returns (sequences, certified, operations: one per entry of a vector addition
-    or maximum)."""
+    or maximum).  best, weights: the note's tracking (_residue_q)."""
     size = certified = ops = 0
     everything = list(range(m))
     width = len(query_row)  # the outputs o != m
@@ -401,11 +469,14 @@ def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
                 ops += width
         if c == 0:
             size += 1
-            ok = max(base) < 0
+            value = max(base)
+            ok = value < 0
             ops += width
             certified += ok
             if record is not None:
                 record.append(((m,) * (k - 1) + (q,), ok))
+            if ok and best is not None:
+                _keep(best, value, (m,) * (k - 1) + (q,), weights)
             continue
         stack = [(0, base, False, ())]  # (depth, partial sum, a bad token so far, tokens)
         bad_set = set(bad)
@@ -415,18 +486,29 @@ def _class_residue(k, q, m, c, bad, table, query_row, record, charge):
             rows = table[placement[depth]]
             if depth == c - 1:  # the last position: leaves
                 for u in (everything if has_bad else bad):
-                    ok = max(map(add, partial, rows[u])) < 0
+                    value = max(map(add, partial, rows[u]))
+                    ok = value < 0
                     ops += 2 * width
                     size += 1
                     certified += ok
                     if record is not None:
                         record.append((_sequence(k, q, m, placement, chosen + (u,)), ok))
+                    if ok and best is not None:
+                        _keep(best, value, _sequence(k, q, m, placement, chosen + (u,)),
+                              weights)
                 continue
             for u in everything:
                 stack.append((depth + 1, list(map(add, partial, rows[u])),
                               has_bad or u in bad_set, chosen + (u,)))
             ops += width * len(everything)
     return size, certified, ops
+
+
+def _keep(best, value, tokens, weights) -> None:
+    """best = [T, W, tokens] if T/W is above best's (W = Σ_i w⁺_i > 0, exact integers)."""
+    weight = sum(weights[i][u] for i, u in enumerate(tokens))
+    if not best or value * best[1] > best[0] * weight:
+        best[:] = [value, weight, tokens]
 
 
 def _sequence(k, q, m, placement, tokens):
@@ -441,13 +523,13 @@ def _sequence(k, q, m, placement, tokens):
 _SHARED = {}
 
 
-def _map(jobs, args, queries):
+def _map(jobs, args, queries, track=False):
     """[_residue_q(*args, q) for q in queries], in `jobs` forked processes.  A
     worker's exception propagates; a dead worker raises BrokenProcessPool
     (exit 2): never a pass."""
     if jobs <= 1 or not pool.can_fork():
-        return [_residue_q(*args, q) for q in queries]
-    _SHARED["args"] = args
+        return [_residue_q(*args, q, None, track) for q in queries]
+    _SHARED["args"], _SHARED["track"] = args, track
     try:
         return pool.map_in_order(jobs, _residue_q_shared, queries)
     finally:
@@ -455,4 +537,4 @@ def _map(jobs, args, queries):
 
 
 def _residue_q_shared(q):
-    return _residue_q(*_SHARED["args"], q)
+    return _residue_q(*_SHARED["args"], q, None, _SHARED["track"])

@@ -28,6 +28,7 @@ Cost: O(v²·k + Σ (h − g)) scalar operations, counted exactly (`work`).
 
 from __future__ import annotations
 
+import math
 from math import comb
 
 from ..arith import MPMATH
@@ -43,6 +44,7 @@ ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (check
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
+NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
 
 
@@ -163,7 +165,9 @@ def table_elements(v: int, k: int) -> int:
     return 11 * v * v + 5 * k * v + 8 * v
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
+    """note_weights (a real certificate's check only): the distance-to-float32 note
+    (spec/rules.md §distance to float32) is computed, from the bounds the entries confirmed."""
     from ..certificate import hold
 
     v, k = dims.d_vocab, dims.n_ctx
@@ -186,6 +190,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
     charge(entries)
     expected += entries
     proven, pairs, w_query, mus = 0, {}, {}, {}
+    seen, smallest, failed = ([] if note_weights is not None else None), None, ""
     for (m, q, c), gh in sorted(gaps.items()):
         charge(0)  # the time limit
         if q not in w_query:
@@ -201,14 +206,57 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH):
                 mus[(q, m, g, h)] = _mu(ar, t, q, m, g, h, a_p)
         if len(gh) == 2:
             g, h = gh
-            proven += _confirm(ar, t, q, m, c, g, term_q, term_m, mus.get((q, m, g, h)))
+            proven += _confirm(ar, t, q, m, c, g, term_q, term_m, mus.get((q, m, g, h)), seen)
         else:
             proven += _confirm_two(ar, t, q, m, c, gh, term_q, term_m,
-                                   [mus[(q, m) + band] for band in _bands(gh)])
+                                   [mus[(q, m) + band] for band in _bands(gh)], seen)
+        if seen:  # the note's margin (reports only): no operation counted, no verdict
+            try:
+                margin = min(_margin(t, q, m, c, gh[0], *x) for x in seen)
+            except Exception as exc:  # a note never fails a check (spec/rules.md)
+                failed, seen = type(exc).__name__, None
+            else:
+                seen.clear()
+                if smallest is None or margin < smallest[0]:
+                    smallest = (margin, q, m, c)
     if ar.count != expected:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: subcubic_gap counted {ar.count} operations, "
                         f"charged {expected}")
-    return proven, f"{proven} sequences certified by the subcubic gap rule ({direct})"
+    note = f"{proven} sequences certified by the subcubic gap rule ({direct})"
+    if failed:
+        note += f"; smallest certified margin unavailable ({failed})"
+    elif smallest is not None:
+        from .. import float32  # Lemma G's δ for the note (a real certificate's)
+
+        margin, q, m, c = smallest
+        note += (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
+                 "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every sequence of the entry), "
+                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+    return proven, note
+
+
+def _margin(t, q, m, c, g, bound, rest, s) -> float:
+    """The note's margin of one confirmed bound f ≥ Σ_i w_i x_i(o) (every o ≠ m), in binary64
+    (reports only): −upper(f) / W̄, W̄ ≥ Σ_i w_i for every sequence of the entry at this S —
+    β_{k−1}·e_q + (B − S)·e_m + S·max_{u ≤ m−g} e_u, upper ends (c = 0: S = 0; c = k − 1:
+    S = B) — so ℓ_m − ℓ_o = −Σ_i w_i x_i(o) / Σ_i w_i ≥ it (f < 0), up to binary64 rounding.
+    Over S between the placement's extremes −f/W is monotone (a ratio of affine functions,
+    W > 0), so its two ends bound every S."""
+    b, qd = t.ar.ar, t.queries[q]
+
+    def up(x):
+        return b.float_bounds(x)[1]
+
+    def e(u):  # ≥ e_u = exp(EQKE[q, u])
+        return math.exp(min(up(t.eqke[q][u]), 700.0))
+    weight = up(qd.w_last) * e(q)
+    if c == 0:
+        weight += up(qd.b_total) * e(m)
+    else:
+        e_gap = e(t.pre[q][m - g][1])  # the largest upper end of EQKE[q, 0..m−g]
+        weight += (up(qd.b_total) * e_gap if rest is None
+                   else up(rest) * e(m) + up(s) * e_gap)
+    return -up(b.bound_point(bound)) / weight
 
 
 def _near(m, g, h):
@@ -379,25 +427,27 @@ class _Query:
         self.beta_lo, self.beta_hi = los[0], his[0]
 
 
-def _confirm(ar, t: _Tables, q, m, c, g, term_q, term_m, mu):
+def _confirm(ar, t: _Tables, q, m, c, g, term_q, term_m, mu, seen=None):
     """Confirm f(S) < 0 for entry (m, q, c, g, ·), given term_q ≥ β_{k−1}·e_q·α_Q,
-    term_m ≥ e_m·α_M and μ; return the number of sequences it covers."""
+    term_m ≥ e_m·α_M and μ; return the number of sequences it covers.  seen: a list, to
+    which each confirmed bound is appended with its (B − S, S) (the note's margin)."""
     qd = t.queries[q]
     if c == 0:  # every non-query position holds m: S = 0
-        _require(ar, ar.add(ar.mul(qd.b_total, term_m), term_q), q, m, c, g)
+        _require(ar, ar.add(ar.mul(qd.b_total, term_m), term_q), q, m, c, g, seen)
         return 1
     if c == t.k - 1:  # every non-query position holds a non-max token: S = B
-        _require(ar, ar.add(term_q, ar.mul(qd.b_total, mu)), q, m, c, g)
+        _require(ar, ar.add(term_q, ar.mul(qd.b_total, mu)), q, m, c, g, seen)
     else:
         for rest, s in qd.sums[c]:
             if not ar.ar.is_nonnegative(rest):
                 raise Rejected(f"subcubic_gap: query {q}: the attention outside {c} positions "
                                "cannot be shown positive")
-            _require(ar, ar.add(ar.add(term_q, ar.mul(s, mu)), ar.mul(rest, term_m)), q, m, c, g)
+            _require(ar, ar.add(ar.add(term_q, ar.mul(s, mu)), ar.mul(rest, term_m)), q, m, c, g,
+                     seen, rest, s)
     return comb(t.k - 1, c) * (m - g + 1) ** c
 
 
-def _confirm_two(ar, t: _Tables, q, m, c, gh, term_q, term_m, mus):
+def _confirm_two(ar, t: _Tables, q, m, c, gh, term_q, term_m, mus, seen=None):
     """Confirm a two-gap entry (m, q, c, g, h, g2, h2) (Lemma 6b): every non-max
     token ≤ m − g, at most one > m − g2.  With μ1 (gap g), μ2 (gap g2) and
     δ̄ ≥ μ1 − μ2, the one token above m − g2, at position j, adds at most
@@ -410,14 +460,15 @@ def _confirm_two(ar, t: _Tables, q, m, c, gh, term_q, term_m, mus):
     d_bar = ar.minus(mu1, ar.ar.bound_point(mu2))  # ≥ μ1 − μ2 (both numbers)
     w_delta = ar.mul(qd.beta_lo if ar.ar.below_zero(d_bar) else qd.beta_hi, d_bar)
     if c == t.k - 1:  # S = B
-        _require(ar, ar.add(ar.add(term_q, ar.mul(qd.b_total, mu2)), w_delta), q, m, c, g)
+        _require(ar, ar.add(ar.add(term_q, ar.mul(qd.b_total, mu2)), w_delta), q, m, c, g,
+                 seen)
     else:
         for rest, s in qd.sums[c]:
             if not ar.ar.is_nonnegative(rest):
                 raise Rejected(f"subcubic_gap: query {q}: the attention outside {c} positions "
                                "cannot be shown positive")
             f2 = ar.add(ar.add(term_q, ar.mul(s, mu2)), ar.mul(rest, term_m))
-            _require(ar, ar.add(f2, w_delta), q, m, c, g)
+            _require(ar, ar.add(f2, w_delta), q, m, c, g, seen, rest, s)
     free = m - g2 + 1  # tokens ≤ m − g2
     return comb(t.k - 1, c) * (free ** c + c * (g2 - g) * free ** (c - 1))
 
@@ -434,11 +485,13 @@ def _mu(ar, t: _Tables, q, m, g, h, a_p):
     return best  # never None: g ≤ m, so token 0 is far or near
 
 
-def _require(ar, bound, q, m, c, g):
-    """Rejected unless the upper bound is < 0."""
+def _require(ar, bound, q, m, c, g, seen=None, rest=None, s=None):
+    """Rejected unless the upper bound is < 0; then (bound, rest, s) is appended to seen."""
     if not ar.ar.below_zero(bound):
         raise Rejected(f"subcubic_gap: query {q}, max {m}, {c} non-max tokens <= {m - g}: "
                        "the bound is not negative")
+    if seen is not None:
+        seen.append((bound, rest, s))
 
 
 def _row_gaps(ar: _Arith, row):
