@@ -190,8 +190,11 @@ class CertificateChecker:
     finish() -> Report.  Raises Malformed or Rejected on the first problem."""
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, model_file=None, jobs: int = 1,
-                 arith: Arithmetic = MPMATH):
+                 arith: Arithmetic = MPMATH, distance: bool = False):
         self.limits = limits
+        # a real certificate's costlier distance-to-float32 notes (--float32-distance): the
+        # compact rules' smallest margins and Lemma G's δ (spec/rules.md §distance to float32)
+        self.distance = distance
         self.arith = arith  # the arithmetic back-end (checker/arith)
         self.jobs = jobs  # processes a rule may use
         self.model_file = model_file  # checker.modelfile.ModelFile or None
@@ -513,7 +516,7 @@ class CertificateChecker:
             extra["task"] = task
         if self.semantics != "real" and not widen:
             extra["semantics"] = self.semantics
-        if self.semantics == "real" and getattr(rule, "NOTE_WEIGHTS", False):
+        if self.semantics == "real" and self.distance and getattr(rule, "NOTE_WEIGHTS", False):
             extra["note_weights"] = lambda: self._note_weights(rule.FLOAT32_INPUTS)
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)
         note += widened
@@ -606,7 +609,8 @@ class CertificateChecker:
         matrices = {name: value.rows(rows_ar, self.tick) for name, value in values.items()}
         started, stored = time.monotonic(), self.stored
         extra = {"semantics": self.semantics} if self.semantics != "real" and not widen else {}
-        if self.semantics == "real" and getattr(rule, "FLOAT32_WIDENS_EU", False):
+        if self.semantics == "real" and self.distance and getattr(rule, "FLOAT32_WIDENS_EU",
+                                                                  False):
             # the note's δ_p (spec/rules.md §distance to float32): not inputs, never decide
             extra["note_weights"] = _note_weights_overwhelm(self.values, self.canonical, rule)
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),

@@ -70,9 +70,11 @@ class _Sha256Reader:
 
 
 def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
-               arith: arithmetic.Arithmetic | None = None, progress: bool = False) -> Report:
+               arith: arithmetic.Arithmetic | None = None, progress: bool = False,
+               distance: bool = False) -> Report:
     """Check the certificate at `path` ('-' for stdin).  Raises Malformed/Rejected.
-    `progress`: a progress line on stderr if it is a terminal (checker/progress.py)."""
+    `progress`: a progress line on stderr if it is a terminal (checker/progress.py);
+    `distance`: a real certificate's costlier distance-to-float32 notes too."""
     from .certificate import CertificateChecker  # imported here: --help need not load it
 
     arith = arithmetic.MPMATH if arith is None else arith  # default: the reference back-end
@@ -81,7 +83,7 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
         from .modelfile import read_model_tensors
 
         model_file = read_model_tensors(model_path, deadline=started + limits.max_seconds)
-    checker = CertificateChecker(limits, model_file, jobs, arith)
+    checker = CertificateChecker(limits, model_file, jobs, arith, distance)
     checker.started = started  # reading the model file counts against --max-seconds
     try:
         stream = _Sha256Reader(sys.stdin.buffer if path == "-" else open(path, "rb"), checker)

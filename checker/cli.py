@@ -42,7 +42,7 @@ def _print_human(s: dict, requires: list[str]) -> None:
     print("  semantics: " + ("float32: every IEEE-754 binary32 evaluation of the forward pass "
                              "(spec/theorem.md §2c)" if s["semantics"] == "float32" else
                              "real: the exact real-valued model (spec/theorem.md §2; not its "
-                             "float32 evaluation, §2c)"))
+                             "float32 evaluation, §2c; how far from it: --float32-distance)"))
     print(f"  weights sha256:{s['weights_sha256']}")
     print(f"  certificate file sha256:{s['certificate_sha256']} (a policy may pin it: "
           "certificate == sha256:...)")
@@ -124,6 +124,11 @@ def _main(argv: list[str] | None) -> int:
                    help="a policy the verified theorem must imply, e.g. "
                         "'accuracy >= 0.95 and weights == sha256:...' (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--float32-distance", action="store_true",
+                   help="for a real certificate, also how far it is from a float32 theorem: "
+                        "the compact rules' smallest certified margin and Lemma G's float32 "
+                        "error there (spec/rules.md §distance to float32; up to ~1.5x the "
+                        "check's time)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes for rules that split their work (default: all cores, "
                         "%(default)s here)")
@@ -156,7 +161,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         policies = [statement.parse(r, "--require") for r in args.require]
         report = check_file(args.certificate, limits, args.model, max(1, args.jobs), backend,
-                            progress=not args.json)
+                            progress=not args.json, distance=args.float32_distance)
         enforce(policies, report.facts)
         summary = checkfile.summary(report, args.model, with_version=args.json)
     except (Malformed, Rejected) as err:

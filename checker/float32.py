@@ -754,8 +754,10 @@ def distance_note(dims, note_weights, q: int, m: int, o: int | None = None,
     attention_only_deltas (bit for bit: attention_only_delta_rows at the last position), from
     note_weights() — the certificate's weight lines, or None (certificate.py) —; or 'float32
     error unavailable (why)'.  Decides nothing, charges nothing, never raises."""
+    if note_weights is None:  # not asked for (check-cert --float32-distance)
+        return "float32 error: check-cert --float32-distance computes it (Lemma G's δ)"
     try:
-        weights = note_weights() if note_weights is not None else None
+        weights = note_weights()
         if weights is None:
             return ("float32 error unavailable (a weight line is absent or has width: Lemma G "
                     "reads exact weights)")

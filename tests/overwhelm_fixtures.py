@@ -56,11 +56,12 @@ def truth(weights: ModelWeights, claim: Overwhelm):
     return ok, (None if ok else counter), worst
 
 
-def check_lines(lines, jobs: int = 1, arith: str = "mpmath"):
-    """Run the checker in-process; returns the report (raises Rejected/Malformed)."""
+def check_lines(lines, jobs: int = 1, arith: str = "mpmath", distance: bool = False):
+    """Run the checker in-process; returns the report (raises Rejected/Malformed).
+    distance: the costlier distance-to-float32 notes too (check-cert --float32-distance)."""
     from checker import arith as backends
 
-    checker = CertificateChecker(jobs=jobs, arith=backends.get(arith))
+    checker = CertificateChecker(jobs=jobs, arith=backends.get(arith), distance=distance)
     for line in lines:
         checker.feed(line if isinstance(line, str) else json.dumps(line))
     return checker.finish()

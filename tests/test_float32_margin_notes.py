@@ -30,7 +30,7 @@ CERTS = ROOT / "certs"
 
 
 def _json(capsys, cert: Path, model: Path) -> dict:
-    code = cli.main([str(cert), "--model", str(model), "--json"])
+    code = cli.main([str(cert), "--model", str(model), "--json", "--float32-distance"])
     out = capsys.readouterr().out
     assert code == 0, out
     return json.loads(out)
@@ -221,7 +221,8 @@ def test_overwhelm_family_slack_is_below_every_completions_margin(capsys, arith)
 
     model = MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt"
     cert = CERTS / "maxany_v6_k6_ln_mlp_rope_seed0.overwhelm-5-free3.jsonl"
-    code = cli.main([str(cert), "--model", str(model), "--json", "--arith", arith])
+    code = cli.main([str(cert), "--model", str(model), "--json", "--float32-distance",
+                     "--arith", arith])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0, summary
     note = _note(summary, "overwhelm_family")

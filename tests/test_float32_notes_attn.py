@@ -35,7 +35,8 @@ NUMBER = r"([-+]?\d[\d.]*(?:e[-+]?\d+)?)"
 
 
 def _summary(capsys, cert: Path, model: Path, arith: str = "mpmath") -> dict:
-    code = cli.main([str(cert), "--model", str(model), "--json", "--arith", arith])
+    code = cli.main([str(cert), "--model", str(model), "--json", "--float32-distance",
+                     "--arith", arith])
     out = capsys.readouterr().out
     assert code == 0, out
     return json.loads(out)
@@ -479,7 +480,8 @@ def test_the_kernel_finds_the_weights_by_their_term_and_refuses_width():
     dims = checker.dims
     assert float32.distance_note(dims, lambda: None, 0, 1).startswith(
         "float32 error unavailable")
-    assert float32.distance_note(dims, None, 0, 1).startswith("float32 error unavailable")
+    assert float32.distance_note(dims, None, 0, 1).startswith(  # not asked for
+        "float32 error: check-cert --float32-distance computes it")
     bad = float32.distance_note(dims, lambda: {"W_E": [[0.5]]}, 0, 1)  # Lemma G fails
     assert bad.startswith("float32 error unavailable (")
     assert cli.float32_distance([f"brute_force: smallest certified margin 1.5 at [1, 0], {bad}"]) \
@@ -586,3 +588,27 @@ def test_largest_below_matches_enumeration():
         limit = rng.randint(-30, 10)
         sums = [sum(t) for t in itertools.product(*columns) if sum(t) < limit]
         assert _largest_below(columns, limit) == (max(sums) if sums else None)
+
+
+def test_costly_notes_only_on_request(capsys):
+    """Without --float32-distance a real check computes neither the compact rules' margins
+    nor Lemma G's δ (they cost up to ~1.5x the check: issue 22's speed); the verdict, count
+    and work are the same either way, and the request adds the numbers."""
+    model = MODELS / "max4_v64_seed0.pt"
+    cert = CERTS / "max4_v64_seed0.cubic.jsonl"
+    runs = {}
+    for flag in ([], ["--float32-distance"]):
+        assert cli.main([str(cert), "--model", str(model), "--json", "--arith", "arb",
+                         *flag]) == 0
+        runs[bool(flag)] = json.loads(capsys.readouterr().out)
+    plain, asked = runs[False], runs[True]
+    assert (plain["correct"], plain["work"]) == (asked["correct"], asked["work"])
+    assert plain["float32_distance"] == []
+    assert not any("smallest certified margin" in n for n in plain["rules"])
+    (entry,) = asked["float32_distance"]
+    assert entry["rule"] == "cubic" and 0 < entry["smallest_margin"] < entry["float32_error"]
+    brute = CERTS / "max3_v8_seed0.brute-force.jsonl"
+    assert cli.main([str(brute), "--model", str(V8), "--json"]) == 0
+    (note,) = [n for n in json.loads(capsys.readouterr().out)["rules"]
+               if n.startswith("brute_force")]
+    assert "smallest certified margin" in note and "--float32-distance computes it" in note

@@ -118,7 +118,7 @@ def _check_attention_only_note(w, claim, note, recomputed_margin):
 
 def test_overwhelm_free_note(real_lines):
     w = shipped(SMALL_MAXANY).weights
-    notes = {a: _note(check_lines(real_lines["free"], arith=a), "overwhelm_free")
+    notes = {a: _note(check_lines(real_lines["free"], arith=a, distance=True), "overwhelm_free")
              for a in ARITHS}
     note = notes["mpmath"]
     recomputed = _overwhelm_margin(w, FREE.prefix, FREE.query, FREE.output, FREE.free)
@@ -167,7 +167,7 @@ def _perm_margin(w, claim):
 
 def test_overwhelm_perm_note(real_lines):
     w = shipped(SMALL_MAXANY).weights
-    notes = {a: _note(check_lines(real_lines["perm"], arith=a), "overwhelm_perm")
+    notes = {a: _note(check_lines(real_lines["perm"], arith=a, distance=True), "overwhelm_perm")
              for a in ARITHS}
     _check_attention_only_note(w, PERM, notes["mpmath"], _perm_margin(w, PERM))
     assert len({_untimed(n) for n in notes.values()}) == 1, notes
@@ -181,7 +181,7 @@ def test_shipped_perm_certificate_json(capsys):
     claim = Overwhelm((40,), 5, 40, free_perm=(0, 1, 2, 3, 38, 39, 39, 39))
     cert = MODELS.parent.parent / "certs" / "maxany_v64_k10_seed0.overwhelm-perm.jsonl"
     assert cli.main([str(cert), "--model", str(MODELS / "maxany_v64_k10_seed0.pt"),
-                     "--json"]) == 0
+                     "--json", "--float32-distance"]) == 0
     summary = json.loads(capsys.readouterr().out)
     note = next(n for n in summary["rules"] if n.startswith("overwhelm_perm:"))
     margin, p, m, error = _parsed(note)
@@ -258,7 +258,7 @@ def test_overwhelm_family_float32_error_equals_recomputation(monkeypatch):
         sigmas[self.p] = float(self.sigma.b)
 
     monkeypatch.setattr(overwhelm_family.AtQuery, "check", spy)
-    reports = {a: check_lines(lines, arith=a) for a in ARITHS}
+    reports = {a: check_lines(lines, arith=a, distance=True) for a in ARITHS}
     notes = {a: _note(r, "overwhelm_family") for a, r in reports.items()}
     assert len({_untimed(n) for n in notes.values()}) == 1, notes
     slack, p, t, error = _parsed(notes["mpmath"], "slack")
@@ -298,7 +298,7 @@ def test_overwhelm_deep_slack(monkeypatch):
     monkeypatch.setattr(overwhelm_deep, "below_zero", spy)
     loaded = shipped(DEEP_DEMO)
     verdict = certify(loaded, PROVED, float_shadow=False)
-    note = _note(check_lines(verdict.lines), "overwhelm_family")
+    note = _note(check_lines(verdict.lines, distance=True), "overwhelm_family")
     slack, p, t, error = _parsed(note, "slack")
     assert error is None and "not estimated on several layers" in note
     assert len(seen) == 3 * 63  # 3 query positions, 63 logits each
@@ -321,14 +321,20 @@ def test_notes_change_no_verdict_count_or_work(real_lines, monkeypatch):
     theorem and proof length (work): the notes charge nothing."""
     from checker.rules import overwhelm, overwhelm_perm
 
-    reports = {k: check_lines(v) for k, v in real_lines.items()}
+    reports = {k: check_lines(v, distance=True) for k, v in real_lines.items()}
     monkeypatch.setattr(overwhelm, "distance_note", lambda *a: "")
     monkeypatch.setattr(overwhelm_perm, "distance_note", lambda *a: "")
     for k, v in real_lines.items():
-        plain = check_lines(v)
+        plain = check_lines(v, distance=True)
         assert plain.work == reports[k].work and plain.facts == reports[k].facts
         assert "float32 error" in _note(reports[k], "overwhelm_" + k)
         assert "float32 error" not in plain.rule_notes[0]
+    monkeypatch.undo()
+    for k, v in real_lines.items():  # not asked for (check-cert without --float32-distance)
+        unasked = check_lines(v)
+        assert unasked.work == reports[k].work and unasked.facts == reports[k].facts
+        assert "float32 error" not in _note(unasked, "overwhelm_" + k)
+        assert "--float32-distance prints it" in _note(unasked, "overwhelm_" + k)
 
 
 def test_a_failing_note_is_named_and_the_check_passes(real_lines, monkeypatch):
@@ -336,7 +342,7 @@ def test_a_failing_note_is_named_and_the_check_passes(real_lines, monkeypatch):
         raise ValueError("planted")
 
     monkeypatch.setattr(fp, "attention_only_delta_rows", broken)
-    note = _note(check_lines(real_lines["free"]), "overwhelm_free")
+    note = _note(check_lines(real_lines["free"], distance=True), "overwhelm_free")
     assert "no float32 error estimate (ValueError: planted)" in note
     assert cli.float32_distance([note])[0]["float32_error"] is None
 

@@ -224,9 +224,10 @@ def distance_note(dims, claim: Overwhelm, smallest, weights, ar, charge, what: s
     margin, p, m = smallest
     text = (f"; smallest certified margin {margin:.3g} at (query position {p}, logit {m}) "
             f"(ℓ_o − ℓ_m ≥ it for every {what} there)")
-    if weights is None:  # a float32 theorem (or a direct call)
+    if weights is None:  # a float32 theorem, a check without --float32-distance, a direct call
         return text + ("; the float32 variant needs margins above δ_p[q][o] + δ_p[q][m] "
-                       "(Lemma G@p; under a float32 theorem EU_Q@p is widened by it already: "
+                       "(Lemma G@p; check-cert --float32-distance prints it for a real "
+                       "certificate; under a float32 theorem EU_Q@p is widened by it already: "
                        "spec/rules.md §distance to float32)")
     if not weights:
         return text + (", float32 error unavailable (a weight line is absent or has width; "
