@@ -229,8 +229,9 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
 def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     """The check proves the classes in (m, q, S) order, computes each output's functionals
     once, and keeps Lemma R's column caches and the integer forms at three lifetimes
-    (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read, the
-    integers kept in the three column stores plus six per entry of the kept integer forms stay
+    (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read (integer
+    or binary64), the entries kept in the three column stores plus eight per entry of the kept
+    integer forms stay
     within `group_elements`, charged up front; the constant store is reused across outputs.
     (Breaks tried: every column in the constant store; VO·G registered as a constant: both
     exceed the bound here.)"""
@@ -240,29 +241,32 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     dims, _ = checker_inputs(model(name))
     bound = arb.group_elements(dims)
     seen = {"max": 0, "outputs": [], "reads": 0, "const_hits": 0}
-    original = arb._GapConverter.int_column
+    originals = {kind: getattr(arb._GapConverter, kind + "_column") for kind in ("int", "float")}
     for_output = rule.SharedFunctionals.for_output
 
     def counted(self, m):
         seen["outputs"].append(m)
         return for_output(self, m)
 
-    def spy(self, table, col, sign):
+    def spy(self, table, col, sign, kind):
         constant = self.tables.lifetime(table) is self.tables.ints
         hit = constant and self.stores[0] is not None and \
-            (id(table), col, sign, "int") in self.stores[0][1]
-        out = original(self, table, col, sign)
+            (id(table), col, sign, kind) in self.stores[0][1]
+        out = originals[kind](self, table, col, sign)
         seen["reads"] += 1
         seen["const_hits"] += hit and len(seen["outputs"]) > 1
         columns = sum(len(hit[1][0]) for s in self.stores if s is not None
                       for hit in s[1].values() if hit[1] is not None)
         t = self.tables
-        forms = sum(6 * len(f[0]) * len(f[0][0]) for c in (t.ints, t.output, t.group)
+        forms = sum(8 * len(f[0]) * len(f[0][0]) for c in (t.ints, t.output, t.group)
                     for f in c.values())
         seen["max"] = max(seen["max"], columns + forms)
         return out
 
-    monkeypatch.setattr(arb._GapConverter, "int_column", spy)
+    for kind in ("int", "float"):
+        monkeypatch.setattr(arb._GapConverter, kind + "_column",
+                            lambda self, table, col, sign, kind=kind: spy(self, table, col, sign,
+                                                                          kind))
     monkeypatch.setattr(rule.SharedFunctionals, "for_output", counted)
     report = replay(lines, "arb")
     assert report.facts.correct == _rule(lines)["claim"]
