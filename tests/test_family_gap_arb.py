@@ -32,17 +32,25 @@ from generator.certify.strategies import family_gap as strategy  # noqa: E402
 
 @pytest.fixture
 def arb_used(monkeypatch):
-    """Counts the Lemma R bounds the integer heads decide themselves."""
+    """Counts the Lemma R bounds the integer heads decide themselves (step by step, or in the
+    class proof's one pass: family_gap_bulk.BulkSteps._below)."""
+    from checker.rules import family_gap_bulk as bulk
     from checker.rules import overwhelm_family_arb as arb_rule
 
     calls = {"arb": 0}
     original = arb_rule.ArbHead.average_below
+    original_bulk = bulk.BulkSteps._below
 
     def counting(self, y, col, lam, sign=1, key=None):
         calls["arb"] += 1
         return original(self, y, col, lam, sign, key)
 
+    def counting_bulk(self, *args):
+        calls["arb"] += 1
+        return original_bulk(self, *args)
+
     monkeypatch.setattr(arb_rule.ArbHead, "average_below", counting)
+    monkeypatch.setattr(bulk.BulkSteps, "_below", counting_bulk)
     return calls
 
 
