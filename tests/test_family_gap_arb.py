@@ -249,32 +249,37 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     dims, _ = checker_inputs(model(name))
     bound = arb.group_elements(dims)
     seen = {"max": 0, "outputs": [], "reads": 0, "const_hits": 0}
-    originals = {kind: getattr(arb._GapConverter, kind + "_column") for kind in ("int", "float")}
+    kinds = {"int": "int_column", "float": "float_column", "floats": "float_columns"}
+    originals = {kind: getattr(arb._GapConverter, name) for kind, name in kinds.items()}
     for_output = rule.SharedFunctionals.for_output
 
     def counted(self, m):
         seen["outputs"].append(m)
         return for_output(self, m)
 
-    def spy(self, table, col, sign, kind):
+    def rows(key, value):  # the entries one cached column (or table of columns) keeps
+        if key[-1] == "floats":
+            return sum(len(c[0]) for c in value if c is not None)
+        return len(value[0])
+
+    def spy(self, table, args, kind):
         constant = self.tables.lifetime(table) is self.tables.ints
         hit = constant and self.stores[0] is not None and \
-            (id(table), col, sign, kind) in self.stores[0][1]
-        out = originals[kind](self, table, col, sign)
+            (id(table), *args, kind) in self.stores[0][1]
+        out = originals[kind](self, table, *args)
         seen["reads"] += 1
         seen["const_hits"] += hit and len(seen["outputs"]) > 1
-        columns = sum(len(hit[1][0]) for s in self.stores if s is not None
-                      for hit in s[1].values() if hit[1] is not None)
+        columns = sum(rows(key, hit[1]) for s in self.stores if s is not None
+                      for key, hit in s[1].items() if hit[1] is not None)
         t = self.tables
         forms = sum(8 * len(f[0]) * len(f[0][0]) for c in (t.ints, t.output, t.group)
                     for f in c.values())
         seen["max"] = max(seen["max"], columns + forms)
         return out
 
-    for kind in ("int", "float"):
-        monkeypatch.setattr(arb._GapConverter, kind + "_column",
-                            lambda self, table, col, sign, kind=kind: spy(self, table, col, sign,
-                                                                          kind))
+    for kind, name in kinds.items():
+        monkeypatch.setattr(arb._GapConverter, name,
+                            lambda self, table, *args, kind=kind: spy(self, table, args, kind))
     monkeypatch.setattr(rule.SharedFunctionals, "for_output", counted)
     report = replay(lines, "arb")
     assert report.facts.correct == _rule(lines)["claim"]

@@ -103,13 +103,16 @@ def group_elements(dims) -> int:
     (c(W_out)·G: d_mlp × v; G: v × d), and one integer and one float (the binary64
     filter's) per row of every Lemma R column kept at once (per head: the output's G's v
     columns, the constant A's d_mlp and VO's d columns at both signs, two direction columns
-    per class of one group, at most 2^(k−1) classes), and v logit constants (one output's)."""
+    per class of one group, at most 2^(k−1) classes), v logit constants (one output's), and
+    the filter's two binary64 ends of every weight w_j(i, u) of every query token (kept with
+    the weights: _ArbWeights.floats)."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
     rows = v * k if f.positional == "standard" else v
     constants = 8 * (f.n_heads * rows * d + 2 * f.d_mlp * d)
     group = 8 * (f.d_mlp * v + v * d)
     columns = 2 * f.n_heads * rows * (v + 2 * f.d_mlp + 2 * d + 2 * 2 ** (k - 1))
-    return constants + group + columns + v
+    weights = 2 * f.n_heads * k * v * v
+    return constants + group + columns + v + weights
 
 
 class ArbQueryWeights:
