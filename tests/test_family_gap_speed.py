@@ -237,9 +237,10 @@ def test_the_one_pass_proof_is_the_step_by_step_proof(name):
     with the hints of the narrower proved class (accepted and rejected ones): BulkSteps.check
     gives the verdict and message of AtQuery.check on the same query, and when the one pass
     itself accepts (no fallback), the same smallest slack, its logit and σ bit for bit; both
-    the pass's own acceptance and its fallback occur.  (Breaks tried, benchmarks/RESULTS.md:
-    a head's box bound not added; the pre-activation's constant dropped; the logit loop
-    stopping one early.)"""
+    the pass's own acceptance and its fallback occur.  Forged hints (one head's box, pre,
+    diff or dir_lo halved in accepted classes): the same verdict and message.  (Breaks tried,
+    benchmarks/RESULTS.md: the box bounds of head 0 only; σ_2 not applied to the
+    pre-activations; the filter on y_lo instead of −y_lo for the directions.)"""
     from checker.rules import family_gap_bulk as bulk
     from checker.rules import overwhelm_family as family
 
@@ -276,8 +277,26 @@ def test_the_one_pass_proof_is_the_step_by_step_proof(name):
         query.check()
         return query
 
-    seen = {"pass": 0, "fallback": 0}
-    makers = [make for group in groups.values() for make in _queries(fw, group)]
+    seen = {"pass": 0, "fallback": 0, "mutants": 0}
+    makers, accepted = [], []
+    for group in groups.values():
+        for cls, make in zip(group, _queries(fw, group)):
+            makers.append(make)
+            if len(accepted) < 4 and _outcome(functools.partial(stepwise, make))[0] == "accepted":
+                accepted.append(cls)
+    # forged hints: one head's bounds of one kind moved towards 0 (box, pre, diff, dir_lo) in
+    # accepted classes: the same verdict and message (a bound the pass skipped would accept)
+    for q, m, fixed, g, hint in accepted:
+        for field in ("box", "pre", "diff", "dir_lo"):
+            for j in range(dims.family.n_heads):
+                forged = {k: np.array(v, dtype=np.float64, copy=True) for k, v in hint.items()}
+                if forged[field].size == 0:
+                    continue
+                forged[field][j] *= 0.5
+                (make,) = _queries(fw, [(q, m, fixed, g, forged)])
+                want = _outcome(functools.partial(stepwise, make))
+                assert _outcome(functools.partial(one_pass, make)) == want, (field, j)
+                seen["mutants"] += want[0] != "accepted"
     for make in makers:
         want = _outcome(functools.partial(stepwise, make))
         assert _outcome(functools.partial(one_pass, make)) == want
@@ -293,4 +312,4 @@ def test_the_one_pass_proof_is_the_step_by_step_proof(name):
         seen["pass"] += 1
         assert want[0] == "accepted"
         assert (own.slack, own.worst, own.sigma._mpi_) == want[1]
-    assert seen["pass"] > 0 and seen["fallback"] > 0, seen
+    assert seen["pass"] > 0 and seen["fallback"] > 0 and seen["mutants"] > 0, seen
