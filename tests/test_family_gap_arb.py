@@ -32,17 +32,25 @@ from generator.certify.strategies import family_gap as strategy  # noqa: E402
 
 @pytest.fixture
 def arb_used(monkeypatch):
-    """Counts the Lemma R bounds the integer heads decide themselves."""
+    """Counts the Lemma R bounds the integer heads decide themselves (step by step, or in the
+    class proof's one pass: family_gap_bulk.BulkSteps._below)."""
+    from checker.rules import family_gap_bulk as bulk
     from checker.rules import overwhelm_family_arb as arb_rule
 
     calls = {"arb": 0}
     original = arb_rule.ArbHead.average_below
+    original_bulk = bulk.BulkSteps._below
 
     def counting(self, y, col, lam, sign=1, key=None):
         calls["arb"] += 1
         return original(self, y, col, lam, sign, key)
 
+    def counting_bulk(self, *args):
+        calls["arb"] += 1
+        return original_bulk(self, *args)
+
     monkeypatch.setattr(arb_rule.ArbHead, "average_below", counting)
+    monkeypatch.setattr(bulk.BulkSteps, "_below", counting_bulk)
     return calls
 
 
@@ -229,8 +237,9 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
 def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     """The check proves the classes in (m, q, S) order, computes each output's functionals
     once, and keeps Lemma R's column caches and the integer forms at three lifetimes
-    (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read, the
-    integers kept in the three column stores plus six per entry of the kept integer forms stay
+    (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read (integer
+    or binary64), the entries kept in the three column stores plus eight per entry of the kept
+    integer forms stay
     within `group_elements`, charged up front; the constant store is reused across outputs.
     (Breaks tried: every column in the constant store; VO·G registered as a constant: both
     exceed the bound here.)"""
@@ -240,29 +249,37 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     dims, _ = checker_inputs(model(name))
     bound = arb.group_elements(dims)
     seen = {"max": 0, "outputs": [], "reads": 0, "const_hits": 0}
-    original = arb._GapConverter.int_column
+    kinds = {"int": "int_column", "float": "float_column", "floats": "float_columns"}
+    originals = {kind: getattr(arb._GapConverter, name) for kind, name in kinds.items()}
     for_output = rule.SharedFunctionals.for_output
 
     def counted(self, m):
         seen["outputs"].append(m)
         return for_output(self, m)
 
-    def spy(self, table, col, sign):
+    def rows(key, value):  # the entries one cached column (or table of columns) keeps
+        if key[-1] == "floats":
+            return sum(len(c[0]) for c in value if c is not None)
+        return len(value[0])
+
+    def spy(self, table, args, kind):
         constant = self.tables.lifetime(table) is self.tables.ints
         hit = constant and self.stores[0] is not None and \
-            (id(table), col, sign, "int") in self.stores[0][1]
-        out = original(self, table, col, sign)
+            (id(table), *args, kind) in self.stores[0][1]
+        out = originals[kind](self, table, *args)
         seen["reads"] += 1
         seen["const_hits"] += hit and len(seen["outputs"]) > 1
-        columns = sum(len(hit[1][0]) for s in self.stores if s is not None
-                      for hit in s[1].values() if hit[1] is not None)
+        columns = sum(rows(key, hit[1]) for s in self.stores if s is not None
+                      for key, hit in s[1].items() if hit[1] is not None)
         t = self.tables
-        forms = sum(6 * len(f[0]) * len(f[0][0]) for c in (t.ints, t.output, t.group)
+        forms = sum(8 * len(f[0]) * len(f[0][0]) for c in (t.ints, t.output, t.group)
                     for f in c.values())
         seen["max"] = max(seen["max"], columns + forms)
         return out
 
-    monkeypatch.setattr(arb._GapConverter, "int_column", spy)
+    for kind, name in kinds.items():
+        monkeypatch.setattr(arb._GapConverter, name,
+                            lambda self, table, *args, kind=kind: spy(self, table, args, kind))
     monkeypatch.setattr(rule.SharedFunctionals, "for_output", counted)
     report = replay(lines, "arb")
     assert report.facts.correct == _rule(lines)["claim"]

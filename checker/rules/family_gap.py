@@ -51,6 +51,7 @@ import math
 from types import SimpleNamespace
 
 from mpmath import iv
+from mpmath.libmp.libmpi import mpi_sub
 
 from .. import ops
 from ..errors import Malformed
@@ -310,12 +311,25 @@ class SharedFunctionals:
         fun.d_u = [[row[s] - row[o] for row in self.u] for s in range(v)]
         fun.g = [[row[s] - row[o] for row in self.wu] for s in range(v)]  # encloses w_f∘D_s
         t.tick()
-        fun.y_g = [[[r[s] - r[o] for s in range(v)] for r in y] for y in self.y_u]
+        fun.y_g = [column_differences(y, o) for y in self.y_u]
         if f.d_mlp:
             fun.w_out_c, fun.b_out_c = self.w_out_c, self.b_out_c
-            fun.out_g = [[r[s] - r[o] for s in range(v)] for r in self.out_u]
+            fun.out_g = column_differences(self.out_u, o)
             fun.b_out_g = [self.b_out_u[s] - self.b_out_u[o] for s in range(v)]
         return fun
+
+
+def column_differences(matrix: list, o: int) -> list:
+    """[[r[s] − r[o] for s] for r in matrix] for interval entries: each difference is
+    mpmath's interval subtraction (iv.mpf.__sub__ is mpi_sub at iv.prec) on the raw pairs,
+    the same values without the objects' dispatch."""
+    prec, make = iv.prec, iv.make_mpf
+    out = []
+    for r in matrix:
+        raws = [x._mpi_ for x in r]
+        ro = raws[o]
+        out.append([make(mpi_sub(x, ro, prec)) for x in raws])
+    return out
 
 
 class ClassQuery(family.AtQuery):
@@ -332,11 +346,9 @@ class ClassQuery(family.AtQuery):
             cache["x_p"] = tables.model.resid0[self.p][q]
             cache["base"] = family.centred(forward._add(cache["x_p"], self.m["b_O"][0]),
                                            self.centre)
-            cache["base_a"] = ops.matmul([cache["base"]], ops.transpose(fun.a),
-                                         tables.tick)[0] if fun.a else []
+            cache["base_a"] = tables.matmul_t([cache["base"]], fun.a)[0] if fun.a else []
         if ("base_g", m) not in cache:
-            cache["base_g", m] = ops.matmul([cache["base"]], ops.transpose(fun.g),
-                                            tables.tick)[0]
+            cache["base_g", m] = tables.matmul_t([cache["base"]], fun.g)[0]
         self.x_p, self.base, self.base_a = cache["x_p"], cache["base"], cache["base_a"]
         self.base_g = cache["base_g", m]
 

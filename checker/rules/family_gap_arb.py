@@ -27,6 +27,7 @@ from mpmath.libmp.libmpi import mpi_mul, mpi_sub
 from ..errors import Malformed
 from ..numbers import exp_interval
 from . import family_gap as gap
+from .family_gap_bulk import BulkSteps
 from .overwhelm_family_arb import (
     ArbHead,
     BatchedTables,
@@ -34,6 +35,8 @@ from .overwhelm_family_arb import (
     _Converter,
     _dyadic_or_none,
     _raws,
+    confirmed_directions,
+    float_pair,
     int_matmul,
     raw_dot,
 )
@@ -95,18 +98,21 @@ class GapTables(BatchedTables):
 
 
 def group_elements(dims) -> int:
-    """An upper bound of GapTables' kept elements: six integers per entry of the constants
-    (VO_j: R × d per head; c(W_out): d_mlp × d) and of one output's matrices (c(W_out)·G:
-    d_mlp × v), and one integer per row of every Lemma R column kept at once (per head: the
-    output's G's v columns, the constant A's d_mlp and VO's d columns at both signs, two
-    direction columns per class of one group, at most 2^(k−1) classes), and v logit
-    constants (one output's)."""
+    """An upper bound of GapTables' kept elements: eight integers per entry of the constants
+    (VO_j: R × d per head; c(W_out), A: d_mlp × d each) and of one output's matrices
+    (c(W_out)·G: d_mlp × v; G: v × d), and one integer and one float (the binary64
+    filter's) per row of every Lemma R column kept at once (per head: the output's G's v
+    columns, the constant A's d_mlp and VO's d columns at both signs, two direction columns
+    per class of one group, at most 2^(k−1) classes), v logit constants (one output's), and
+    the filter's two binary64 ends of every weight w_j(i, u) of every query token (kept with
+    the weights: _ArbWeights.floats)."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
     rows = v * k if f.positional == "standard" else v
-    constants = 6 * (f.n_heads * rows * d + f.d_mlp * d)
-    group = 6 * f.d_mlp * v
-    columns = f.n_heads * rows * (v + 2 * f.d_mlp + 2 * d + 2 * 2 ** (k - 1))
-    return constants + group + columns + v
+    constants = 8 * (f.n_heads * rows * d + 2 * f.d_mlp * d)
+    group = 8 * (f.d_mlp * v + v * d)
+    columns = 2 * f.n_heads * rows * (v + 2 * f.d_mlp + 2 * d + 2 * 2 ** (k - 1))
+    weights = 2 * f.n_heads * k * v * v
+    return constants + group + columns + v + weights
 
 
 class ArbQueryWeights:
@@ -128,7 +134,7 @@ class _ArbWeights(dict):
 
     def __init__(self, score, shift):
         super().__init__()
-        self.score, self.shift, self.ends = score, shift, {}
+        self.score, self.shift, self.ends, self.float_ends = score, shift, {}, {}
 
     def __missing__(self, key):
         raw = mpi_sub(self.score(*key), self.shift, iv.prec)
@@ -139,6 +145,14 @@ class _ArbWeights(dict):
         hit = self.ends.get(key)
         if hit is None and key not in self.ends:
             hit = self.ends[key] = _dyadic_or_none(self[key])
+        return hit
+
+    def floats(self, key):
+        """(fl(W_lo), fl(W_hi)) of the weight at key for Lemma R's binary64 filter (None out
+        of its range, or W_lo < 0: float_pair), kept."""
+        hit = self.float_ends.get(key)
+        if hit is None and key not in self.float_ends:
+            hit = self.float_ends[key] = float_pair(self[key])
         return hit
 
 
@@ -178,14 +192,18 @@ def score_function(tables, j: int, p: int, q: int):
     return score
 
 
-class ArbClassQuery(gap.ClassQuery):
-    """family_gap.ClassQuery with overwhelm_family_arb's heads (Lemma R on integers) and the
-    logit constants once per output."""
+class ArbClassQuery(BulkSteps, gap.ClassQuery):
+    """family_gap.ClassQuery with overwhelm_family_arb's heads (Lemma R on integers, after the
+    binary64 filter), the logit constants once per output, and the class proof in one pass
+    (family_gap_bulk.BulkSteps: the same values and verdict, AtQuery.check on a failure)."""
 
     def __init__(self, tables, fun, weights, q, m, slot_sets, hint, conv: _Converter):
         super().__init__(tables, fun, weights, q, m, slot_sets, hint)
         self.conv = conv  # conv.charge None: its caches are charged by GapTables, up front
         self.heads = [ArbHead(head, conv) for head in self.heads]
+
+    def confirmed_directions(self, e: list, which: int) -> tuple:
+        return confirmed_directions(self, e, which)
 
     def logit_const(self, t: int):
         """AtQuery.logit_const(t), once per (output, t) (it depends on nothing else)."""
@@ -209,7 +227,8 @@ class _GapConverter(_Converter):
     def new_output(self) -> None:
         self.consts = {}
 
-    def int_column(self, table: list, col: int, sign: int):
+    def use_store(self, table: list) -> None:
+        """Point the column cache at the store of table's lifetime."""
         t = self.tables
         life = t.lifetime(table)
         level = 0 if life is t.ints else 1 if life is t.output else 2
@@ -217,7 +236,18 @@ class _GapConverter(_Converter):
         if store is None or store[0] is not life:  # a new output's or group's: the old released
             store = self.stores[level] = (life, {})
         self.columns = store[1]
+
+    def int_column(self, table: list, col: int, sign: int):
+        self.use_store(table)
         return super().int_column(table, col, sign)
+
+    def float_column(self, table: list, col: int, sign: int):
+        self.use_store(table)
+        return super().float_column(table, col, sign)
+
+    def float_columns(self, table: list, sign: int) -> list:
+        self.use_store(table)
+        return super().float_columns(table, sign)
 
 
 class ClassQueries:
@@ -238,11 +268,11 @@ class ClassQueries:
             self.fun, self.q = fun, None
             tables.new_output()
             self.conv.new_output()
-            for y in fun.y_a:  # VO_j·A and c(W_out): shared by every output
+            for y in list(fun.y_a) + [fun.a]:  # VO_j·A, A and c(W_out): shared by every output
                 tables.keep(y)
             if getattr(fun, "w_out_c", None) is not None:
                 tables.keep(fun.w_out_c)
-            for y in fun.y_g:  # VO_j·G: this output's
+            for y in list(fun.y_g) + [fun.g]:  # VO_j·G and G: this output's
                 tables.keep_for_output(y)
             if getattr(fun, "out_g", None) is not None:
                 tables.keep_for_output(fun.out_g)

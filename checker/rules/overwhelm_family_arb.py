@@ -40,6 +40,7 @@ instead of one per operation), so every later step, inclusion-monotone, sees nar
 from __future__ import annotations
 
 import math
+from operator import itemgetter, mul
 
 from mpmath import iv
 from mpmath.libmp import from_int, fzero
@@ -293,7 +294,7 @@ class BatchedTables(Tables):
             return hit[1]
         from ..certificate import hold
 
-        hold(self.model.charge, 6 * len(m) * len(m[0]), "integer forms of the tables")
+        hold(self.model.charge, 8 * len(m) * len(m[0]), "integer forms of the tables")
         out = IntMatrix(m)
         self.ints[id(m)] = (m, out)
         return out
@@ -314,7 +315,8 @@ def form_product(a, b, b_transposed: bool, tick) -> list:
     When a or b has only point entries those sums are integer matrix products (fmpz_mat,
     exact; module docstring: lo = A_lo·B⁺ + A_hi·B⁻, hi = A_hi·B⁺ + A_lo·B⁻, or
     lo = A⁺·B_lo + A⁻·B_hi, hi = A⁺·B_hi + A⁻·B_lo for a point A): the same integers, so the
-    same values; otherwise mp.int_matmul's loop."""
+    same values; for a one-row a, by the signs of its entries (row_product: the same
+    integers again).  Otherwise mp.int_matmul's loop."""
     exponent = a.exp + b.exp
     if b.is_point() or a.is_point():
         bt = (lambda name: b.fmpz(name).transpose()) if b_transposed else b.fmpz
@@ -326,7 +328,48 @@ def form_product(a, b, b_transposed: bool, tick) -> list:
             pos, neg = a.fmpz("pos"), a.fmpz("neg")
             lo, hi = pos * bt("lo") + neg * bt("hi"), pos * bt("hi") + neg * bt("lo")
         return _round_rows((_ints(lo), _ints(hi)), exponent, tick)
+    if len(a.lo) == 1:  # one row: by the signs of its entries (row_product)
+        return _round_rows(row_product(a, b, b_transposed), exponent, tick)
     return int_matmul(a.rows(), b.rows() if b_transposed else b.cols(), tick)
+
+
+def row_product(a, b, b_transposed: bool):
+    """The exact sums of mp.int_matmul for a one-row a (integer endpoint lists ([lo], [hi])):
+    Σ_k min and max of the four endpoint products of x_k = [x_lo, x_hi] and y = b[k, j].
+    For x_k >= 0 they are x_lo·y_lo⁺ + x_hi·y_lo⁻ and x_hi·y_hi⁺ + x_lo·y_hi⁻; for x_k <= 0,
+    x_lo·y_hi⁺ + x_hi·y_hi⁻ and x_lo·y_lo⁻ + x_hi·y_lo⁺ (y⁺ = max(y, 0), y⁻ = min(y, 0)): so the
+    entries of each sign are fmpz_mat products of a's ends masked to them; an entry with
+    x_lo < 0 < x_hi adds min(x_lo·y_hi, x_hi·y_lo) and max(x_lo·y_lo, x_hi·y_hi) (the range
+    of the product) by a loop.  The same integers as mp.int_matmul's loop."""
+    fmpz_mat = flint_module().fmpz_mat
+    x_lo, x_hi = a.lo[0], a.hi[0]
+    pos = [lo >= 0 for lo in x_lo]
+    neg = [hi <= 0 and lo < 0 for lo, hi in zip(x_lo, x_hi)]
+    bt = (lambda name: b.fmpz(name).transpose()) if b_transposed else b.fmpz
+
+    def masked(ends, mask):
+        return fmpz_mat([[x if keep else 0 for x, keep in zip(ends, mask)]])
+
+    lo = hi = None
+    if any(pos):  # (a's own fmpz_mat when every entry is >= 0)
+        lo_p, hi_p = ((a.fmpz("lo"), a.fmpz("hi")) if all(pos) else
+                      (masked(x_lo, pos), masked(x_hi, pos)))
+        lo, hi = lo_p * bt("lo+") + hi_p * bt("lo-"), hi_p * bt("hi+") + lo_p * bt("hi-")
+    if any(neg):
+        lo_n, hi_n = masked(x_lo, neg), masked(x_hi, neg)
+        lo_2, hi_2 = lo_n * bt("hi+") + hi_n * bt("hi-"), lo_n * bt("lo-") + hi_n * bt("lo+")
+        lo, hi = (lo_2, hi_2) if lo is None else (lo + lo_2, hi + hi_2)
+    width = b.lo_count(b_transposed)
+    lo, hi = (_ints(lo)[0], _ints(hi)[0]) if lo is not None else ([0] * width, [0] * width)
+    both = [k for k, (p, n) in enumerate(zip(pos, neg)) if not (p or n)]
+    if both:  # x_lo < 0 < x_hi: the loop over b's row k
+        b_lo, b_hi, _ = b.rows() if not b_transposed else b.cols()
+        for k in both:
+            x0, x1 = x_lo[k], x_hi[k]
+            for j, (y0, y1) in enumerate(zip(b_lo[k], b_hi[k])):
+                lo[j] += min(x0 * y1, x1 * y0)
+                hi[j] += max(x0 * y0, x1 * y1)
+    return [lo], [hi]
 
 
 class IntMatrix:
@@ -344,6 +387,10 @@ class IntMatrix:
     def rows(self):
         return self.lo, self.hi, self.exp
 
+    def lo_count(self, transposed: bool) -> int:
+        """The number of columns of this matrix (of rows, if transposed)."""
+        return len(self.lo) if transposed else len(self.lo[0]) if self.lo else 0
+
     def cols(self):
         if self._cols is None:
             self._cols = ([list(c) for c in zip(*self.lo)], [list(c) for c in zip(*self.hi)],
@@ -356,13 +403,16 @@ class IntMatrix:
         return self._point
 
     def fmpz(self, name: str):
+        """lo, hi, pos (= lo+), neg (= lo−), hi+, hi− as fmpz_mat (x+ = max(x, 0),
+        x− = min(x, 0) entrywise), kept."""
         hit = self._fmpz.get(name)
         if hit is None:
             fmpz_mat = flint_module().fmpz_mat
-            if name == "pos":
-                hit = fmpz_mat([[max(x, 0) for x in r] for r in self.lo])
-            elif name == "neg":
-                hit = fmpz_mat([[min(x, 0) for x in r] for r in self.lo])
+            ends = self.hi if name.startswith("hi") else self.lo
+            if name in ("pos", "lo+", "hi+"):
+                hit = fmpz_mat([[max(x, 0) for x in r] for r in ends])
+            elif name in ("neg", "lo-", "hi-"):
+                hit = fmpz_mat([[min(x, 0) for x in r] for r in ends])
             else:
                 hit = fmpz_mat(self.lo if name == "lo" else self.hi)
             self._fmpz[name] = hit
@@ -394,6 +444,37 @@ class _Converter:
             return self.zero if raw == fzero else None  # inf, -inf, nan: not converted
         return self.arb(self.arf((-man if sign else man, exp)))
 
+    def float_column(self, table: list, col: int, sign: int):
+        """(floats ŷ_r, max_r |ŷ_r|): ŷ_r the upper end of sign·table[r][col] rounded to the
+        nearest binary64 (filter_float); None if one is out of the filter's range.  Cached
+        per table object, as int_column."""
+        return self._floats(table, (col,), sign, (id(table), col, sign, "float"))[0]
+
+    def float_columns(self, table: list, sign: int) -> list:
+        """[float_column(table, c, sign) for every column c], built and cached at once."""
+        cols = tuple(range(len(table[0]))) if table else ()
+        return self._floats(table, cols, sign, (id(table), sign, "floats"))
+
+    def _floats(self, table: list, cols: tuple, sign: int, key) -> list:
+        hit = self.columns.get(key)
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        if self.charge is not None:  # the memory limit, before the columns are built
+            from ..certificate import hold
+
+            hold(self.charge, len(table) * len(cols), "float column caches")
+        end, out = 1 if sign > 0 else 0, []
+        for col in cols:
+            ys = [filter_float(row[col]._mpi_[end]) for row in table]
+            column = None
+            if None not in ys:
+                if sign < 0:
+                    ys = [-x for x in ys]
+                column = (ys, max(map(abs, ys), default=0.0))
+            out.append(column)
+        self.columns[key] = (table, out)
+        return out
+
     def int_column(self, table: list, col: int, sign: int):
         """(integers n_r, exponent E) with n_r·2^E = the upper end of sign·table[r][col]
         exactly, for every row r; None if one is not finite.  Cached per table object."""
@@ -423,34 +504,57 @@ class _Converter:
 
 
 class ArbHead(Head):
-    """overwhelm_family.Head with Lemma R's sum computed exactly on integers (module
-    docstring, spec/arithmetic.md §Lemma R exactly)."""
+    """overwhelm_family.Head with Lemma R's sum decided exactly on integers (module
+    docstring, spec/arithmetic.md §Lemma R exactly), after a binary64 filter that can only
+    accept when the exact sum is < 0 (spec/arithmetic.md §Lemma R filtered in binary64): the
+    same verdicts as the integers alone."""
 
     def __init__(self, head: Head, conv: _Converter):  # the reference head's fields
         self.slots, self.tables, self.w, self.perm = head.slots, head.tables, head.w, head.perm
         self.conv = conv
-        # usable: every weight's ends finite and w_lo >= 0 (else the reference path, which
-        # rejects a weight reaching below 0 as numbers.up_mul does)
-        keys = [(i, u) for i, toks in enumerate(head.slots) for u in toks]  # the slots read
-        dyadic = getattr(head.w, "dyadic", None)  # a weight table's cached ends, if it has
-        ends = [dyadic(k) if dyadic else _dyadic_or_none(head.w[k]) for k in keys]
-        self.usable = all(e is not None for e in ends)
-        self.groups = []
-        if not self.usable:
-            return
-        exponent = min((e for pair in ends for _, e in pair), default=0)
-        ints = {k: tuple(n << (e - exponent) for n, e in pair) for k, pair in zip(keys, ends)}
-        self.usable = all(lo >= 0 for lo, _ in ints.values())
-        # per position, its slots' table rows, W_lo and W_hi (integers at one exponent), in
-        # the reference's order
-        row = head.tables.row
-        self.groups = [([row(i, u) for u in toks], [ints[(i, u)][0] for u in toks],
-                        [ints[(i, u)][1] for u in toks]) for i, toks in enumerate(head.slots)]
+        self.keys = [(i, u) for i, toks in enumerate(head.slots) for u in toks]  # slots read
+        self._groups = None  # the integer groups, built on the first exact decision
+        # the filter: per position, a getter of its slots' rows and fl(W_hi) per slot, and
+        # Σ_i G_i (filter_groups); None when a weight is out of range or W_lo < 0
+        floats = getattr(head.w, "floats", None)  # a weight table's cached floats, if it has
+        pairs = [floats(k) if floats else float_pair(head.w[k]) for k in self.keys]
+        self.fast = None if None in pairs else filter_groups(head.slots, head.tables.row,
+                                                              dict(zip(self.keys, pairs)))
+
+    @property
+    def groups(self) -> list:
+        """Per position, its slots' table rows, W_lo and W_hi (integers at one exponent), in
+        the reference's order; [] (and usable False) when a weight's end is not finite or
+        W_lo < 0 (the reference path then decides, and rejects W_lo < 0 as numbers.up_mul)."""
+        if self._groups is None:
+            dyadic = getattr(self.w, "dyadic", None)  # a weight table's cached ends, if it has
+            ends = [dyadic(k) if dyadic else _dyadic_or_none(self.w[k]) for k in self.keys]
+            self.usable, self._groups = all(e is not None for e in ends), []
+            if self.usable:
+                exponent = min((e for pair in ends for _, e in pair), default=0)
+                ints = {k: tuple(n << (e - exponent) for n, e in pair)
+                        for k, pair in zip(self.keys, ends)}
+                self.usable = all(lo >= 0 for lo, _ in ints.values())
+                row = self.tables.row
+                self._groups = [([row(i, u) for u in toks], [ints[(i, u)][0] for u in toks],
+                                 [ints[(i, u)][1] for u in toks])
+                                for i, toks in enumerate(self.slots)]
+        return self._groups
 
     def average_below(self, y: list, col: int, lam: float, sign: int = 1,
                       key: int | None = None) -> bool:
         if self.perm:  # Lemma R-perm: the reference path
             return super().average_below(y, col, lam, sign, key)
+        if self.fast is not None and isinstance(lam, float) and abs(lam) <= FILTER_HIGH:
+            column = self.conv.float_column(y, col, sign)
+            if column is not None and filter_below(self.fast, column, lam):
+                return True  # the exact sum is < 0 (spec/arithmetic.md)
+        return self.exact_below(y, col, lam, sign, key)
+
+    def exact_below(self, y: list, col: int, lam: float, sign: int = 1,
+                    key: int | None = None) -> bool:
+        """Lemma R's verdict from the exact integer sum (or the reference path)."""
+        groups = self.groups
         column = self.conv.int_column(y, col, sign)
         if column is None or not self.usable or not (isinstance(lam, float)
                                                      and math.isfinite(lam)):
@@ -465,7 +569,7 @@ class ArbHead(Head):
             lam_int = lam_num
         a = [x - lam_int for x in values]  # per row: (sign·y)'s upper end − λ, exact
         total = 0
-        for rows, w_lo, w_hi in self.groups:  # position i: max over u of W·a(i, u)
+        for rows, w_lo, w_hi in groups:  # position i: max over u of W·a(i, u)
             if len(rows) == 1:
                 x = a[rows[0]]
                 total += (w_lo[0] if x < 0 else w_hi[0]) * x
@@ -473,6 +577,108 @@ class ArbHead(Head):
                 total += max([(lo if x < 0 else hi) * x
                               for x, lo, hi in zip([a[r] for r in rows], w_lo, w_hi)])
         return total < 0  # the exact sum (times 2^(E_y + E_w) > 0): its sign
+
+
+# -- Lemma R filtered in binary64 (spec/arithmetic.md §Lemma R filtered in binary64) ----------
+# Every input of the exact sum (the weights' ends, the column's upper ends) is rounded to the
+# nearest binary64 once (relative error <= 2^-53 <= FILTER_U) inside [FILTER_LOW, FILTER_HIGH]
+# (or exactly 0), where that conversion, λ − ŷ and the products cannot overflow and only a
+# product can underflow (absolute error <= 2^-1075 <= FILTER_TINY).
+FILTER_U = 2.0 ** -50
+FILTER_TINY = 1e-300
+FILTER_LOW, FILTER_HIGH = 2.0 ** -1000, 2.0 ** 500
+
+
+def filter_float(raw):
+    """The raw mpmath number rounded to the nearest binary64 (float(man) is correctly rounded,
+    the scaling by 2^exp exact in the normal range), or None if it is not 0 and its
+    magnitude is outside [FILTER_LOW, FILTER_HIGH] (or it is not finite)."""
+    sign, man, exp, _ = raw
+    if not man:
+        return 0.0 if raw == fzero or raw[3] == 0 else None  # (·, 0, ·, 0): an integer's 0
+    try:
+        x = math.ldexp(man, exp)
+    except OverflowError:
+        return None
+    if not FILTER_LOW <= x <= FILTER_HIGH:
+        return None
+    return -x if sign else x
+
+
+def float_pair(w):
+    """(fl(W_lo), fl(W_hi)) of a weight enclosure, or None if one is out of range or
+    W_lo < 0 (filter_float)."""
+    lo, hi = (filter_float(e) for e in w._mpi_)
+    return None if lo is None or hi is None or lo < 0 else (lo, hi)
+
+
+def filter_groups(slots: list, row, pairs: dict):
+    """The filter's per-head data: ([(getter of position i's rows, [fl(W_hi(u))]), ...] for
+    the positions of several slots, [(row, fl(W_hi))] for those of one, Σ_i G_i) with G_i =
+    max over position i's slots of 8U·fl(W_hi) + 2·fl(fl(W_hi) − fl(W_lo)) (a bound of the
+    error terms, spec/arithmetic.md)."""
+    groups, singles, g_sum = [], [], 0.0
+    for i, toks in enumerate(slots):
+        rows = [row(i, u) for u in toks]
+        w_hi = [pairs[(i, u)][1] for u in toks]
+        if len(rows) == 1:
+            singles.append((rows[0], w_hi[0]))
+        else:
+            groups.append((itemgetter(*rows), w_hi))
+        g_sum += max(8 * FILTER_U * hi + 2 * (hi - lo) for lo, hi in
+                     (pairs[(i, u)] for u in toks))
+    return groups, singles, g_sum
+
+
+def filter_below(fast, column, lam: float) -> bool:
+    """True only if Lemma R's exact integer sum Σ_i max_u max(W_lo·a, W_hi·a), a = y − λ, is
+    < 0: its binary64 evaluation Ŝ = Σ_i max_u fl(fl(W_hi)·fl(fl(y) − λ)) plus the error bound
+    2·(P·U·Σ_i |M̂_i| + (Y_max + |λ|)·Σ_i G_i + P·η) is < 0 (spec/arithmetic.md §Lemma R
+    filtered in binary64; P positions)."""
+    groups, singles, g_sum = fast
+    ys, y_max = column
+    neg = -lam
+    total = s_abs = 0.0
+    for get, w_hi in groups:
+        best = max(map(mul, w_hi, map(neg.__add__, get(ys))))
+        total += best
+        s_abs += abs(best)
+    for r, w_hi in singles:  # a one-slot position: its one product
+        best = w_hi * (ys[r] + neg)
+        total += best
+        s_abs += abs(best)
+    n = len(groups) + len(singles)
+    err = 2.0 * (n * FILTER_U * s_abs + (y_max + abs(lam)) * g_sum + n * FILTER_TINY)
+    return math.isfinite(total) and total + err < 0.0
+
+
+def confirmed_directions(query, e: list, which: int) -> tuple:
+    """The heads j whose direction bound Lemma R's binary64 filter confirms on the exact
+    product VO_j·e: its lower ends y_lo = VO_lo·e⁺ + VO_hi·e⁻ (fmpz_mat, exact), each rounded
+    to the nearest binary64 (filter_float).  The reference rounds y_lo down at 80 bits
+    (form_product) before Lemma R reads −y_lo; fl(y_lo) lies within (2^-53 + 2^-79)·|y| <= U·|y|
+    of that rounded end, the error the filter allows (spec/arithmetic.md), so a confirmation
+    here is one of the reference's exact integer sum.  Heads not confirmed: the reference."""
+    from mpmath import iv as _iv
+
+    heads, out = query.heads, []
+    if not all(getattr(h, "fast", None) is not None and not h.perm for h in heads):
+        return ()
+    e_int = IntMatrix([[_iv.mpf(x)] for x in e])
+    for j, head in enumerate(heads):
+        lam = query.hint["dir_lo"][j][which]
+        if not (isinstance(lam, float) and abs(lam) <= FILTER_HIGH):
+            continue
+        vo = query.t.integers(query.t.vo[j])
+        y_lo = vo.fmpz("lo") * e_int.fmpz("pos") + vo.fmpz("hi") * e_int.fmpz("neg")
+        exponent = vo.exp + e_int.exp
+        ys = [filter_float((0, -n, exponent, 0)) if n <= 0 else
+              filter_float((1, n, exponent, 0)) for n in map(int, y_lo.entries())]
+        if None in ys:  # upper(−y) = −y_lo above (a zero: filter_float's man 0 case)
+            continue
+        if filter_below(head.fast, (ys, max(map(abs, ys), default=0.0)), -lam):
+            out.append(j)
+    return tuple(out)
 
 
 def _dyadic_or_none(x):
@@ -503,6 +709,9 @@ class ArbAtQuery(AtQuery):
         self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = tables.matmul_t([self.base], fun.g)[0]  # (v,)
         self.base_a = tables.matmul_t([self.base], fun.a)[0] if fun.a else []
+
+    def confirmed_directions(self, e: list, which: int) -> tuple:
+        return confirmed_directions(self, e, which)
 
     def logit_const(self, t: int):
         """AtQuery.logit_const(t), computed once per (functionals, output, t) for the whole
