@@ -14,6 +14,7 @@ from test_families import reference_logits
 
 from checker import arith as backends
 from checker.certificate import CertificateChecker
+from checker.rules import family_gap as rule
 from generator.certify.strategies import family_gap as strategy
 from generator.certify.trace import Trace
 from generator.model import FamilyWeights
@@ -106,6 +107,36 @@ def replay(lines, arith="mpmath", limits=None):
 
 def rule_line(lines) -> dict:
     return next(json.loads(x) for x in lines if '"kind":"rule"' in x)
+
+
+def forced_class_groups(name: str) -> dict:
+    """{("own" | "narrow", g): [(q, m, fixed, g, hints)]}: every class (q, m, S) of model
+    `name` at gaps g = 1 and 2, with its own best float64 hints ("own") and with the hints of
+    the narrower class the generator proved for that key ("narrow"); one gap per key in a
+    group, so each group is a valid hint list."""
+    fw = model(name)
+    dims = fw.dims
+    tab = strategy.Tables(fw)
+    proved = {(c[0], c[1], tuple(c[2])): c[3]
+              for c in rule_line(certificate(name))["hints"]["classes"]}
+
+    def hints(q, m, fixed, g):
+        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, g))
+        with np.errstate(all="ignore"):
+            query.margins()
+        return query.hint
+
+    groups = {}
+    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
+        for g in (1, 2):
+            if rule.signature(dims, q, m, fixed, g) is not None:
+                continue
+            groups.setdefault(("own", g), []).append((q, m, fixed, g, hints(q, m, fixed, g)))
+            narrow = proved.get((q, m, fixed))
+            if narrow is not None and narrow > g:
+                groups.setdefault(("narrow", g), []).append(
+                    (q, m, fixed, g, hints(q, m, fixed, narrow)))
+    return groups
 
 
 def correct(fw, tokens) -> bool:

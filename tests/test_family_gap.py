@@ -27,6 +27,7 @@ from family_gap_models import (
     MODELS,
     NAME,
     certificate,
+    forced_class_groups,
     model,
     replay,
     trained,
@@ -87,27 +88,8 @@ def test_forced_classes_are_confirmed_only_when_true(name):
     Lemma R that skips tokens: a class's own hints already bound its whole alphabet."""
     fw = model(name)
     dims = fw.dims
-    tab = strategy.Tables(fw)
     trace = Trace(fw, float_shadow=False)
-    proved = {(c[0], c[1], tuple(c[2])): c[3]
-              for c in _rule(certificate(name))["hints"]["classes"]}
-
-    def hints(q, m, fixed, g):
-        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, g))
-        with np.errstate(all="ignore"):
-            query.margins()
-        return query.hint
-
-    groups = {}
-    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
-        for g in (1, 2):
-            if rule.signature(dims, q, m, fixed, g) is not None:
-                continue
-            groups.setdefault(("own", g), []).append((q, m, fixed, g, hints(q, m, fixed, g)))
-            narrow = proved.get((q, m, fixed))
-            if narrow is not None and narrow > g:
-                groups.setdefault(("narrow", g), []).append(
-                    (q, m, fixed, g, hints(q, m, fixed, narrow)))
+    groups = forced_class_groups(name)
     confirmed = [c for group in groups.values()  # one gap per key in a hint list
                  for c in strategy.checker_confirmed(trace, group)]
     for q, m, fixed, g, _ in confirmed:

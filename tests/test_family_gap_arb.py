@@ -19,6 +19,7 @@ from family_gap_models import (  # noqa: E402
     NAME,
     certificate,
     checker_inputs,
+    forced_class_groups,
     model,
     replay,
 )
@@ -108,27 +109,7 @@ def test_every_forced_class_gets_the_same_verdict(name, arb_used):
     hints of the narrower class the generator proved (tests/test_family_gap.py's forced
     classes): the same verdict and message on both paths, both verdicts present."""
     fw = model(name)
-    dims = fw.dims
-    tab = strategy.Tables(fw)
-    proved = {(c[0], c[1], tuple(c[2])): c[3]
-              for c in _rule(certificate(name))["hints"]["classes"]}
-
-    def hints(q, m, fixed, g):
-        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, g))
-        with np.errstate(all="ignore"):
-            query.margins()
-        return query.hint
-
-    groups = {}
-    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
-        for g in (1, 2):
-            if rule.signature(dims, q, m, fixed, g) is not None:
-                continue
-            groups.setdefault(("own", g), []).append((q, m, fixed, g, hints(q, m, fixed, g)))
-            narrow = proved.get((q, m, fixed))
-            if narrow is not None and narrow > g:
-                groups.setdefault(("narrow", g), []).append(
-                    (q, m, fixed, g, hints(q, m, fixed, narrow)))
+    groups = forced_class_groups(name)
     kinds = set()
     for group in groups.values():
         ref, fast = _class_verdicts(fw, group, False), _class_verdicts(fw, group, True)

@@ -16,8 +16,12 @@ import pytest
 
 pytest.importorskip("flint")
 
-from family_gap_models import FORCED, certificate, checker_inputs, model  # noqa: E402
-from family_gap_models import rule_line as _rule  # noqa: E402
+from family_gap_models import (  # noqa: E402
+    FORCED,
+    checker_inputs,
+    forced_class_groups,
+    model,
+)
 
 from checker.errors import Malformed, Rejected  # noqa: E402
 from checker.rules import family_gap as rule  # noqa: E402
@@ -246,26 +250,7 @@ def test_the_one_pass_proof_is_the_step_by_step_proof(name):
 
     fw = model(name)
     dims = fw.dims
-    tab = strategy.Tables(fw)
-    proved = {(c[0], c[1], tuple(c[2])): c[3]
-              for c in _rule(certificate(name))["hints"]["classes"]}
-
-    def hints(q, m, fixed, g):
-        query = strategy._ClassQuery(tab, q, m, rule.slots(dims, q, m, fixed, g))
-        with np.errstate(all="ignore"):
-            query.margins()
-        return query.hint
-
-    groups = {}
-    for q, m, fixed in sorted(strategy.class_keys(dims.d_vocab, dims.n_ctx)):
-        for g in (1, 2):
-            if rule.signature(dims, q, m, fixed, g) is not None:
-                continue
-            groups.setdefault(("own", g), []).append((q, m, fixed, g, hints(q, m, fixed, g)))
-            narrow = proved.get((q, m, fixed))
-            if narrow is not None and narrow > g:
-                groups.setdefault(("narrow", g), []).append(
-                    (q, m, fixed, g, hints(q, m, fixed, narrow)))
+    groups = forced_class_groups(name)
 
     def stepwise(make):
         query = make()
