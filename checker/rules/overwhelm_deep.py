@@ -297,6 +297,41 @@ def ratio_below(w: dict, y, slots: list, lam: float, sign: int = 1) -> bool:
     return below_zero(total)
 
 
+def logit_directions(m, layer, slots, n_heads: int, o: int, w_f):
+    """D_t = W_U[:, t] − W_U[:, o] (as (d,)), g_t = w_f ∘ D_t (D_t without a final LN gain),
+    the slot keys (i', u'), and per head j the products y_j(i', u')[t] = vo_j(i', u')·g_t for
+    every slot and t (one matmul per head)."""
+    v = len(m["W_U"][0])
+    d_u = [[row[t] - row[o] for row in m["W_U"]] for t in range(v)]
+    gs = [d_t if w_f is None else [a * b for a, b in zip(d_t, w_f)] for d_t in d_u]
+    keys = [(i2, u2) for i2, toks in enumerate(slots) for u2 in toks]
+    g_cols = ops.transpose(gs)  # (d, v)
+    ys = [dict(zip(keys, ops.matmul([layer.vo[key][j] for key in keys], g_cols, layer.tick)))
+          for j in range(n_heads)]
+    return d_u, gs, keys, ys
+
+
+def attention_mlp_numerator(layer, heads, ys, slots, diff, base, g, t: int, p: int, hidden,
+                            w_out_c, b_out_c):
+    """The upper end of the bound on (x_p − its centre)·g_t before the final scale: the
+    residual box term base·g, each head's Lemma R bound (its diff hint confirmed), and the
+    MLP's hidden·c(W_out)·g + c(b_out)·g when there is an MLP (hidden not None)."""
+    numer = upper(dot(base, g))
+    for j, w in enumerate(heads):
+        layer.tick()
+
+        def y(a, b, j=j):
+            return ys[j][(a, b)][t]
+
+        hi = confirm(w, y, slots, None, diff[j][t],
+                     f"logit difference {t}, head {j}, query position {p}")
+        numer = up_add(numer, upper(iv.mpf(hi)))
+    if hidden:
+        mlp_g = dot(hidden, [dot(row, g) for row in w_out_c]) + dot(b_out_c, g)
+        numer = up_add(numer, upper(mlp_g))
+    return numer
+
+
 def confirm(w, y, slots, lo, hi, what: str):
     """The interval [lo, hi] (lo None: the upper end only) after Lemma R confirms it."""
     ok = ratio_below(w, y, slots, hi)
@@ -337,31 +372,15 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
         sigma = box_scale(final, f.ln_eps)
     w_out_c = centred_rows(m[layer.name("W_out")], centre) if f.d_mlp else None
     b_out_c = centred(m[layer.name("b_out")][0], centre) if f.d_mlp else None
-    d_u = [[row[t] - row[o] for row in m["W_U"]] for t in range(v)]  # D_t as (d,)
-    gs = [d_t if w_f is None else [a * b for a, b in zip(d_t, w_f)] for d_t in d_u]
-    keys = [(i2, u2) for i2, toks in enumerate(slots) for u2 in toks]
-    g_cols = ops.transpose(gs)  # (d, v)
-    # y_j(i', u')[t] = vo_j(i', u')·g_t for every slot and t: one product per head
-    ys = [dict(zip(keys, ops.matmul([layer.vo[key][j] for key in keys], g_cols, layer.tick)))
-          for j in range(len(heads))]
+    d_u, gs, keys, ys = logit_directions(m, layer, slots, len(heads), o, w_f)
+    hidden = layer.hidden if f.d_mlp else None
     smallest = None
     for t in range(v):
         if t == o:
             continue
         d_t, g = d_u[t], gs[t]
-        numer = upper(dot(base, g))
-        for j, w in enumerate(heads):
-            layer.tick()
-
-            def y(a, b, j=j, t=t):
-                return ys[j][(a, b)][t]
-
-            hi = confirm(w, y, slots, None, diff[j][t],
-                         f"logit difference {t}, head {j}, query position {p}")
-            numer = up_add(numer, upper(iv.mpf(hi)))
-        if f.d_mlp:
-            mlp_g = dot(layer.hidden, [dot(row, g) for row in w_out_c]) + dot(b_out_c, g)
-            numer = up_add(numer, upper(mlp_g))
+        numer = attention_mlp_numerator(layer, heads, ys, slots, diff, base, g, t, p, hidden,
+                                        w_out_c, b_out_c)
         const = m["b_U"][0][t] - m["b_U"][0][o]
         if b_f is not None:
             const = const + dot(d_t, b_f)

@@ -358,12 +358,7 @@ def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, f
             record.update(final_norm=fn)
     w_out_c = centred_rows(m[layer.name("W_out")], centre) if hidden else None
     b_out_c = centred(m[layer.name("b_out")][0], centre) if hidden else None
-    d_u = [[row[t] - row[o] for row in m["W_U"]] for t in range(v)]
-    gs = [d_t if w_f is None else [a * b for a, b in zip(d_t, w_f)] for d_t in d_u]
-    keys = [(i2, u2) for i2, toks in enumerate(slots) for u2 in toks]
-    g_cols = ops.transpose(gs)
-    ys = [dict(zip(keys, ops.matmul([layer.vo[key][j] for key in keys], g_cols, layer.tick)))
-          for j in range(len(heads))]
+    d_u, gs, keys, ys = deep.logit_directions(m, layer, slots, len(heads), o, w_f)
     yfm, b_u = fp.mags(y_f), fp.mags(m["b_U"][0])
     u_cols = [fp.mags([row[t] for row in m["W_U"]]) for t in range(v)]
 
@@ -376,19 +371,8 @@ def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, f
         if t == o:
             continue
         d_t, g = d_u[t], gs[t]
-        numer = upper(dot(base, g))
-        for j, w in enumerate(heads):
-            layer.tick()
-
-            def y(a, b, j=j, t=t):
-                return ys[j][(a, b)][t]
-
-            hi = deep.confirm(w, y, slots, None, diff[j][t],
-                              f"logit difference {t}, head {j}, query position {p}")
-            numer = up_add(numer, upper(iv.mpf(hi)))
-        if hidden:
-            mlp_g = dot(hidden, [dot(row, g) for row in w_out_c]) + dot(b_out_c, g)
-            numer = up_add(numer, upper(mlp_g))
+        numer = deep.attention_mlp_numerator(layer, heads, ys, slots, diff, base, g, t, p,
+                                             hidden, w_out_c, b_out_c)
         real_numer = numer  # the real rule's N̄ over the float enclosures
         e_g = layer.widening(err, g, [[ys[j][key][t] for key in keys]
                                       for j in range(len(heads))])
