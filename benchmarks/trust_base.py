@@ -30,6 +30,8 @@ GROUPS = {
         "modelfile.py", "tl_config.py", "config_fields.py", "elementary.py", "limits.py",
         "tasks.py", "arith/__init__.py", "arith/base.py", "arith/mp.py",
         "rules/__init__.py"]),
+    "statement tables": ("every verdict (data: lark's LALR tables of statement.lark, "
+                         "generated; tests/test_statement_tables.py)", ["statement_tables.py"]),
     "arb": ("only with --arith arb", ["arith/arb.py"]),
     "hf": ("only for a Hugging Face save_pretrained directory", ["hf.py"]),
     "audit": ("only for `check-cert audit POLICY`", ["audit.py", "policy.py"]),

@@ -8,6 +8,7 @@ policy only if the verified theorem implies every one of its atoms.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -15,19 +16,28 @@ from pathlib import Path
 from .errors import Malformed
 from .tasks import PARAM_FIELDS, TASK_NAMES, Task, max_of_k
 
-# The LALR parser of statement.lark and its transformer, built on first use (importing
-# lark and building the parser cost ~0.1 s, which `check-cert --help` need not pay).
-# Built from the grammar file every time: no cache on disk is read.
+# The LALR parser of statement.lark and its transformer, made on first use (importing lark
+# costs ~0.03 s, which `check-cert --help` need not pay).  The parser is loaded from the
+# tables of statement_tables.py (~0.001 s) when they were made from this very grammar file by
+# this lark version (tests/test_statement_tables.py: they are a fresh build's, up to lark's
+# numbering of states), else built from the grammar (~0.02 s).  No cache on disk is read.
 _LARK: dict = {}
 
 
 def _lark() -> dict:
-    """{"parser", "transformer" (a class), "error" (LarkError)}, built once."""
+    """{"parser", "transformer" (a class), "error" (LarkError)}, made once."""
     if not _LARK:
+        import lark
         from lark import Lark, LarkError, Transformer
 
-        _LARK["parser"] = Lark(Path(__file__).with_name("statement.lark").read_text(),
-                               parser="lalr")
+        from . import statement_tables as stored
+
+        grammar = Path(__file__).with_name("statement.lark").read_bytes()
+        if (stored.LARK_VERSION == lark.__version__
+                and stored.GRAMMAR_SHA256 == hashlib.sha256(grammar).hexdigest()):
+            _LARK["parser"] = Lark._load_from_dict(stored.DATA, stored.MEMO)
+        else:
+            _LARK["parser"] = Lark(grammar.decode("utf-8"), parser="lalr")
         _LARK["transformer"] = type("_ToAtoms", (_AtomRules, Transformer), {})
         _LARK["error"] = LarkError
     return _LARK
