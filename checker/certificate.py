@@ -67,9 +67,8 @@ class Value:
             items = []
             for start in range(0, len(self.lo), _CHUNK):
                 tick()
-                items.extend(ar.point(a) if a == b else ar.interval(a, b)
-                             for a, b in zip(self.lo[start:start + _CHUNK],
-                                             self.hi[start:start + _CHUNK]))
+                items.extend(ar.elements(self.lo[start:start + _CHUNK],
+                                         self.hi[start:start + _CHUNK]))
             self._rows[ar.name] = _as_matrix(items, self.shape)
         return self._rows[ar.name]
 

@@ -37,6 +37,12 @@ class Arithmetic:
         """The exact point x (a finite float32 or binary64)."""
         raise NotImplementedError
 
+    def elements(self, lo, hi) -> list:
+        """[point(a) if a == b else interval(a, b) for a, b in zip(lo, hi)] (a back-end may
+        build them in bulk).  O(len(lo))."""
+        point, interval = self.point, self.interval
+        return [point(a) if a == b else interval(a, b) for a, b in zip(lo, hi)]
+
     def contained(self, x, lo: float, hi: float) -> bool:
         """Exactly: every real of element x lies in [lo, hi]."""
         raise NotImplementedError
