@@ -178,6 +178,20 @@ def test_interval_widens_never_narrows_and_containment_is_exact(name, iv, other)
 
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
+@given(ivs=st.lists(intervals(), max_size=6), points=st.lists(FLOATS, max_size=6))
+def test_bulk_elements_are_the_points_and_intervals(name, ivs, points):
+    """elements(lo, hi): entry by entry point(a) (a == b) or interval(a, b), the same reals."""
+    ar = ar_of(name)
+    pairs = ivs + [(x, x) for x in points]
+    got = ar.elements([a for a, _ in pairs], [b for _, b in pairs])
+    assert len(got) == len(pairs)
+    for x, (a, b) in zip(got, pairs):
+        want = ar.point(a) if a == b else ar.interval(a, b)
+        assert fraction(ar, x) == fraction(ar, want)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
 @given(x=FLOATS)
 def test_points_are_exact(name, x):
     ar = ar_of(name)
