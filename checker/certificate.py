@@ -228,7 +228,11 @@ class CertificateChecker:
         lineno = self.next_id
         if self.done:
             raise Malformed(f"line {lineno}: data after the qed line")
-        obj = _json_object(text, lineno)
+        try:
+            obj = _json_object(text, lineno)
+        except Malformed as err:  # a last line without its newline: the file was cut short
+            cut = "" if text.endswith("\n") else "; the file ends inside this line (truncated?)"
+            raise Malformed(f"{err}{cut}") from None
         if obj.get("id") != lineno or type(obj.get("id")) is not int:
             raise Malformed(f"line {lineno}: has id {obj.get('id')!r}; ids must be 0, 1, 2, ... "
                             "in order (a line dropped, duplicated or reordered?)")

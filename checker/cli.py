@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
+from fractions import Fraction
 
 from . import HelpFormatter, add_version_option, checkfile, statement
 from . import arith as arithmetic
@@ -79,6 +81,16 @@ def _raise_terminated(signum, frame):
     raise Terminated
 
 
+def _whole(text: str) -> int:
+    """A limit: a whole number >= 0, written out or in scientific notation (5e9)."""
+    # at most two exponent digits: Fraction("1e999999999") would build a huge integer
+    value = Fraction(text) if re.fullmatch(r"\d+(\.\d+)?([eE]\d{1,2})?", text) else None
+    if value is None or value.denominator != 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (e.g. 5000000000 or "
+                                         f"5e9), got {text!r}")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     """check-cert (or check-cert audit).  SIGTERM -- what `timeout`, CI cancellation and
     `docker stop` send -- is handled like Ctrl-C: the check stops, its forked workers
@@ -138,15 +150,15 @@ def _main(argv: list[str] | None) -> int:
     d = Limits()
     p.add_argument("--max-seconds", type=float, default=d.max_seconds,
                    help="maximum seconds of checking")
-    p.add_argument("--max-work", type=int, default=d.max_work,
+    p.add_argument("--max-work", type=_whole, default=d.max_work,
                    help="maximum number of scalar interval operations")
-    p.add_argument("--max-line-bytes", type=int, default=d.max_line_bytes,
+    p.add_argument("--max-line-bytes", type=_whole, default=d.max_line_bytes,
                    help="maximum bytes of one certificate line")
-    p.add_argument("--max-lines", type=int, default=d.max_lines,
+    p.add_argument("--max-lines", type=_whole, default=d.max_lines,
                    help="maximum certificate lines")
-    p.add_argument("--max-elements", type=int, default=d.max_elements,
+    p.add_argument("--max-elements", type=_whole, default=d.max_elements,
                    help="maximum elements of one matrix")
-    p.add_argument("--max-stored-elements", type=int, default=d.max_stored_elements,
+    p.add_argument("--max-stored-elements", type=_whole, default=d.max_stored_elements,
                    help="maximum elements of all recorded matrices together (memory: up to "
                         "~500 bytes each; spec/format.md §resource model)")
     args = p.parse_args(argv)

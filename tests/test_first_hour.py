@@ -330,3 +330,36 @@ def test_demo_script_runs_the_commands_of_py():
                 and "=" not in s.split()[0]]
     assert commands and all(c.startswith('"$PY" -m ') for c in commands), commands
     assert "PY=" in (ROOT / "Makefile").read_text().split("demo:")[1].splitlines()[1]
+
+
+# --- a truncated certificate and the limits' spelling (eighth session) --------------------
+
+
+def test_a_certificate_cut_inside_a_line_says_truncated(tiny_cert, tmp_path, capsys):
+    data = tiny_cert.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[:len(data) // 2])  # inside a line, its newline lost
+    assert check_cli.main([str(cut)]) == 2
+    out = "".join(capsys.readouterr())
+    assert "not valid JSON" in out and "the file ends inside this line (truncated?)" in out
+    # a bad line that is not the last one is not called truncated
+    lines = data.decode().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[0] + "{oops\n" + "".join(lines[2:]))
+    assert check_cli.main([str(bad)]) == 2
+    out = "".join(capsys.readouterr())
+    assert "not valid JSON" in out and "truncated" not in out
+
+
+@pytest.mark.parametrize("spelling, value", [("5000000000", 5_000_000_000), ("5e9", 5 * 10**9),
+                                             ("2.5e3", 2500), ("0", 0)])
+def test_limits_take_whole_numbers_in_scientific_notation(spelling, value):
+    assert check_cli._whole(spelling) == value
+
+
+@pytest.mark.parametrize("spelling", ["-5", "1.5", "abc", "1e999999999", "", "5e-1", "nan"])
+def test_limits_refuse_what_is_not_a_whole_number(spelling, tiny_cert, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        check_cli.main([str(tiny_cert), "--max-work", spelling])
+    assert exit_.value.code == 2
+    assert "expected a whole number >= 0" in capsys.readouterr().err
