@@ -168,6 +168,11 @@ _NUMPY_SCALAR_GLOBALS = _numpy_scalar_globals()
 
 
 def _parse_torch(path: str | os.PathLike, data: bytes) -> dict:
+    # torch.save writes a zip archive; old torch versions a pickle (protocol 2: b"\x80\x02").
+    # Anything else is not a torch file at all (torch's own message would blame a global).
+    if not (data.startswith(b"PK\x03\x04") or data.startswith(b"\x80")):
+        raise ModelFileError(path, f"not a torch file: neither a zip archive (torch.save) nor a "
+                                   f"pickle; it starts with {data[:16]!r}")
     try:
         # weights_only=True: the restricted unpickler; never pass False here.
         # A TransformerLens config (cfg.to_dict()) holds numpy float64 scalars: allow

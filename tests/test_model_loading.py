@@ -219,7 +219,7 @@ def test_cli_refuses_malicious_file_without_traceback(tmp_path, capsys):
 def test_non_model_files(tmp_path):
     text = tmp_path / "notes.pt"
     text.write_text("hello, I am not a model\n")
-    refused(text)
+    refused(text, "not a torch file: neither a zip archive (torch.save) nor a pickle")
     other_zip = tmp_path / "other.pt"
     with zipfile.ZipFile(other_zip, "w") as z:
         z.writestr("readme.txt", "just a zip")
