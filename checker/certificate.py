@@ -214,6 +214,9 @@ class CertificateChecker:
         self.read = 0  # lines fed, blank ones included (--max-lines)
         self.done = False
         self.started = time.monotonic()
+        # called from charge() at most every 0.1 s (check_file: the progress line's
+        # heartbeat on a terminal); it draws, and reads and decides nothing
+        self.heartbeat, self.next_beat = None, 0.0
         self.report = Report(arithmetic=arith.name)
         self.semantics = "real"  # the header theorem's semantics (spec/theorem.md §2c)
 
@@ -258,9 +261,13 @@ class CertificateChecker:
         if self.work > self.limits.max_work:
             raise Malformed(f"certificate needs more than {self.limits.max_work} interval "
                             "operations (raise --max-work to allow it)")
-        if time.monotonic() - self.started > self.limits.max_seconds:
+        now = time.monotonic()
+        if now - self.started > self.limits.max_seconds:
             raise Malformed(f"checking took longer than {self.limits.max_seconds} s "
                             "(raise --max-seconds to allow it)")
+        if self.heartbeat is not None and now >= self.next_beat:  # a terminal's progress line
+            self.next_beat = now + 0.1
+            self.heartbeat()
 
     def tick(self) -> None:
         """The clock alone (the time limit), for loops that do no counted work."""

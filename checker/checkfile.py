@@ -90,6 +90,8 @@ def check_file(path: str, limits: Limits, model_path: str | None, jobs: int = 1,
     except OSError as err:
         raise Malformed(f"cannot open {path}: {err.strerror}") from None
     with stream, Progress(file_size(path), enabled=progress) as bar:
+        if bar.enabled:  # the seconds keep counting inside a long rule line
+            checker.heartbeat = bar.heartbeat
         for text in _lines(stream, limits.max_line_bytes):
             checker.feed(text)
             bar.advance(len(text))

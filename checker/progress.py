@@ -34,6 +34,7 @@ class Progress:
         self.started = clock()
         self.next_draw = self.started + DELAY
         self.lines = self.done = self.drawn = 0
+        self.pid = os.getpid()
 
     def __enter__(self) -> Progress:
         return self
@@ -49,9 +50,19 @@ class Progress:
             self.next_draw = self.clock() + INTERVAL
             self._write("\r" + self.text().ljust(self.drawn))
 
-    def text(self) -> str:
+    def heartbeat(self) -> None:
+        """The check is inside a line (a rule that runs for minutes): redraw if it is time,
+        so that the seconds keep counting ('… 44 lines …, checking line 44, 37 s').  Only in
+        the process that drew the line: a rule's worker processes (forks) stay silent."""
+        if self.enabled and os.getpid() == self.pid and self.clock() >= self.next_draw:
+            self.next_draw = self.clock() + INTERVAL
+            self._write("\r" + self.text(inside=True).ljust(self.drawn))
+
+    def text(self, inside: bool = False) -> str:
         """The line as drawn, e.g. 'check-cert [#####-----] 52% 812 lines, 0.8/1.5 MB, 6 s'."""
         seconds = f"{self.clock() - self.started:.0f} s"
+        if inside:
+            seconds = f"checking line {self.lines}, {seconds}"  # numbered from 0, as ids are
         if not self.total:
             return f"check-cert: {self.lines} lines, {self.done / 1e6:.1f} MB, {seconds}"
         frac = min(1.0, self.done / self.total)

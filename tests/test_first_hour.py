@@ -363,3 +363,37 @@ def test_limits_refuse_what_is_not_a_whole_number(spelling, tiny_cert, capsys):
         check_cli.main([str(tiny_cert), "--max-work", spelling])
     assert exit_.value.code == 2
     assert "expected a whole number >= 0" in capsys.readouterr().err
+
+
+def test_progress_keeps_counting_inside_a_long_line():
+    """A rule that runs for minutes on one line: charge()'s heartbeat redraws the seconds."""
+    term, clock = FakeTerminal(), Clock()
+    with check_progress.Progress(1000, stream=term, clock=clock) as bar:
+        bar.advance(100)
+        bar.heartbeat()
+        assert term.getvalue() == ""  # before DELAY: silent
+        clock.now = 7.0
+        bar.heartbeat()
+        assert screen(term.getvalue())[-1].endswith("1 lines, 0.0/0.0 MB, checking line 1, 7 s")
+        clock.now = 7.05
+        drawn = term.getvalue()
+        bar.heartbeat()
+        assert term.getvalue() == drawn  # at most every INTERVAL
+        clock.now = 19.0
+        bar.heartbeat()
+        assert "checking line 1, 19 s" in screen(term.getvalue())[-1]
+    assert screen(term.getvalue()) == [""]
+
+
+def test_check_cert_heartbeat_is_called_from_the_rules_clock(tiny_cert, monkeypatch):
+    from checker import certificate
+    from checker.limits import Limits
+
+    beats = []
+    monkeypatch.setattr(certificate.time, "monotonic", iter(range(0, 10**9, 1)).__next__)
+    checker_ = certificate.CertificateChecker(Limits(max_seconds=10**12))
+    checker_.heartbeat = lambda: beats.append(checker_.next_id)
+    for line in tiny_cert.read_text().splitlines():
+        checker_.feed(line)
+    checker_.finish()
+    assert beats and max(beats) > 0  # drawn during the check, the rule line included
