@@ -623,6 +623,8 @@ class CertificateChecker:
                                                                   False):
             # the note's δ_p (spec/rules.md §distance to float32): not inputs, never decide
             extra["note_weights"] = _note_weights_overwhelm(self.values, self.canonical, rule)
+        if self.semantics == "real" and self.distance and getattr(rule, "NOTE_DISTANCE", False):
+            extra["distance"] = True  # the note's costlier part (spec/rules.md §distance)
         note = rule.check(self.dims, matrices, claim, obj.get("hints"),
                           RuleBudget(self, lineno, obj["rule"]), arith=ar, **extra) + widened
         self.stored = stored  # the rule's tables are garbage now

@@ -278,7 +278,8 @@ def test_overwhelm_family_float32_error_equals_recomputation(monkeypatch):
 def test_overwhelm_deep_slack(monkeypatch):
     """The two-layer demo claim (73 completions): the printed slack and its (p, t) are the
     smallest −bound over the last step's checks (spied at below_zero in check_logits), and
-    lie below the 200-bit margin of every completion; no float32 error is printed."""
+    lie below the 200-bit margin of every completion; without --float32-distance no float32
+    error is printed."""
     import sys
 
     from mpmath.libmp import to_float
@@ -298,9 +299,9 @@ def test_overwhelm_deep_slack(monkeypatch):
     monkeypatch.setattr(overwhelm_deep, "below_zero", spy)
     loaded = shipped(DEEP_DEMO)
     verdict = certify(loaded, PROVED, float_shadow=False)
-    note = _note(check_lines(verdict.lines, distance=True), "overwhelm_family")
+    note = _note(check_lines(verdict.lines), "overwhelm_family")
     slack, p, t, error = _parsed(note, "slack")
-    assert error is None and "not estimated on several layers" in note
+    assert error is None and "check-cert --float32-distance runs the float32 rule" in note
     assert len(seen) == 3 * 63  # 3 query positions, 63 logits each
     best = min(seen)
     assert (p, t) == best[1:] and slack == pytest.approx(best[0], rel=REL)
@@ -312,6 +313,90 @@ def test_overwhelm_deep_slack(monkeypatch):
     (entry,) = cli.float32_distance([note])
     assert entry == {"rule": "overwhelm_family", "smallest_margin": slack,
                      "at": f"(query position {p}, logit {t})", "float32_error": None}
+
+
+def test_overwhelm_deep_float32_error(monkeypatch):
+    """--float32-distance on several layers: the float32 rule is run with every Lemma R bound
+    derived afresh (the real hints are too tight for its wider float32 boxes).  The printed
+    error is its bound minus the real one at the slack's place; that bound is at least as
+    tight as the one the generator's own float32 certificate of the claim proves there; and
+    every completion's float32 logits (five evaluation orders) keep ℓ̃_o − ℓ̃_t >= slack − error
+    at that query position.  The verdict, count and work are those of the plain check."""
+    from test_float32_overwhelm_deep import deep_float32_evaluations
+    from test_overwhelm_deep import DEEP_DEMO, PROVED
+
+    from checker.rules import overwhelm_deep_float32 as deep32
+
+    loaded = shipped(DEEP_DEMO)
+    real = certify(loaded, PROVED, float_shadow=False)
+    plain, noted = check_lines(real.lines), check_lines(real.lines, distance=True)
+    assert (plain.theorem, plain.work) == (noted.theorem, noted.work)
+    note = _note(noted, "overwhelm_family")
+    slack, p, t, error = _parsed(note, "slack")
+    assert error is not None and 0 < error < slack
+    assert (slack, p, t) == _parsed(_note(plain, "overwhelm_family"), "slack")[:3]
+
+    # the generator's float32 certificate: its bound at (p, t), read from the rule's record
+    captured, real_logits = {}, deep32.check_logits
+
+    def spy(*args, **kwargs):
+        if args[4] == p:  # query position
+            kwargs["record"] = captured
+            args = args[:12]
+        return real_logits(*args, **kwargs)
+
+    monkeypatch.setattr(deep32, "check_logits", spy)
+    f32 = certify(loaded, PROVED, float_shadow=False, semantics="float32")
+    assert check_lines(f32.lines).facts.semantics == "float32"
+    monkeypatch.undo()
+    generator_bound = captured["parts"][t]["bound"]
+    noted_bound = error - slack
+    assert noted_bound <= generator_bound + 1e-9 * (1 + abs(generator_bound))
+
+    o = PROVED.output
+    tokens = [np.array([[*PROVED.prefix, *free, PROVED.query]])
+              for n in range(p - len(PROVED.prefix) + 1)
+              for free in itertools.product(PROVED.over, repeat=n)
+              if len(PROVED.prefix) + n == p]
+    assert tokens
+    for batch in tokens:
+        for logits in deep_float32_evaluations(loaded.weights, batch):
+            assert float(logits[0, o] - logits[0, t]) >= slack - error - 1e-6
+
+
+def test_tightest_is_confirmed_and_near_the_root():
+    """overwhelm_deep.tightest on random interval tables (and on a failing start far below):
+    the λ it returns is confirmed by ratio_below, and a slightly smaller one is not (it is
+    the root up to a relative 1e-6), for upper (sign 1) and lower (sign −1) bounds."""
+    from mpmath import iv
+
+    from checker.rules import overwhelm_deep as deep
+
+    g = np.random.default_rng(5)
+    for trial in range(40):
+        slots = [list(range(int(g.integers(1, 4)))) for _ in range(int(g.integers(1, 5)))]
+        w = {(i, u): iv.mpf(sorted(g.uniform(0.1, 3.0, 2))) for i, toks in enumerate(slots)
+             for u in toks}
+        ys = {(i, u): iv.mpf(sorted(g.normal(0, 5, 2))) for i, toks in enumerate(slots)
+              for u in toks}
+
+        def y(i, u):
+            return ys[(i, u)]
+
+        for sign in (1, -1):
+            start = -100.0
+            lam = deep.tightest(w, y, slots, start, sign)
+            assert deep.ratio_below(w, y, slots, lam, sign)
+            below = lam - 1e-6 * (1 + abs(lam))
+            assert not deep.ratio_below(w, y, slots, below, sign), (trial, sign, lam)
+        # derive: a confirmed hint is kept; an unconfirmed end is replaced by a confirmed one
+        hi = deep.tightest(w, y, slots, -100.0, 1)
+        lo = -deep.tightest(w, y, slots, -100.0, -1)
+        assert deep.derive(w, y, slots, lo - 1, hi + 1, "x") == iv.mpf((lo - 1, hi + 1))
+        box = deep.derive(w, y, slots, hi - 1, lo + 1, "x")  # both ends too tight
+        assert deep.ratio_below(w, y, slots, float(box.b), 1)
+        assert deep.ratio_below(w, y, slots, -float(box.a), -1)
+        assert deep.derive(w, y, slots, None, hi - 1, "x") >= hi - 1e-6 * (1 + abs(hi))
 
 
 # --- the notes decide nothing -----------------------------------------------------------------

@@ -312,10 +312,12 @@ def logit_directions(m, layer, slots, n_heads: int, o: int, w_f):
 
 
 def attention_mlp_numerator(layer, heads, ys, slots, diff, base, g, t: int, p: int, hidden,
-                            w_out_c, b_out_c):
+                            w_out_c, b_out_c, confirm_by=None):
     """The upper end of the bound on (x_p − its centre)·g_t before the final scale: the
     residual box term base·g, each head's Lemma R bound (its diff hint confirmed), and the
-    MLP's hidden·c(W_out)·g + c(b_out)·g when there is an MLP (hidden not None)."""
+    MLP's hidden·c(W_out)·g + c(b_out)·g when there is an MLP (hidden not None).  confirm_by:
+    `confirm` (None) or, for the distance note only, `derive`."""
+    confirm_ = confirm if confirm_by is None else confirm_by
     numer = upper(dot(base, g))
     for j, w in enumerate(heads):
         layer.tick()
@@ -323,7 +325,7 @@ def attention_mlp_numerator(layer, heads, ys, slots, diff, base, g, t: int, p: i
         def y(a, b, j=j):
             return ys[j][(a, b)][t]
 
-        hi = confirm(w, y, slots, None, diff[j][t],
+        hi = confirm_(w, y, slots, None, diff[j][t],
                      f"logit difference {t}, head {j}, query position {p}")
         numer = up_add(numer, upper(iv.mpf(hi)))
     if hidden:
@@ -340,6 +342,55 @@ def confirm(w, y, slots, lo, hi, what: str):
     if not ok:
         raise Rejected(f"overwhelm_family: the hint for {what} is not confirmed")
     return iv.mpf((lo, hi)) if lo is not None else hi
+
+
+def derive(w, y, slots, lo, hi, what: str):
+    """`confirm` for the distance-to-float32 note only (reports, never a verdict): an end of
+    [lo, hi] that Lemma R does not confirm is replaced by a bound it does (`tightest`), so
+    that the note's float32 bounds are confirmed exactly as a certificate's hints are."""
+    if not ratio_below(w, y, slots, hi):
+        hi = tightest(w, y, slots, hi, 1)
+    if lo is None:
+        return hi
+    if not ratio_below(w, y, slots, -lo, sign=-1):
+        lo = -tightest(w, y, slots, -lo, -1)
+    if lo > hi:
+        raise Rejected(f"overwhelm_family: the derived bounds for {what} are empty")
+    return iv.mpf((lo, hi))
+
+
+def tightest(w, y, slots, lam: float, sign: int, steps: int = 40) -> float:
+    """A binary64 λ >= the given one that ratio_below confirms (for `derive`).  F(λ) =
+    Σ_i max_{u ∈ slots[i]} upper(w(i,u)·(sign·y(i,u) − λ)) is convex and decreasing in λ
+    (per slot: slope −upper(w) while λ < upper(sign·y), −lower(w) after), so Newton's step
+    from a λ with F(λ) > 0, λ' = Σ_i ω_i·Y_i / Σ_i ω_i at each position's maximiser (Y its
+    upper(sign·y), ω the weight end of that slope), stays below the root; each λ' (nudged up
+    by a growing step) is tried by ratio_below itself.  After `steps` tries the trivial bound
+    max upper(sign·y) (confirmed: every term ≤ 0)."""
+    nudge = 2.0 ** -40
+    for _ in range(steps):
+        num = den = 0.0
+        for i, toks in enumerate(slots):
+            best = None
+            for u in toks:
+                value = y(i, u)
+                top = float((value if sign > 0 else -value).b)
+                weight = float(w[(i, u)].b if top >= lam else w[(i, u)].a)
+                gain = weight * (top - lam)
+                if best is None or gain > best[0]:
+                    best = (gain, weight, top)
+            num, den = num + best[1] * best[2], den + best[1]
+        step = num / den if den > 0 and math.isfinite(num / den) else lam
+        lam = max(step, lam) + (abs(step) + 1e-300) * nudge
+        if ratio_below(w, y, slots, lam, sign):
+            return lam
+        nudge *= 4
+    top = max(float((y(i, u) if sign > 0 else -y(i, u)).b)
+              for i, toks in enumerate(slots) for u in toks)
+    lam = math.nextafter(top, math.inf)
+    if not ratio_below(w, y, slots, lam, sign):
+        raise Rejected("overwhelm_family: no bound found for the distance note")
+    return lam
 
 
 def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list) -> tuple:
@@ -393,9 +444,11 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
     return smallest
 
 
-def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) -> str:
+def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
+          distance: bool = False) -> str:
     """Confirm the claim on a model with several layers; raise Rejected otherwise.
-    `record` (tests) receives every box X_l(i, u) as record[(l, i, u)]."""
+    `record` (tests) receives every box X_l(i, u) as record[(l, i, u)].  distance: the
+    note's float32 error at the smallest slack too (`float32_distance`; reports only)."""
     from ..certificate import hold
 
     f = dims.family
@@ -436,14 +489,50 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) 
                     smallest = (worst[0], i, worst[1])
         boxes = new
     n = completions(dims, claim)
-    note = (f"; smallest certified slack {smallest[0]:.3g} at (query position {smallest[1]}, "
-            f"logit {smallest[2]}) (ℓ_o − ℓ_t ≥ it for every completion there); its float32 "
-            "error is not estimated on several layers (it depends on every earlier layer's "
-            "float32 boxes and magnitude bounds, which the real rule does not compute: "
-            "spec/rules.md §distance to float32)") if smallest else ""
+    note = ""
+    if smallest:
+        error = float32_distance(dims, m, claim, hints, charge, smallest) if distance else (
+            "; its float32 error: check-cert --float32-distance runs the float32 rule on "
+            "these hints (about the check's cost again; spec/rules.md §distance to float32)")
+        note = (f"; smallest certified slack {smallest[0]:.3g} at (query position "
+                f"{smallest[1]}, logit {smallest[2]}) (ℓ_o − ℓ_t ≥ it for every completion "
+                f"there){error}")
     return (f"output {claim.output} forced at {len(qs)} length(s), {len(alphabet(dims, claim))} "
             f"free token(s) ({n} completions), {f.n_heads} head(s), {f.n_layers} layers "
             f"(boxes layer after layer){note}")
+
+
+def float32_distance(dims, m, claim: Overwhelm, hints, charge, smallest) -> str:
+    """The note's float32 error on several layers (spec/rules.md §distance to float32;
+    reports only, never a verdict): overwhelm_deep_float32 run with the clock alone
+    (rules/notes.py `attempt`: no work charged, a failure named), every Lemma R bound the
+    real hints give that its float32 tables do not confirm replaced by one they do (`derive`:
+    the real hints are tight for the real model, and a float32 box is wider), and at the
+    smallest slack's place (p, t) the difference of its bound on ℓ̃_t − ℓ̃_o (every float32
+    execution) and this rule's on ℓ_t − ℓ_o: what the float32 semantics costs there."""
+    from . import notes
+    from . import overwhelm_deep_float32 as f32
+
+    slack, p, t = smallest
+    last = dims.family.n_layers - 1
+
+    def compute(clock) -> str:
+        record: dict = {}
+        try:
+            f32.check(dims, m, claim, hints, clock, record=record, confirm_by=derive)
+        except Rejected as err:
+            if "is not negative" not in str(err):
+                raise
+        parts = record.get((last, p, claim.query), {}).get("parts", {})
+        if t not in parts:  # the float32 bound failed before reaching (p, t)
+            return ("; its float32 error: the float32 rule's bound is not negative at another "
+                    "logit (no float32 theorem from these boxes)")
+        bound = parts[t]["bound"]
+        return (f", float32 error {bound + slack:.3g} there (overwhelm_deep_float32 with its "
+                f"Lemma R bounds confirmed afresh: ℓ̃_o − ℓ̃_t ≥ {-bound:.3g} for every "
+                "float32 execution)")
+
+    return notes.attempt(charge, compute, "; its float32 error is unavailable")
 
 
 def completions(dims, claim: Overwhelm) -> int:

@@ -315,8 +315,11 @@ class Layer(deep.Layer):
         return real if self.f.act_fn == "relu" else fp.activation(real, x)
 
 
-def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list, record=None):
-    """Steps 3-4 at state (i, u): (the box of c(r̃), |r̃| bound, per-head weights, errors)."""
+def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list, record=None,
+                  confirm_by=None):
+    """Steps 3-4 at state (i, u): (the box of c(r̃), |r̃| bound, per-head weights, errors).
+    confirm_by: deep.confirm (None) or, for the distance note only, deep.derive."""
+    confirm = deep.confirm if confirm_by is None else confirm_by
     err = layer.errors(i, u, slots, layer.mags[(i, u)])
     r_c = forward._add(layer.boxes[(i, u)], layer.b_o_c)
     d = layer.dims.d_model
@@ -326,7 +329,7 @@ def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list, record=
     for k in range(d):
         for j, w in enumerate(heads):
             layer.tick()  # the clock, at every bound
-            z = deep.confirm(w, lambda a, b, j=j, k=k: layer.vo[(a, b)][j][k], slots,
+            z = confirm(w, lambda a, b, j=j, k=k: layer.vo[(a, b)][j][k], slots,
                              hint[j][k][0], hint[j][k][1],
                              f"box coordinate {k}, head {j}, layer {layer.layer}, state "
                              f"({i}, {u})")
@@ -342,8 +345,10 @@ def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list, record=
 
 
 def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, final: list,
-                 final_mag: list, hidden, rr2: list, diff: list, record=None) -> None:
-    """The last step at query position p in float32: every ℓ̃_m − ℓ̃_o < 0."""
+                 final_mag: list, hidden, rr2: list, diff: list, record=None,
+                 confirm_by=None) -> None:
+    """The last step at query position p in float32: every ℓ̃_m − ℓ̃_o < 0.  record (tests,
+    the distance note): the parts of each logit's bound, filled as they are computed."""
     f, o, v, d, centre = dims.family, claim.output, dims.d_vocab, dims.d_model, layer.centre
     slots = deep.attended(dims, claim, p, claim.query)
     base = forward._add(layer.boxes[(p, claim.query)], layer.b_o_c)
@@ -367,12 +372,14 @@ def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, f
 
     e_o = unembed_err(o)
     parts = {}
+    if record is not None:
+        record.update(parts=parts)
     for t in range(v):
         if t == o:
             continue
         d_t, g = d_u[t], gs[t]
         numer = deep.attention_mlp_numerator(layer, heads, ys, slots, diff, base, g, t, p,
-                                             hidden, w_out_c, b_out_c)
+                                             hidden, w_out_c, b_out_c, confirm_by)
         real_numer = numer  # the real rule's N̄ over the float enclosures
         e_g = layer.widening(err, g, [[ys[j][key][t] for key in keys]
                                       for j in range(len(heads))])
@@ -388,11 +395,10 @@ def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, f
         parts[t] = {"E": e_g, "rr2": rr2_g, "unembed": unemb, "dev": dev_t, "slack": slack,
                     "added": to_float(numer) - to_float(real_numer)}
         bound = _plus(up_add(_upper_ratio(numer, sigma), upper(const)), slack)
+        parts[t]["bound"] = to_float(bound)  # the distance note's (overwhelm_deep)
         if not below_zero(bound):
             raise Rejected(f"overwhelm_family (float32): at query position {p}, the bound on "
                            f"logit {t} − logit {o} is not negative")
-    if record is not None:
-        record.update(parts=parts)
 
 
 def extra_cost(dims, claim) -> int:
@@ -409,10 +415,11 @@ def extra_cost(dims, claim) -> int:
     return f.n_layers * n_states * per_state + final
 
 
-def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
+def check(dims, m, claim, hints, charge, record: dict | None = None, confirm_by=None) -> str:
     """Confirm the float32 claim on a model with several layers; raise Rejected otherwise.
-    `record` (tests) receives, per (l, i, u), the box, the magnitude bound and the error
-    terms, and per query position the logit parts."""
+    `record` (tests, the note) receives, per (l, i, u), the box, the magnitude bound and the
+    error terms, and per query position the logit parts.  confirm_by: deep.confirm (None) or, for
+    the real rule's distance note only (overwhelm_deep.float32_distance), deep.derive."""
     from ..certificate import hold
 
     f = dims.family
@@ -445,7 +452,8 @@ def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
                 for u2 in toks:
                     layer.state(i2, u2)
             rec = {} if record is not None else None
-            r_c, heads, err = attention_box(layer, i, u, slots, boxes_hint[(index, i, u)], rec)
+            r_c, heads, err = attention_box(layer, i, u, slots, boxes_hint[(index, i, u)], rec,
+                                            confirm_by)
             box, mag, hidden, rr2 = layer.mlp_f32(r_c, err["r_mag"], boxes[(i, u)],
                                                   mags[(i, u)], (i, u))
             new[(i, u)], new_mags[(i, u)] = box, mag
@@ -455,7 +463,7 @@ def check(dims, m, claim, hints, charge, record: dict | None = None) -> str:
                 record[(index, i, u)] = rec
             if index == last:
                 check_logits(dims, m, layer, claim, i, heads, err, box, mag, hidden, rr2,
-                             diffs[i], rec)
+                             diffs[i], rec, confirm_by)
         if record is not None:
             record[("layer", index)] = layer
         boxes, mags = new, new_mags

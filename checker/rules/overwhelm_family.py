@@ -89,6 +89,7 @@ INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals w
 FORM = "any"  # free and permutation claims
 ANY_FAMILY = True  # certificate.py: applies to every model family
 SEMANTICS = ("real", "float32")  # float32: one layer, Lemma W-family (spec/rules.md)
+NOTE_DISTANCE = True  # certificate.py: `distance` under --float32-distance (several layers)
 HINT_FIELDS = ("box", "pre", "diff", "dir", "dir_lo")
 
 
@@ -534,9 +535,12 @@ def query_elements(dims, claim: Overwhelm, p: int) -> int:
     return f.n_heads * (2 * slots + 2 * rows + n * n) + v + 3 * d + 3 * f.d_mlp
 
 
-def check(dims, mats, claim: Overwhelm, hints, charge, arith=None, semantics="real") -> str:
+def check(dims, mats, claim: Overwhelm, hints, charge, arith=None, semantics="real",
+          distance=False) -> str:
     """Confirm the claim at every query position; raise Rejected otherwise.  semantics
-    float32: every float32 evaluation (overwhelm_family_float32.py, Lemma W-family)."""
+    float32: every float32 evaluation (overwhelm_family_float32.py, Lemma W-family).
+    distance (a real check under --float32-distance): on several layers the note's float32
+    error too (overwhelm_deep.float32_distance: the float32 rule run again, reports only)."""
     from ..certificate import hold
 
     if dims.family.normalization in ("RMS", "RMSPre"):  # Lemma LN assumes centring
@@ -551,7 +555,7 @@ def check(dims, mats, claim: Overwhelm, hints, charge, arith=None, semantics="re
     if dims.family.n_layers > 1:  # Algorithm 1 layer after layer (overwhelm_deep.py)
         from . import overwhelm_deep
 
-        return overwhelm_deep.check(dims, mats, claim, hints, charge)
+        return overwhelm_deep.check(dims, mats, claim, hints, charge, distance=distance)
     if dims.family.gated_mlp:  # the one-layer path bounds an ungated MLP's pre-activations
         raise Malformed("overwhelm_family supports a gated MLP only with n_layers >= 2, not "
                         "on one layer (forward_brute_force does)")
