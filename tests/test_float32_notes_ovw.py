@@ -380,7 +380,7 @@ def test_tightest_is_confirmed_and_near_the_root():
         ys = {(i, u): iv.mpf(sorted(g.normal(0, 5, 2))) for i, toks in enumerate(slots)
               for u in toks}
 
-        def y(i, u):
+        def y(i, u, ys=ys):
             return ys[(i, u)]
 
         for sign in (1, -1):

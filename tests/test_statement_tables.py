@@ -53,9 +53,9 @@ def test_stored_tables_are_a_fresh_build():
 def test_canonical_form_does_not_depend_on_lark_numbering():
     """Two builds in processes with other hash seeds: lark's raw tables differ (else this
     test would not show that canonical removes the numbering), their canonical forms agree."""
-    code = ("import json, sys; sys.path.insert(0, %r); import statement_tables as t; "
-            "g = t.GRAMMAR.read_text(); d, m = t.build(g); "
-            "print(json.dumps([repr((d, m)), t.canonical(d, m)]))" % str(SCRIPT.parent))
+    code = (f"import json, sys; sys.path.insert(0, {str(SCRIPT.parent)!r}); "
+            "import statement_tables as t; g = t.GRAMMAR.read_text(); d, m = t.build(g); "
+            "print(json.dumps([repr((d, m)), t.canonical(d, m)]))")
     runs = [json.loads(subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True,
         env=dict(os.environ, PYTHONHASHSEED=seed)).stdout) for seed in ("1", "2", "3")]
