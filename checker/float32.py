@@ -85,6 +85,17 @@ def _up_fraction(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, _INF)
 
 
+def up_float(x) -> float:
+    """A binary64 ≥ x, for a binary64 or a rational x (x itself when it is a binary64)."""
+    return x if type(x) is float else _up_fraction(Fraction(x))
+
+
+def up_sum(a: float, b: float) -> float:
+    """A binary64 ≥ a + b for binary64 a, b: the sum rounded to nearest, moved up one
+    binary64 (the next binary64 above the nearest one of x is ≥ x)."""
+    return _up(a + b)
+
+
 def _up(x: float) -> float:
     """The next binary64 above x: ≥ the exact value of a nearest-rounded non-negative
     product or correctly rounded sum (math.fsum) that produced x."""
