@@ -239,7 +239,8 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
         margin, q, m, c = smallest
         note += (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
                  "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every sequence of the entry), "
-                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul,
+                                         charge))
     return proven, note
 
 
