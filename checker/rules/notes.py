@@ -12,11 +12,7 @@ NOTE_SHARE = 0.5  # the share of the check's remaining time a note may use
 
 
 class _OutOfTime(Exception):
-    """A note's own deadline passed (raised by its clock, caught by its own `attempt`)."""
-
-    def __init__(self, owner: object):
-        super().__init__("the note's share of the time limit ran out")
-        self.owner = owner
+    """A note's own deadline passed (raised by its clock, caught by `attempt`)."""
 
 
 def attempt(charge, compute, failed: str, limit: int = 200, detail: bool = True) -> str:
@@ -31,33 +27,29 @@ def attempt(charge, compute, failed: str, limit: int = 200, detail: bool = True)
     when the note started has passed; the text is then `failed` followed by "(skipped: …)"
     and the check goes on with the rest of its time (a verdict never waits on a note).  An
     attempt nested in another's compute (given that clock as its charge) passes the outer
-    note's deadline on: the whole outer note is skipped."""
-    owner = object()
+    note's deadline on (its skipped() looks at the outer clock): the whole outer note is
+    skipped."""
     deadline = _deadline(charge)
 
     def clock(work=0):
         if deadline is not None and time.monotonic() > deadline:
-            raise _OutOfTime(owner)
+            raise _OutOfTime("the note's share of the time limit ran out")
         charge(0)
 
     def skipped():
-        charge(0)  # the time limit stands
+        charge(0)  # the time limit stands (nested: the outer note's clock, which raises)
         return (f"{failed} (skipped: it would use more than {NOTE_SHARE:g} of the check's "
                 "remaining time, --max-seconds)")[:limit]
 
     try:
         return compute(clock)
-    except _OutOfTime as err:
-        if err.owner is not owner:  # an outer note's deadline: the outer note is skipped
-            raise
+    except _OutOfTime:
         return skipped()
     except Exception as err:  # noqa: BLE001 -- the note decides nothing: name the failure
         why = f"{type(err).__name__}: {err}" if detail else type(err).__name__
     try:
         clock()  # the time limit stands (and the note's deadline, or an outer note's)
-    except _OutOfTime as err:
-        if err.owner is not owner:
-            raise
+    except _OutOfTime:
         return skipped()
     return f"{failed} ({why})"[:limit]
 
