@@ -493,6 +493,8 @@ class CertificateChecker:
                     else value.rows(rows_ar, self.tick) for name, value in values.items()}
         widened = ""
         if low_rank:  # the rule raises its tables U, N by δ itself (spec/rules.md §low-rank EU)
+            if not getattr(rule, "FLOAT32_RAISES_TABLES", False):  # fail closed
+                raise Rejected(f"line {lineno}: rule {obj['rule']} reads no EU to widen")
             matrices["FLOAT32_WEIGHTS"] = weights
         elif widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)

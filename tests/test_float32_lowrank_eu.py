@@ -135,6 +135,17 @@ def test_mutant_weight_line_with_width_refused(planted):
                            {"direct": "min", "gaps": []}, lambda work: None)
 
 
+def test_kernel_refuses_a_rule_that_does_not_raise_its_tables(planted, monkeypatch):
+    """A rule widening EU whose line reads no EU is refused unless it declares that it raises
+    its own tables (FLOAT32_RAISES_TABLES): the kernel fails closed."""
+    _, certs = planted
+    f32 = certs[("lowrank1", "float32")]
+    assert replay(f32).facts.correct == 2
+    monkeypatch.setattr(subcubic_gap, "FLOAT32_RAISES_TABLES", False)
+    with pytest.raises(Rejected, match="reads no EU to widen"):
+        replay(f32)
+
+
 # --- entry by entry: what the checker accepts is float32-correct ---------------------------------
 
 def ladder(scale_o=(1.0, 1.0, 1.0, 1.0)) -> ModelWeights:

@@ -44,6 +44,7 @@ ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (check
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py), or
 # with low-rank EU on U and N raised by it (subcubic_direct.widened_float32)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
+FLOAT32_RAISES_TABLES = True  # without EU ("eu" hints): U, N raised by δ (FLOAT32_WEIGHTS)
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
