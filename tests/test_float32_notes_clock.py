@@ -24,6 +24,7 @@ import pytest
 from checker import float32
 from checker.arith import MPMATH
 from checker.certificate import CertificateChecker
+from checker.checkfile import float32_distance
 from checker.errors import Malformed
 from checker.limits import Limits
 from checker.rules import cubic, notes
@@ -132,6 +133,8 @@ def test_a_note_past_its_share_is_skipped_and_the_verdict_stands(certificates, m
     else:  # the margin is printed, δ skipped
         assert "float32 error unavailable (skipped" in note, note
     assert jump.deltas_ran == jump.products_ran == 0  # δ stopped at its first look
+    # --json's float32_distance: no float32 error for a skipped note
+    assert all(row["float32_error"] is None for row in float32_distance([note]))
 
 
 @pytest.mark.parametrize("rule", RULES)
