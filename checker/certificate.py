@@ -470,10 +470,6 @@ class CertificateChecker:
         # rules that prove float32 on EU widened by Lemma G's δ (spec/rules.md §float32 by
         # widening EU) run unchanged on that wider enclosure
         widen = self.semantics == "float32" and getattr(rule, "FLOAT32_WIDENS_EU", False)
-        if widen and "EU" not in names:  # e.g. subcubic_gap's low-rank EU ("eu" hints)
-            raise Rejected(f"line {lineno}: rule {obj['rule']} with these hints does not read "
-                           "EU, so it cannot widen EU by the float32 error (spec/rules.md "
-                           "§float32 by widening EU); it proves the real semantics only")
         if self.semantics != "real":  # e.g. the weights, for brute_force's δ (theorem.md §2c)
             names = (*names, *getattr(rule, "FLOAT32_INPUTS", ()))
         inputs = obj["inputs"]
@@ -498,13 +494,19 @@ class CertificateChecker:
                 raise Rejected(f"line {lineno}: input {name} (line {inputs[name]}) is not "
                                f"{name} as defined in spec/theorem.md")
             values[name] = value
-        weights = _float32_weights(rule, values) if widen else {}
+        # subcubic_gap's low-rank EU ("eu" hints) reads no EU but W_U, b_U: they stay inputs
+        low_rank = widen and "EU" not in values
+        weights = _float32_weights(rule, dict(values) if low_rank else values) if widen else {}
         # a rule reading only some rows of its inputs has them built on first read
         lazy = getattr(rule, "LAZY_INPUTS", False)
         matrices = {name: LazyRows(value, rows_ar, self.tick) if lazy
                     else value.rows(rows_ar, self.tick) for name, value in values.items()}
         widened = ""
-        if widen:
+        if low_rank:  # the rule raises its tables U, N by δ itself (spec/rules.md §low-rank EU)
+            if not getattr(rule, "FLOAT32_RAISES_TABLES", False):  # fail closed
+                raise Rejected(f"line {lineno}: rule {obj['rule']} reads no EU to widen")
+            matrices["FLOAT32_WEIGHTS"] = weights
+        elif widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)
 
             # subcubic_gap's summary row is the mean of EU before widening (spec/rules.md)

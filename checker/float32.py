@@ -85,6 +85,17 @@ def _up_fraction(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, _INF)
 
 
+def up_float(x) -> float:
+    """A binary64 ≥ x, for a binary64 or a rational x (x itself when it is a binary64)."""
+    return x if type(x) is float else _up_fraction(Fraction(x))
+
+
+def up_sum(a: float, b: float) -> float:
+    """A binary64 ≥ a + b for binary64 a, b: the sum rounded to nearest, moved up one
+    binary64 (the next binary64 above the nearest one of x is ≥ x)."""
+    return _up(a + b)
+
+
 def _up(x: float) -> float:
     """The next binary64 above x: ≥ the exact value of a nearest-rounded non-negative
     product or correctly rounded sum (math.fsum) that produced x."""
@@ -703,7 +714,7 @@ def gamma_exact(n: int) -> Fraction:
 
 
 def attention_only_delta_rows(dims, w: dict, q: int, positions,
-                              int_matmul=None) -> dict:
+                              int_matmul=None, tick=None) -> dict:
     """{p: δ_p[q]} for each query position p in positions: row q of
     attention_only_deltas(dims, w, int_matmul, query_pos=p), bit for bit (the same exact
     integers and the same rounded-up binary64 steps, for row q only), for the overwhelm
@@ -711,13 +722,29 @@ def attention_only_delta_rows(dims, w: dict, q: int, positions,
     overwhelm rules).  The exact key, value and OV tables do not depend on q or p and are
     computed once; per p only the query rows.  Work: delta_row_work(dims, len(positions)).
     The range checks (Overflow) are those of row q and of the shared quantities: rows of
-    other query tokens are not computed, so they cannot refuse."""
+    other query tokens are not computed, so they cannot refuse.  tick: a clock (the notes'),
+    looked at between blocks of rows of every exact product (`_ticking`: the same integers)."""
     int_matmul = int_matmul or python_int_matmul
+    if tick is not None:
+        int_matmul = _ticking(int_matmul, tick)
     positions = list(positions)
     if not positions:
         return {}
     shared = _ExactTables(dims, w, int_matmul, positions[0], [q])
     return {p: _deltas(dims, shared.at(p, [q]), int_matmul)[0] for p in positions}
+
+
+def _ticking(int_matmul, tick, block: int = 32):
+    """int_matmul computed `block` rows of its left factor at a time, tick() before each
+    block and after the last: the same exact integers (a product's rows are independent)."""
+    def product(a: list, b: list) -> list:
+        out = []
+        for i in range(0, len(a), block):
+            tick()
+            out.extend(int_matmul(a[i:i + block], b))
+        tick()
+        return out
+    return product
 
 
 def delta_row_work(dims, n_positions: int) -> int:
@@ -747,27 +774,38 @@ def widened_eu_row(dims, w: dict, lo: tuple, hi: tuple, q: int, p: int,
 
 
 def distance_note(dims, note_weights, q: int, m: int, o: int | None = None,
-                  int_matmul=None) -> str:
+                  int_matmul=None, charge=None) -> str:
     """The float32 error of a real certificate's distance-to-float32 note (spec/rules.md
     §distance to float32; brute_force, cubic, cubic_mix, exact, subcubic_gap): 'float32 error
     Y (…)' with Y = δ[q][o] + δ[q][m] (o None: δ[q][m] + max_{o≠m} δ[q][o]), δ row q of
     attention_only_deltas (bit for bit: attention_only_delta_rows at the last position), from
     note_weights() — the certificate's weight lines, or None (certificate.py) —; or 'float32
-    error unavailable (why)'.  Decides nothing, charges nothing, never raises."""
+    error unavailable (why)'.  Decides nothing and charges nothing; computed inside
+    rules/notes.attempt with `charge` (the rule's, or the clock of an enclosing note; None:
+    no clock), which names a failure and skips the note past its share of the time, the time
+    limit standing."""
     if note_weights is None:  # not asked for (check-cert --float32-distance)
-        return "float32 error: check-cert --float32-distance computes it (Lemma G's δ)"
-    try:
+        return "float32 error: check-cert --float32-distance computes it"
+    from .rules import notes
+
+    def compute(clock):
         weights = note_weights()
         if weights is None:
             return ("float32 error unavailable (a weight line is absent or has width: Lemma G "
                     "reads exact weights)")
         k = dims.n_ctx
-        row = attention_only_delta_rows(dims, weights, q, [k - 1], int_matmul)[k - 1]
-    except Exception as exc:  # a note never fails a check (spec/rules.md)
-        return f"float32 error unavailable ({type(exc).__name__}: {str(exc)[:120]})"
-    if o is None:
-        worst = max(x for out, x in enumerate(row) if out != m)
-        return (f"float32 error {float(worst + row[m]):.3g} (δ[q][m] + max_(o≠m) δ[q][o], "
-                "Lemma G: every float32 execution has ℓ̃_m − ℓ̃_o ≥ the margin minus it there)")
-    return (f"float32 error {float(row[o] + row[m]):.3g} (δ[q][o] + δ[q][m] at o = {o}, "
-            "Lemma G: the float32 variant needs the margin above it)")
+        row = attention_only_delta_rows(dims, weights, q, [k - 1], int_matmul, clock)[k - 1]
+        if o is None:
+            worst = max(x for out, x in enumerate(row) if out != m)
+            return (f"float32 error {float(worst + row[m]):.3g} (δ[q][m] + max_(o≠m) δ[q][o], "
+                    "Lemma G: every float32 execution has ℓ̃_m − ℓ̃_o ≥ the margin minus it "
+                    "there)")
+        return (f"float32 error {float(row[o] + row[m]):.3g} (δ[q][o] + δ[q][m] at o = {o}, "
+                "Lemma G: the float32 variant needs the margin above it)")
+
+    return notes.attempt(charge if charge is not None else _no_clock, compute,
+                         "float32 error unavailable")
+
+
+def _no_clock(work: int) -> None:
+    """The charge of a note called without a clock (a direct call): nothing to look at."""

@@ -276,13 +276,17 @@ def test_every_rule_proves_float32():
             "overwhelm_family", "overwhelm_free", "overwhelm_perm", "subcubic_gap"]
 
 
-def test_gen_cert_refuses_float32_for_real_only_strategies(planted):
-    from generator.certify.strategies import NotApplicable
+def test_gen_cert_every_strategy_proves_float32(planted):
+    """Every strategy is in gen-cert's float32 list (subcubic's low-rank EU too, since
+    branch f32-lowrank: tests/test_float32_lowrank_eu.py); a strategy outside it would be
+    refused by name."""
+    from generator import cli as gen_cli
+    from generator.certify import strategies
 
+    assert set(strategies.STRATEGIES) == set(gen_cli.FLOAT32_STRATEGIES)
     path, _ = planted
-    for strategy in ("subcubic:direct=min,near=2,eu=lowrank1",):
-        with pytest.raises(NotApplicable, match="real semantics only"):
-            generate(str(path), strategy, semantics="float32")
+    lines = generate(str(path), "subcubic:direct=min,near=2,eu=lowrank1", semantics="float32")[0]
+    assert replay(lines).facts.correct == 2
 
 
 # --- a family model: every float32-certified input is right in torch float32 ------------------

@@ -2,7 +2,8 @@
 widening EU): the checker widens EU's enclosure by Lemma G's δ[q][o] and runs the rule
 unchanged.  Mutants (a real certificate relabelled float32, a tampered count, δ zeroed),
 enumeration soundness on small models against float32 evaluations in several orders and
-against the reals, the planted near-tie, and the refusal of low-rank EU."""
+against the reals and the planted near-tie (low-rank EU under float32:
+tests/test_float32_lowrank_eu.py)."""
 
 from __future__ import annotations
 
@@ -121,24 +122,6 @@ def test_tampered_weight_input_refused(planted):
     mutant[at] = json.dumps(obj, separators=(",", ":"))
     with pytest.raises((Rejected, Malformed)):
         replay(mutant)
-
-
-def test_low_rank_eu_refuses_float32(tmp_path):
-    """subcubic_gap's "eu" hints (low-rank EU) do not read EU: refused by name, in the
-    checker and in gen-cert."""
-    from generator.certify.strategies import NotApplicable
-
-    path = tmp_path / "m.pt"
-    save_model(path, _random_attn_only(1, v=6))
-    with pytest.raises(NotApplicable, match="low-rank EU"):
-        generate(str(path), "subcubic:direct=min,near=2,eu=lowrank1", semantics="float32")
-    real = generate(str(path), "subcubic:direct=min,near=2,eu=lowrank1")[0]
-    f32 = generate(str(path), "subcubic", semantics="float32")[0]
-    # the low-rank line's body with the float32 theorem and the weights as inputs
-    lines = _with_header(real, lambda t: t + " and semantics == float32")
-    with pytest.raises(Rejected, match="does not read EU"):
-        replay(lines)
-    assert replay(f32).facts.semantics == "float32"
 
 
 # --- enumeration soundness on small models ------------------------------------------------

@@ -25,8 +25,9 @@ def test_a_file_outside_every_group_is_reported(monkeypatch):
 
 
 def test_exact_is_counted_with_cubic():
-    # pool: forked workers; cubic_fmpz: the arb accelerator (exact's integer tables)
-    assert trust_base.rule_dependencies("exact") == ["cubic", "cubic_fmpz", "pool"]
+    # pool: forked workers; cubic_fmpz: the arb accelerator (exact's integer tables); notes:
+    # the distance notes' attempt (since branch f32-lowrank)
+    assert trust_base.rule_dependencies("exact") == ["cubic", "cubic_fmpz", "notes", "pool"]
     assert trust_base.rule_dependencies("brute_force") == []
 
 

@@ -76,7 +76,7 @@ def check(dims, m, hints, charge, jobs=1, arith=MPMATH, semantics="real", note_w
         note += (f"; smallest certified margin {margin_estimate(arith, w, margins):.3g} at "
                  f"{list(tokens)} (ℓ_m − ℓ_o ≥ it there, smallest at o = {outs[worst]}), "
                  + float32.distance_note(dims, note_weights, q, top, outs[worst],
-                                         arith.int_matmul))
+                                         arith.int_matmul, charge))
     return certified, f"{certified} of {v ** k} sequences certified correct{note}"
 
 

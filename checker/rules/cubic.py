@@ -92,28 +92,33 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None, note_w
                         f"charged {expected}")
     note = f"{proven} sequences certified by the cubic rule"
     if note_weights is not None and recorded is not None:
-        note += margin_text(dims, recorded, good, note_weights, arith)
+        note += margin_text(dims, recorded, good, note_weights, arith, charge)
     return proven, note
 
 
-def margin_text(dims, recorded, good, note_weights, arith) -> str:
+def margin_text(dims, recorded, good, note_weights, arith, charge) -> str:
     """The distance-to-float32 note of the confirmed good sets (spec/rules.md §distance to
-    float32): '; smallest certified margin X at (q=…, m=…, c=…) …, float32 error Y …'."""
+    float32): '; smallest certified margin X at (q=…, m=…, c=…) …, float32 error Y …',
+    computed inside notes.attempt (a failure named, the clock looked at, the time limit
+    standing)."""
     from .. import float32  # Lemma G's δ for the note (a real certificate's)
+    from . import notes
 
-    try:
-        smallest = margin_note(recorded, good, dims.d_vocab, dims.n_ctx)
-    except Exception as exc:  # a note never fails a check (spec/rules.md)
-        return f"; smallest certified margin unavailable ({type(exc).__name__})"
-    if smallest is None:
-        return ""
-    margin, q, m, c = smallest
-    return (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
-            "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every covered sequence of the class), "
-            + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+    def compute(clock):
+        smallest = margin_note(recorded, good, dims.d_vocab, dims.n_ctx, clock)
+        if smallest is None:
+            return ""
+        margin, q, m, c = smallest
+        return (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
+                "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every covered sequence of the class), "
+                + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul,
+                                        clock))
+
+    return notes.attempt(charge, compute, "; smallest certified margin unavailable",
+                         detail=False)
 
 
-def margin_note(recorded, good, v: int, k: int):
+def margin_note(recorded, good, v: int, k: int, clock=lambda: None):
     """(X, q, m, c): the smallest, over the classes (q, m, c) the confirmed good sets cover,
     of X(q, m, c) = min over the class's placement extremes S of −V_S / W_S, where V_S is the
     largest of the rule's bounds at S — (I) and (II) (or (II′)) of every claimed token, the
@@ -123,7 +128,8 @@ def margin_note(recorded, good, v: int, k: int):
     W > 0), so ℓ_m − ℓ_o ≥ X(q, m, c) on every covered sequence of the class.  Evaluated in
     binary64 on the recorded upper (lower) ends, the same under every back-end (reports only,
     never a verdict; up to binary64 rounding); None if nothing is covered.  Work: the rule's
-    checks once more in binary64, O(v) per (q, m) and placement, O(1) per claimed token."""
+    checks once more in binary64, O(v) per (q, m) and placement, O(1) per claimed token.
+    clock(): looked at once per (q, m) (the note's clock, notes.attempt)."""
     def ends(name):
         rows = recorded[name]
         return [[x for x, _ in row] for row in rows], [[y for _, y in row] for row in rows]
@@ -137,6 +143,7 @@ def margin_note(recorded, good, v: int, k: int):
     tops = [sorted(range(v), key=row.__getitem__, reverse=True)[:3] for row in ev_hi]
     best = None
     for (m, q), claims in sorted(_by_pair(good).items()):
+        clock()
         eq_lo, eq_hi = e_lo[q], e_hi[q]
         d_eu = [x - eu_lo[q][m] for x in eu_hi[q]]
         d = list(map(add, d_eu, dp_max[m]))

@@ -93,7 +93,8 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, record=None, note_wei
         margin, q, m, c = note.best
         text += (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
                  "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every counted sequence of the class), "
-                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul,
+                                         charge))
     return proven, text
 
 

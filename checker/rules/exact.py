@@ -108,40 +108,45 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, recorded=None, note_w
             f"evaluated one by one (work {plan.work})")
     if track:
         note += _margin_text(dims, recorded, good, [b for *_, b in results if b],
-                             note_weights, arith)
+                             note_weights, arith, charge)
     return proven, note
 
 
-def _margin_text(dims, recorded, good, residue_best, note_weights, arith) -> str:
+def _margin_text(dims, recorded, good, residue_best, note_weights, arith, charge) -> str:
     """The distance-to-float32 note (spec/rules.md §distance to float32): the smaller of the
     cover's margin (cubic.margin_note, at a class (q, m, c)) and the residue's (at a sequence
     t: −max_o T(o) / Σ_i w⁺_i, Lemma E2's bound over the upper weights, the largest of
     T/Σw⁺ selected exactly among the certified residue sequences (each worker's exact
     integers, in one unit per query: T in 2^(x + e_q + β_q), Σw⁺ in 2^(e_q + β_q)), then
-    recomputed in binary64 from the recorded ends at that t); reports only."""
+    recomputed in binary64 from the recorded ends at that t); reports only, computed inside
+    notes.attempt (a failure named, the clock looked at, the time limit standing)."""
     from .. import float32  # Lemma G's δ for the note (a real certificate's)
+    from . import notes
 
     v, k = dims.d_vocab, dims.n_ctx
-    try:
-        cover = cubic.margin_note(recorded, good, v, k)
+
+    def compute(clock):
+        cover = cubic.margin_note(recorded, good, v, k, clock)
         residue = None
         if residue_best:
             value, weight, tokens = max(residue_best, key=lambda b: Fraction(b[0], b[1]))
             residue = _float_margin(recorded, tokens, v, k) + (tokens,)
-    except Exception as exc:  # a note never fails a check (spec/rules.md)
-        return f"; smallest certified margin unavailable ({type(exc).__name__})"
-    if cover is None and residue is None:
-        return ""
-    if residue is None or (cover is not None and cover[0] <= residue[0]):
-        margin, q, m, c = cover
-        where, o = f"(q={q}, m={m}, c={c}) (ℓ_m − ℓ_o ≥ it for every o ≠ m and every covered " \
-            "sequence of the class)", None
-    else:
-        margin, o, tokens = residue
-        q, m = tokens[-1], max(tokens)
-        where = f"{list(tokens)} (a residue sequence: ℓ_m − ℓ_o ≥ it there, smallest at o = {o})"
-    return (f"; smallest certified margin {margin:.3g} at {where}, "
-            + float32.distance_note(dims, note_weights, q, m, o, arith.int_matmul))
+        if cover is None and residue is None:
+            return ""
+        if residue is None or (cover is not None and cover[0] <= residue[0]):
+            margin, q, m, c = cover
+            where, o = f"(q={q}, m={m}, c={c}) (ℓ_m − ℓ_o ≥ it for every o ≠ m and every " \
+                "covered sequence of the class)", None
+        else:
+            margin, o, tokens = residue
+            q, m = tokens[-1], max(tokens)
+            where = (f"{list(tokens)} (a residue sequence: ℓ_m − ℓ_o ≥ it there, smallest at "
+                     f"o = {o})")
+        return (f"; smallest certified margin {margin:.3g} at {where}, "
+                + float32.distance_note(dims, note_weights, q, m, o, arith.int_matmul, clock))
+
+    return notes.attempt(charge, compute, "; smallest certified margin unavailable",
+                         detail=False)
 
 
 def _float_margin(recorded, tokens, v, k) -> tuple:

@@ -176,6 +176,56 @@ def tables(dims, mats, spec, need_u: bool, need_n: bool, charge, arith) -> Direc
     return Direct(u, s, n)
 
 
+def float32_work(dims, direct: Direct) -> int:
+    """The scalar operations of widened_float32 besides δ's own (float32.delta_work): per
+    query the top two of δ[q] (2v) and v sums, then one addition per entry of U and of N."""
+    v = dims.d_vocab
+    return v * (3 * v) + v * v * ((direct.u is not None) + (direct.n is not None))
+
+
+def widened_float32(dims, direct: Direct, weights: dict, charge, arith) -> tuple[Direct, float]:
+    """The tables under the float32 semantics (spec/rules.md §low-rank EU under float32,
+    Lemma 8f): U[q][m] and N[q][m] each raised by w[q][m] ≥ δ[q][m] + max_{o≠m} δ[q][o],
+    δ = float32.attention_only_deltas (Lemma G) from the weights (exact binary64 rows, read
+    for δ only); the summary row s unchanged.  Returns them and max w.  Charges δ's
+    operations and float32_work before computing, counts, and fails closed (Malformed, exit
+    2) on a difference."""
+    from .. import float32  # only for a float32 theorem (spec/trust.md)
+
+    v = dims.d_vocab
+    expected = float32_work(dims, direct)
+    charge(float32.delta_work(dims) + expected)
+    deltas = float32.attention_only_deltas(dims, weights, arith.int_matmul)
+    count, rows = 0, []
+    for row in deltas:
+        charge(0)  # the time limit, at every query
+        row = [float32.up_float(x) for x in row]  # binary64 ≥ δ (exact when binary64)
+        top = max(range(v), key=row.__getitem__)
+        best = row[top]
+        second = max((x for o, x in enumerate(row) if o != top), default=0.0)
+        count += 2 * v
+        # w = δ[q][m] + max_{o≠m} δ[q][o], rounded up (float32.up_sum: ≥ the exact sum)
+        rows.append([float32.up_sum(x, second if m == top else best) for m, x in enumerate(row)])
+        count += v
+    worst = max(max(r) for r in rows)
+    b = arith
+    widen = [[b.upper(b.point(x)) for x in r] for r in rows]
+
+    def raise_by(table):
+        nonlocal count
+        if table is None:
+            return None
+        count += v * v
+        return [[b.up_add(a, x) for a, x in zip(t_row, w_row)]
+                for t_row, w_row in zip(table, widen)]
+
+    out = Direct(raise_by(direct.u), direct.mean, raise_by(direct.n))
+    if count != expected:
+        raise Malformed(f"internal error: the float32 widening counted {count} operations, "
+                        f"charged {expected}")
+    return out, worst
+
+
 def dimensionality(dims, spec) -> int:
     """EU's share of the unexplained dimensionality (spec/rules.md §proof
     length): the rank-r part enters through its 2·r·v factor entries, the

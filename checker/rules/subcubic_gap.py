@@ -41,8 +41,10 @@ from . import subcubic_direct as low_eu
 INPUTS = ("EQKE", "EXP_EQKP", "EVOU", "PVOU", "EU")
 EXP_COST = COST["exp"]  # an exp costs what the op `exp` charges per element
 ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (checker/arith)
-SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py)
+SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py), or
+# with low-rank EU on U and N raised by it (subcubic_direct.widened_float32)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
+FLOAT32_RAISES_TABLES = True  # without EU ("eu" hints): U, N raised by δ (FLOAT32_WEIGHTS)
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
@@ -181,6 +183,13 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
     if "eu" in hints:  # low-rank EU: the tables from EU's factors (subcubic_direct)
         low = low_eu.tables(dims, mats, low_eu.parse(hints["eu"], dims),
                             direct != "mean+diff", direct != "max_diff", charge, arith)
+    widened = ""
+    if "FLOAT32_WEIGHTS" in mats:  # float32 with low-rank EU: no EU to widen (certificate.py)
+        if low is None:  # the kernel passes the weights with "eu" hints only: fail closed
+            raise AssertionError("subcubic_gap: float32 weights without low-rank EU")
+        low, worst = low_eu.widened_float32(dims, low, mats["FLOAT32_WEIGHTS"], charge, arith)
+        widened = (" (float32 semantics: U and N raised by Lemma G's δ[q][m] + "
+                   f"max_(o≠m) δ[q][o] ≤ {worst:.3g})")
     expected = table_work(dims, direct, low is not None)
     charge(expected)
     hold(charge, table_elements(v, k), "tables")
@@ -222,7 +231,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
     if ar.count != expected:  # fail closed: the reported proof length must be exact
         raise Malformed(f"internal error: subcubic_gap counted {ar.count} operations, "
                         f"charged {expected}")
-    note = f"{proven} sequences certified by the subcubic gap rule ({direct})"
+    note = f"{proven} sequences certified by the subcubic gap rule ({direct}){widened}"
     if failed:
         note += f"; smallest certified margin unavailable ({failed})"
     elif smallest is not None:
@@ -231,7 +240,8 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
         margin, q, m, c = smallest
         note += (f"; smallest certified margin {margin:.3g} at (q={q}, m={m}, c={c}) "
                  "(ℓ_m − ℓ_o ≥ it for every o ≠ m and every sequence of the entry), "
-                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul))
+                 + float32.distance_note(dims, note_weights, q, m, None, arith.int_matmul,
+                                         charge))
     return proven, note
 
 

@@ -1,7 +1,9 @@
 """float32 for strategies cubic, exact and subcubic: EU's enclosure widened by Lemma G's
 δ[q][o] (checker.float32.attention_only_deltas, the checker's own function), as the
-checker widens it before running the rule (spec/rules.md §float32 by widening EU).  The
-generator searches with δ a little larger (SLACK), so its claims stay on the safe side."""
+checker widens it before running the rule (spec/rules.md §float32 by widening EU), or, for
+subcubic's low-rank EU, its tables U and N raised by δ[q][m] + max_(o≠m) δ[q][o]
+(`raised`, as checker/rules/subcubic_direct.widened_float32).  The generator searches
+with δ a little larger (SLACK), so its claims stay on the safe side."""
 
 from __future__ import annotations
 
@@ -41,3 +43,16 @@ def widened(trace, enclosure):
     """(lo, hi, mid) of EU's recorded enclosure widened by the generator's δ."""
     d = deltas(trace)
     return enclosure.lo - d, enclosure.hi + d, enclosure.mid
+
+
+def raised(trace, low):
+    """The low-rank direct path's mirrored tables (u, s, n) under float32: u and n raised by
+    w[q][m] = δ[q][m] + max_(o≠m) δ[q][o] (the generator's δ), s unchanged."""
+    d = deltas(trace)
+    top = d.max(axis=1, keepdims=True)
+    others = np.repeat(top, d.shape[1], axis=1)
+    srt = np.sort(d, axis=1)
+    others[np.arange(len(d)), d.argmax(axis=1)] = srt[:, -2]
+    w = d + others
+    u, s, n = low
+    return u + w, s, n + w

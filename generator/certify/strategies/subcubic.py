@@ -138,9 +138,6 @@ def certify(trace, progress=False, options: Options = Options(), semantics="real
     v, k = d.d_vocab, d.n_ctx
     if v < 2:
         raise NotApplicable("d_vocab = 1: there is no wrong output to compare against")
-    if semantics == "float32" and options.eu != "full":
-        raise NotApplicable("float32: low-rank EU (eu=...) proves the real semantics only; "
-                            "the float32 proof widens EU itself (spec/rules.md)")
     inputs, extra, low = INPUTS, {}, None
     if options.eu != "full":  # low-rank EU: EU's factors instead of EU
         inputs = INPUTS[:-1] + low_eu.INPUTS
@@ -148,7 +145,9 @@ def certify(trace, progress=False, options: Options = Options(), semantics="real
         extra["eu"], low = low_eu.hints(low_eu.HANDLERS[options.eu], x, w_u, b_u[0])
     beta, evou, pvou = (trace.matrix(n).mid for n in INPUTS[1:-1])
     eu = trace.matrix("EU").mid if low is None else None
-    if semantics == "float32":  # EU widened by Lemma G's δ, as the checker does
+    if semantics == "float32" and low is not None:  # U and N raised by δ, as the checker
+        low, inputs = float32_eu.raised(trace, low), list(inputs) + float32_eu.weight_inputs()
+    elif semantics == "float32":  # EU widened by Lemma G's δ, as the checker does
         lo, hi, _ = float32_eu.widened(trace, trace.matrix("EU"))
         eu, inputs = (hi, lo), list(inputs) + float32_eu.weight_inputs()
     if options.attn == "full":
