@@ -505,7 +505,6 @@ class CertificateChecker:
         if low_rank:  # the rule raises its tables U, N by δ itself (spec/rules.md §low-rank EU)
             if not getattr(rule, "FLOAT32_RAISES_TABLES", False):  # fail closed
                 raise Rejected(f"line {lineno}: rule {obj['rule']} reads no EU to widen")
-            matrices["FLOAT32_WEIGHTS"] = weights
         elif widen:
             from . import float32  # only for a float32 theorem (spec/trust.md)
 
@@ -528,6 +527,8 @@ class CertificateChecker:
             extra["task"] = task
         if self.semantics != "real" and not widen:
             extra["semantics"] = self.semantics
+        if low_rank:  # the weights for δ, read by the rule's own widening
+            extra["float32_weights"] = weights
         if self.semantics == "real" and self.distance and getattr(rule, "NOTE_WEIGHTS", False):
             extra["note_weights"] = lambda: self._note_weights(rule.FLOAT32_INPUTS)
         proven, note = rule.check(self.dims, matrices, hints, budget, self.jobs, **extra)

@@ -130,9 +130,9 @@ def test_mutant_weight_line_with_width_refused(planted):
         obj["inputs"]["W_Q"] = obj["inputs"]["W_K"]
     with pytest.raises((Rejected, Malformed)):
         replay(_replace_rule(f32, swap))
-    with pytest.raises(AssertionError, match="without low-rank EU"):
-        subcubic_gap.check(Dims(2, 2, 3, 1), {"FLOAT32_WEIGHTS": {}},
-                           {"direct": "min", "gaps": []}, lambda work: None)
+    with pytest.raises(Malformed, match="without low-rank EU"):
+        subcubic_gap.check(Dims(2, 2, 3, 1), {}, {"direct": "min", "gaps": []},
+                           lambda work: None, float32_weights={})
 
 
 def test_kernel_refuses_a_rule_that_does_not_raise_its_tables(planted, monkeypatch):

@@ -44,7 +44,7 @@ ARITHMETICS = ("mpmath", "arb")  # back-ends this rule is written against (check
 SEMANTICS = ("real", "float32")  # float32: on EU widened by Lemma G's δ (certificate.py), or
 # with low-rank EU on U and N raised by it (subcubic_direct.widened_float32)
 FLOAT32_WIDENS_EU = True  # spec/rules.md §float32 by widening EU
-FLOAT32_RAISES_TABLES = True  # without EU ("eu" hints): U, N raised by δ (FLOAT32_WEIGHTS)
+FLOAT32_RAISES_TABLES = True  # without EU ("eu" hints): U, N raised by δ (float32_weights)
 FLOAT32_INPUTS = ATTN_ONLY_WEIGHTS  # the weights, read for δ only
 NOTE_WEIGHTS = True  # a real check's note gets them too, for δ (certificate.py: note_weights)
 DIRECT = ("max_diff", "mean+diff", "min")  # how the direct path EU is bounded
@@ -167,7 +167,8 @@ def table_elements(v: int, k: int) -> int:
     return 11 * v * v + 5 * k * v + 8 * v
 
 
-def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
+def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None,
+          float32_weights=None):
     """note_weights (a real certificate's check only): the distance-to-float32 note
     (spec/rules.md §distance to float32) is computed, from the bounds the entries confirmed."""
     from ..certificate import hold
@@ -184,10 +185,11 @@ def check(dims, mats, hints, charge, jobs=1, arith=MPMATH, note_weights=None):
         low = low_eu.tables(dims, mats, low_eu.parse(hints["eu"], dims),
                             direct != "mean+diff", direct != "max_diff", charge, arith)
     widened = ""
-    if "FLOAT32_WEIGHTS" in mats:  # float32 with low-rank EU: no EU to widen (certificate.py)
+    if float32_weights is not None:  # float32 with low-rank EU: no EU to widen (certificate.py)
         if low is None:  # the kernel passes the weights with "eu" hints only: fail closed
-            raise AssertionError("subcubic_gap: float32 weights without low-rank EU")
-        low, worst = low_eu.widened_float32(dims, low, mats["FLOAT32_WEIGHTS"], charge, arith)
+            raise Malformed("internal error: subcubic_gap got float32 weights without "
+                            "low-rank EU")
+        low, worst = low_eu.widened_float32(dims, low, float32_weights, charge, arith)
         widened = (" (float32 semantics: U and N raised by Lemma G's δ[q][m] + "
                    f"max_(o≠m) δ[q][o] ≤ {worst:.3g})")
     expected = table_work(dims, direct, low is not None)
