@@ -69,9 +69,17 @@ from ..numbers import (
     upper,
 )
 from ..statement import Overwhelm
-from . import forward
+from . import forward_model
 from .overwhelm import positions
-from .overwhelm_family import _nest, _upper_ratio, alphabet, centred, centred_rows, dot, ln_scale
+from .overwhelm_family_bounds import (
+    _nest,
+    _upper_ratio,
+    alphabet,
+    centred,
+    centred_rows,
+    dot,
+    ln_scale,
+)
 
 _EXP = 50  # as ops.COST["exp"]
 EXP_LIMIT = 4096  # |score − shift| above this: Rejected (numbers.exp_interval's limit is 8192)
@@ -152,7 +160,7 @@ def cost(dims, claim: Overwhelm) -> int:
     slots = len(claim.prefix) + 1 + (max(positions(claim)) - len(claim.prefix)) * len(
         alphabet(dims, claim))
     per_state = f.n_heads * (4 * d * h + slots * (h + _EXP + 12 * d)) + 40 * d \
-        + forward.mlp_cost(f, d) + 2 * f.d_mlp * d
+        + forward_model.mlp_cost(f, d) + 2 * f.d_mlp * d
     final = len(positions(claim)) * (f.n_heads * v * (2 * d + 6 * slots) + v * (d + f.d_mlp))
     return f.n_layers * n_states * per_state + final + v * d * (f.n_heads + 2)
 
@@ -216,9 +224,10 @@ class Layer:
     def project(self, x: list, which: str, j: int, i: int) -> list:
         d, m = self.dims.d_model, self.m
         w = m[self.name("W_" + which)][j * d:(j + 1) * d]
-        y = forward._add(forward._vecmat(x, w, self.tick), m[self.name("b_" + which)][j])
+        y = forward_model._add(forward_model._vecmat(x, w, self.tick),
+                               m[self.name("b_" + which)][j])
         if which != "V" and self.f.positional == "rotary":
-            y = forward._rotate(y, m["ROPE_COS"][i], m["ROPE_SIN"][i], self.f.rotary_dim)
+            y = forward_model._rotate(y, m["ROPE_COS"][i], m["ROPE_SIN"][i], self.f.rotary_dim)
         return y
 
     def state(self, i: int, u: int) -> None:
@@ -229,8 +238,8 @@ class Layer:
         x = self.norm("ln1", self.boxes[(i, u)])
         self.q[(i, u)] = [self.project(x, "Q", j, i) for j in range(self.f.n_heads)]
         self.k[(i, u)] = [self.project(x, "K", j, i) for j in range(self.f.n_heads)]
-        self.vo[(i, u)] = [forward._vecmat(self.project(x, "V", j, i), self.w_o_c[j], self.tick)
-                           for j in range(self.f.n_heads)]
+        self.vo[(i, u)] = [forward_model._vecmat(self.project(x, "V", j, i), self.w_o_c[j],
+                                                 self.tick) for j in range(self.f.n_heads)]
 
     def weights(self, j: int, i: int, u: int, slots: list) -> dict:
         """Step 2: head j's w(i', u') at state (i, u), for the slots T'(i'):
@@ -258,17 +267,20 @@ class Layer:
         if not f.d_mlp:
             return r_c
         y = self.norm("ln2", before if f.parallel else r_c)
-        pre = forward._vecmat(y, m[self.name("W_in")], self.tick)
+        pre = forward_model._vecmat(y, m[self.name("W_in")], self.tick)
         if f.gated_mlp:
-            gate = forward.activate(f.act_fn, forward._vecmat(y, m[self.name("W_gate")],
-                                                              self.tick), self.charge)
-            hidden = forward._add([a * b for a, b in zip(gate, pre)], m[self.name("b_in")][0])
+            gate = forward_model.activate(f.act_fn, forward_model._vecmat(
+                y, m[self.name("W_gate")], self.tick), self.charge)
+            hidden = forward_model._add([a * b for a, b in zip(gate, pre)],
+                                        m[self.name("b_in")][0])
         else:
-            hidden = forward.activate(f.act_fn, forward._add(pre, m[self.name("b_in")][0]),
-                                      self.charge)
+            hidden = forward_model.activate(
+                f.act_fn, forward_model._add(pre, m[self.name("b_in")][0]), self.charge)
         self.hidden = hidden
-        out = forward._vecmat(hidden, centred_rows(m[self.name("W_out")], self.centre), self.tick)
-        return forward._add(forward._add(r_c, out), centred(m[self.name("b_out")][0], self.centre))
+        out = forward_model._vecmat(hidden, centred_rows(m[self.name("W_out")], self.centre),
+                                    self.tick)
+        return forward_model._add(forward_model._add(r_c, out),
+                                  centred(m[self.name("b_out")][0], self.centre))
 
 
 def reference(keys: list) -> list:
@@ -344,7 +356,7 @@ def confirm(w, y, slots, lo, hi, what: str):
 
 def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list) -> tuple:
     """Steps 2-4 at state (i, u): (r_c box, the per-head weights)."""
-    r_c = forward._add(layer.boxes[(i, u)], layer.b_o_c)
+    r_c = forward_model._add(layer.boxes[(i, u)], layer.b_o_c)
     heads = []
     for j in range(layer.f.n_heads):
         w = layer.weights(j, i, u, slots)
@@ -366,7 +378,7 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
     w_f, b_f = (m["ln_final.w"][0], m["ln_final.b"][0]) if f.normalization == "LN" \
         else (None, None)
     slots = attended(dims, claim, p, claim.query)
-    base = forward._add(layer.boxes[(p, claim.query)], layer.b_o_c)
+    base = forward_model._add(layer.boxes[(p, claim.query)], layer.b_o_c)
     sigma = iv.mpf(1)
     if centre:
         sigma = box_scale(final, f.ln_eps)
@@ -411,8 +423,8 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None) 
     for i, toks in enumerate(sets):
         for u in toks:
             charge(0)
-            x = m["W_E"][u] if f.positional == "rotary" else forward._add(m["W_E"][u],
-                                                                          m["W_pos"][i])
+            x = m["W_E"][u] if f.positional == "rotary" else forward_model._add(
+                m["W_E"][u], m["W_pos"][i])
             boxes[(i, u)] = centred(list(x), centre)
     qs = positions(claim)
     smallest = None  # (slack, query position, logit): the note's, decides nothing
