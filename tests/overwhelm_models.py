@@ -94,13 +94,16 @@ def assert_float32_correct(weights, claim: Overwhelm, evaluations, limit: int,
                            seed: int = 0) -> int:
     """Every completion (a random sample of `limit` per length if more) outputs
     claim.output strictly in every float32 evaluation `evaluations(weights, tokens, seed)`
-    (a list of logit arrays at the last position); the number of completions checked."""
+    (five logit arrays at the last position: soundness_helpers.five_float32_evaluations);
+    the number of completions checked."""
     g = np.random.default_rng(seed)
     total = 0
     for tokens in completion_arrays(claim, weights.dims.d_vocab):
         if len(tokens) > limit:
             tokens = tokens[g.choice(len(tokens), limit, replace=False)]
-        for logits in evaluations(weights, tokens, seed):
+        runs = evaluations(weights, tokens, seed)
+        assert len(runs) == 5  # torch in three orders, numpy both ways
+        for logits in runs:
             assert logits.dtype == F32
             top = logits[:, claim.output]
             others = np.delete(logits, claim.output, axis=1)

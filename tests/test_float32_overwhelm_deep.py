@@ -146,7 +146,9 @@ def test_numpy_pass_agrees_with_float64_and_torch():
         w = deep_random(name).weights
         tokens = np.array(list(itertools.product(range(4), repeat=3)), dtype=np.int64)
         ref = any_logits(w, tokens)
-        for logits in deep_float32_evaluations(w, tokens):
+        evaluations = deep_float32_evaluations(w, tokens)
+        assert len(evaluations) == 5  # torch in three orders, numpy both ways
+        for logits in evaluations:
             assert np.allclose(logits, ref, atol=2e-4, rtol=1e-4), name
 
 
