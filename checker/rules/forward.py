@@ -56,7 +56,6 @@ from .forward_model import (  # noqa: F401
     layer_norm,
     layer_short,
     mlp_cost,
-    ops,
     path_elements,
     position_cost,
     rms_norm,
