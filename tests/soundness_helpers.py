@@ -256,6 +256,42 @@ def _f32_sum(x: np.ndarray, reverse: bool) -> np.ndarray:
     return out
 
 
+def float32_layer_norm(x: np.ndarray, eps: float, w=None, b=None, reverse: bool = False):
+    """LayerNorm over the last axis in float32 (LNPre when w is None): the mean, the centred
+    vector, the variance, the scale and the output each rounded to float32, every sum one
+    term at a time (_f32_sum, left to right or reversed)."""
+    d = x.shape[-1]
+    mean = (_f32_sum(x, reverse) / F32(d)).astype(F32)
+    c = (x - mean[..., None]).astype(F32)
+    var = (_f32_sum((c * c).astype(F32), reverse) / F32(d)).astype(F32)
+    y = (c / np.sqrt((var + F32(eps)).astype(F32))[..., None]).astype(F32)
+    if w is None:
+        return y
+    return (y * w + b).astype(F32)
+
+
+def float32_norm(f, p: dict, x: np.ndarray, which: str, reverse: bool) -> np.ndarray:
+    """The family's normalisation `which` (e.g. "blocks.0.ln1", "ln_final") in float32:
+    none, LNPre, or LayerNorm with the gains and biases p[which + ".w"], p[which + ".b"]."""
+    if f.normalization is None:
+        return x
+    if f.normalization == "LNPre":
+        return float32_layer_norm(x, f.ln_eps, reverse=reverse)
+    return float32_layer_norm(x, f.ln_eps, p[which + ".w"], p[which + ".b"], reverse)
+
+
+def float32_rotate(t: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int):
+    """Rotate-half RoPE over the last axis in float32: (a·cos − b·sin, b·cos + a·sin) for
+    the pairs (j, j + r/2), j < r/2; coordinates from r on pass through (cos, sin
+    broadcast against the first r/2 coordinates)."""
+    half = rotary_dim // 2
+    out = t.copy()
+    a, b = t[..., :half], t[..., half:rotary_dim]
+    out[..., :half] = (a * cos - b * sin).astype(F32)
+    out[..., half:rotary_dim] = (b * cos + a * sin).astype(F32)
+    return out
+
+
 def family_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarray:
     """A plain numpy float32 forward pass of a one-layer family model (LN or none,
     sequential or parallel ungated MLP, ReLU/GELU/SiLU, RoPE) at the last position,
@@ -267,18 +303,9 @@ def family_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarr
     dims, f = w.dims, w.dims.family
     p = {k: np.asarray(v, dtype=F32) for k, v in w.params.items()}
     att = "blocks.0.attn."
-    d = dims.d_model
 
     def norm(x, which):
-        if f.normalization is None:
-            return x
-        mean = (_f32_sum(x, reverse) / F32(d)).astype(F32)
-        c = (x - mean[..., None]).astype(F32)
-        var = (_f32_sum((c * c).astype(F32), reverse) / F32(d)).astype(F32)
-        y = (c / np.sqrt((var + F32(f.ln_eps)).astype(F32))[..., None]).astype(F32)
-        if f.normalization == "LNPre":
-            return y
-        return (y * p[which + ".w"] + p[which + ".b"]).astype(F32)
+        return float32_norm(f, p, x, which, reverse)
 
     x = p["embed.W_E"][tokens]
     if f.positional == "standard":
@@ -295,16 +322,8 @@ def family_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarr
     if f.positional == "rotary":
         ang = rope_angles(dims)
         cos, sin = np.cos(ang).astype(F32), np.sin(ang).astype(F32)
-        r, half = f.rotary_dim, f.rotary_dim // 2
-
-        def rot(t, c, s):
-            out = t.copy()
-            a, b = t[..., :half], t[..., half:r]
-            out[..., :half] = (a * c - b * s).astype(F32)
-            out[..., half:r] = (b * c + a * s).astype(F32)
-            return out
-        qs = [rot(q, cos[-1], sin[-1]) for q in qs]
-        keys = [rot(k, cos, sin) for k in keys]
+        qs = [float32_rotate(q, cos[-1], sin[-1], f.rotary_dim) for q in qs]
+        keys = [float32_rotate(k, cos, sin, f.rotary_dim) for k in keys]
     scale = F32(1 / np.sqrt(dims.d_head))
     resid_terms = []
     for j in range(f.n_heads):
@@ -331,11 +350,18 @@ def family_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarr
 def family_float32_evaluations(weights, tokens: np.ndarray, seed: int = 0) -> list:
     """Several float32 evaluations (logits at the last position) of a one-layer family
     model on `tokens` (n, L), L ≤ n_ctx: torch with the residual coordinates in three
-    orders (identity, a random permutation from `seed`, reversed) and numpy left to right
-    and reversed (family_float32_numpy)."""
+    orders and numpy left to right and reversed (family_float32_numpy)."""
+    return five_float32_evaluations(weights, tokens, family_float32_numpy, seed)
+
+
+def five_float32_evaluations(weights, tokens: np.ndarray, numpy_pass, seed: int = 0) -> list:
+    """Five float32 evaluations (logits at the last position) of a family model on `tokens`
+    (n, L), L ≤ n_ctx: torch (FamilyTransformer) with the residual coordinates in three
+    orders (identity, a random permutation from `seed`, reversed), and
+    numpy_pass(weights, tokens, reverse) left to right and reversed."""
     d = weights.dims.d_model
     g = np.random.default_rng(seed)
     out = [family_float32_torch(weights, tokens, perm)
            for perm in (None, g.permutation(d), np.arange(d)[::-1].copy())]
-    out += [family_float32_numpy(weights, tokens, reverse) for reverse in (False, True)]
+    out += [numpy_pass(weights, tokens, reverse) for reverse in (False, True)]
     return out

@@ -24,7 +24,7 @@ from checker.certificate import CertificateChecker
 from checker.cli import main as check_cert
 from checker.errors import Malformed, Rejected
 from checker.modelspec import ATTN_ONLY, Dims, Family, parameter_table
-from checker.rules import forward
+from checker.rules import forward, forward_model
 from generator.certify.strategies import STRATEGIES
 from generator.certify.trace import Trace
 from generator.ground_truth import count_correct
@@ -527,7 +527,9 @@ def test_activation_replaced_by_relu_is_caught(monkeypatch, name):
     the deliberate break (the checker applies ReLU whatever the family says) they do not."""
     fw = random_family_weights(name)
     assert _logit_misses(fw) == 0
-    monkeypatch.setattr(forward, "activate", lambda act_fn, x, tick=None: forward._relu(x))
+    # forward_model: where _Model (and every rule running the model) looks the function up
+    monkeypatch.setattr(forward_model, "activate",
+                        lambda act_fn, x, tick=None: forward_model._relu(x))
     assert _logit_misses(fw) > 0
 
 
@@ -536,6 +538,6 @@ def test_rms_eps_dropped_is_caught(monkeypatch):
     far outside the enclosures: the reference logits fall outside them."""
     fw = random_family_weights("rms_silu_rotary")
     assert _logit_misses(fw) == 0
-    rms = forward.rms_norm
-    monkeypatch.setattr(forward, "rms_norm", lambda x, eps, w: rms(x, 0.0, w))
+    rms = forward_model.rms_norm
+    monkeypatch.setattr(forward_model, "rms_norm", lambda x, eps, w: rms(x, 0.0, w))
     assert _logit_misses(fw) > 0

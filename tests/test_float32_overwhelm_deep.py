@@ -18,7 +18,6 @@ claims on one layer (Lemma R-perm under float32); spec/rules.md §overwhelm_fami
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import json
 import math
@@ -26,12 +25,30 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
-from overwhelm_fixtures import MODELS, Loaded, check_lines, shipped
-from soundness_helpers import _f32_sum, family_float32_torch, family_truncated, float32_dot
+from overwhelm_fixtures import MODELS, check_lines, shipped
+from overwhelm_models import (
+    DEEP_FAMILIES,
+    assert_float32_refuses_near_tie,
+    captured_checks,
+    completion_arrays,
+    deep_claims,
+    deep_random,
+    planted_near_tie,
+    relabelled,
+)
+from overwhelm_models import assert_float32_correct as _assert_correct
+from overwhelm_models import gamma as _gamma
+from soundness_helpers import (
+    _f32_sum,
+    family_truncated,
+    five_float32_evaluations,
+    float32_dot,
+    float32_norm,
+    float32_rotate,
+)
 
 from checker.errors import Malformed, Rejected
-from checker.modelspec import Dims, Family
+from checker.modelspec import Dims
 from checker.rules import overwhelm_deep_float32 as deep32
 from checker.rules import overwhelm_family_float32 as f32
 from checker.statement import Overwhelm
@@ -41,45 +58,6 @@ F32 = np.float32
 U = 2.0 ** -24
 LOW = 1 - 1e-9
 DEEP_DEMO = MODELS / "maxany_v64_k10_2layers_seed0.pt"
-
-FAMILIES = {
-    "attn2": dict(n_layers=2),
-    "attn3": dict(n_layers=3),
-    "ln_mlp2": dict(normalization="LN", d_mlp=8, ln_eps=1e-5, n_layers=2),
-    "ln_mlp2_2heads": dict(normalization="LN", d_mlp=8, ln_eps=1e-5, n_layers=2, n_heads=2),
-    "gated2": dict(normalization="LNPre", d_mlp=8, ln_eps=1e-5, n_layers=2, gated_mlp=True,
-                   act_fn="silu"),
-    "ln_parallel_gelu2": dict(normalization="LN", d_mlp=8, ln_eps=1e-5, n_layers=2,
-                              parallel=True, act_fn="gelu"),
-    "plain_mlp2": dict(d_mlp=8, n_layers=2),
-    "rope_2heads2": dict(n_heads=2, positional="rotary", rotary_dim=4, rotary_base=10000,
-                         n_layers=2),
-}
-
-
-@functools.cache
-def deep_model(name: str, seed: int = 0, v: int = 4, k: int = 5, d: int = 8, h: int = 4,
-               sharpness: float = 4.0):
-    """An untrained model with peaky attention in every layer (W_Q scaled up), norm gains
-    and biases not the identity (as tests/test_overwhelm_deep.deep_random)."""
-    from generator.model import FamilyTransformer, FamilyWeights
-
-    spec = dict(FAMILIES[name])
-    if spec.get("positional") == "rotary":
-        spec["n_ctx"] = k
-    dims = Dims(v, k, d, h, family=Family(**spec))
-    w = FamilyTransformer(dims, generator=torch.Generator().manual_seed(seed)).weights()
-    rng = np.random.default_rng(seed)
-    params = dict(w.params)
-    for key in params:
-        if key.endswith("attn.W_Q"):
-            params[key] = params[key] * np.float32(sharpness)
-        elif key.endswith(".b") or key.endswith("b_in") or key.endswith("b_U"):
-            params[key] = (rng.normal(size=params[key].shape) * 0.1).astype(np.float32)
-        elif key.endswith(".w"):
-            params[key] = (1 + rng.normal(size=params[key].shape) * 0.2).astype(np.float32)
-    return Loaded(FamilyWeights(dims=dims, params=params))
-
 
 # --- float32 evaluations of a model of several layers ---------------------------------------
 
@@ -93,18 +71,10 @@ def deep_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarray
     w = family_truncated(weights, tokens.shape[1])
     dims, f = w.dims, w.dims.family
     p = {k: np.asarray(v, dtype=F32) for k, v in w.params.items()}
-    d, L = dims.d_model, tokens.shape[1]
+    L = tokens.shape[1]
 
     def norm(x, which):
-        if f.normalization is None:
-            return x
-        mean = (_f32_sum(x, reverse) / F32(d)).astype(F32)
-        c = (x - mean[..., None]).astype(F32)
-        var = (_f32_sum((c * c).astype(F32), reverse) / F32(d)).astype(F32)
-        y = (c / np.sqrt((var + F32(f.ln_eps)).astype(F32))[..., None]).astype(F32)
-        if f.normalization == "LNPre":
-            return y
-        return (y * p[which + ".w"] + p[which + ".b"]).astype(F32)
+        return float32_norm(f, p, x, which, reverse)
 
     def act(x):
         return activation_np(f.act_fn, x.astype(np.float64)).astype(F32)
@@ -115,14 +85,9 @@ def deep_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarray
     if f.positional == "rotary":
         ang = rope_angles(dims)
         cos, sin = np.cos(ang).astype(F32), np.sin(ang).astype(F32)  # (L, half)
-        r, half = f.rotary_dim, f.rotary_dim // 2
 
         def rot(t):
-            out = t.copy()
-            a, b = t[..., :half], t[..., half:r]
-            out[..., :half] = (a * cos - b * sin).astype(F32)
-            out[..., half:r] = (b * cos + a * sin).astype(F32)
-            return out
+            return float32_rotate(t, cos, sin, f.rotary_dim)
     mask = np.tril(np.ones((L, L), dtype=bool))
     scale = F32(1 / np.sqrt(dims.d_head))
     for layer in range(f.n_layers):
@@ -165,81 +130,38 @@ def deep_float32_numpy(weights, tokens: np.ndarray, reverse: bool) -> np.ndarray
 def deep_float32_evaluations(weights, tokens: np.ndarray, seed: int = 0) -> list:
     """torch (FamilyTransformer) with the residual coordinates in three orders and the
     numpy pass left to right and reversed: logits at the last position, float32."""
-    d = weights.dims.d_model
-    g = np.random.default_rng(seed)
-    out = [family_float32_torch(weights, tokens, perm)
-           for perm in (None, g.permutation(d), np.arange(d)[::-1].copy())]
-    out += [deep_float32_numpy(weights, tokens, reverse) for reverse in (False, True)]
-    return out
-
-
-def completions(claim: Overwhelm, v: int):
-    """Every admissible sequence s + t + [q], grouped by length (numpy arrays)."""
-    if claim.free_perm is not None:
-        ts = sorted(set(itertools.permutations(claim.free_perm)))
-        yield np.array([claim.prefix + t + (claim.query,) for t in ts], dtype=np.int64)
-        return
-    alphabet = claim.over if claim.over is not None else range(v)
-    for n in claim.lengths():
-        ts = list(itertools.product(alphabet, repeat=n))
-        yield np.array([claim.prefix + tuple(t) + (claim.query,) for t in ts], dtype=np.int64)
+    return five_float32_evaluations(weights, tokens, deep_float32_numpy, seed)
 
 
 def assert_float32_correct(weights, claim: Overwhelm, limit: int = 2048, seed: int = 0) -> int:
     """Every completion (a random sample of `limit` per length if more) outputs
     claim.output strictly in every evaluation of deep_float32_evaluations."""
-    g = np.random.default_rng(seed)
-    total = 0
-    for tokens in completions(claim, weights.dims.d_vocab):
-        if len(tokens) > limit:
-            tokens = tokens[g.choice(len(tokens), limit, replace=False)]
-        for logits in deep_float32_evaluations(weights, tokens, seed):
-            assert logits.dtype == F32
-            top = logits[:, claim.output]
-            others = np.delete(logits, claim.output, axis=1)
-            assert (others < top[:, None]).all(), (claim, tokens[(others >= top[:, None])
-                                                                .any(1)][:3])
-        total += len(tokens)
-    return total
-
-
-def relabelled(lines: list, semantics: str) -> list:
-    out = [json.loads(s) for s in lines]
-    theorem = out[0]["theorem"].replace(" and semantics == float32", "")
-    out[0]["theorem"] = theorem + ("" if semantics == "real" else f" and semantics == {semantics}")
-    return [json.dumps(o) for o in out]
+    return _assert_correct(weights, claim, deep_float32_evaluations, limit, seed)
 
 
 def test_numpy_pass_agrees_with_float64_and_torch():
     """The oracle itself: the numpy float32 pass is within float32 noise of the float64
     forward and of torch, on every family."""
-    for name in FAMILIES:
-        w = deep_model(name).weights
+    for name in DEEP_FAMILIES:
+        w = deep_random(name).weights
         tokens = np.array(list(itertools.product(range(4), repeat=3)), dtype=np.int64)
         ref = any_logits(w, tokens)
-        for logits in deep_float32_evaluations(w, tokens):
+        evaluations = deep_float32_evaluations(w, tokens)
+        assert len(evaluations) == 5  # torch in three orders, numpy both ways
+        for logits in evaluations:
             assert np.allclose(logits, ref, atol=2e-4, rtol=1e-4), name
 
 
 # --- enumeration soundness ---------------------------------------------------------------
 
-def _claims(v: int):
-    out = []
-    for s0, q in itertools.product(range(v), range(v)):
-        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=2))
-        out.append(Overwhelm((s0, q), q, -1, free_cmp="==", free=2, over=(0, 1)))
-        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=1, over=(s0,)))
-    return out
-
-
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", list(DEEP_FAMILIES))
 def test_every_accepted_float32_claim_is_float32_correct(name):
     """Every claim the checker accepts under float32 on this model — gen-cert's float32
     certificates, and certificates forced for the claims it did not prove — outputs the
     claimed token strictly on every completion in every float32 evaluation order."""
-    loaded = deep_model(name)
+    loaded = deep_random(name)
     tally = {"real": 0, "float32": 0, "accepted": 0, "forced accepted": 0}
-    for claim in _claims(4):
+    for claim in deep_claims(4):
         real = certify(loaded, claim, float_shadow=False)
         claim = real.claim
         tally["real"] += real.verdict == "proved"
@@ -261,8 +183,8 @@ def test_every_accepted_float32_claim_is_float32_correct(name):
 
 
 def test_both_back_ends_agree_on_a_deep_float32_certificate():
-    loaded = deep_model("ln_mlp2_2heads")
-    for claim in _claims(4):
+    loaded = deep_random("ln_mlp2_2heads")
+    for claim in deep_claims(4):
         verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
         if verdict.verdict == "proved":
             break
@@ -293,9 +215,9 @@ def test_demo_float32_proved_every_completion_correct_and_real_relabelled_reject
 
 @pytest.mark.parametrize("name", ["ln_mlp2", "rope_2heads2", "attn3"])
 def test_real_certificates_relabelled_float32_are_rejected(name):
-    loaded = deep_model(name)
+    loaded = deep_random(name)
     seen = 0
-    for claim in _claims(4):
+    for claim in deep_claims(4):
         real = certify(loaded, claim, float_shadow=False)
         if real.verdict != "proved":
             continue
@@ -312,38 +234,11 @@ def test_real_certificates_relabelled_float32_are_rejected(name):
 def _near_tie(target: float = 1e-6, name: str = "ln_mlp2"):
     """A two-layer model and a one-completion claim (free == 1 over one token) whose real
     margin ℓ_o − max ℓ_m is about `target` (b_U[o] lowered)."""
-    from generator.model import FamilyWeights
-
-    w = deep_model(name).weights
-    seq = (1, 2, 3)
-    claim = Overwhelm((seq[0],), seq[2], -1, free_cmp="==", free=1, over=(seq[1],))
-    logits = any_logits(w, np.array([seq]))[0]
-    o = int(np.argmax(logits))
-    margin = logits[o] - np.max(np.delete(logits, o))
-    params = dict(w.params)
-    b_u = params["unembed.b_U"].copy()
-    b_u[o] = F32(float(b_u[o]) - margin + target)
-    params["unembed.b_U"] = b_u
-    planted = Loaded(FamilyWeights(dims=w.dims, params=params))
-    logits = any_logits(planted.weights, np.array([seq]))[0]
-    real_margin = logits[o] - np.max(np.delete(logits, o))
-    assert 0 < real_margin < 10 * target
-    return planted, replace(claim, output=o)
+    return planted_near_tie(deep_random(name).weights, target)
 
 
 def test_near_tie_real_proved_float32_not():
-    loaded, claim = _near_tie()
-    real = certify(loaded, claim, float_shadow=False)
-    assert real.verdict == "proved"
-    assert check_lines(real.lines).facts.semantics == "real"
-    f32_verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
-    assert f32_verdict.verdict == "not proved" and f32_verdict.lines is None
-    forced = certify(loaded, claim, float_shadow=False, semantics="float32", force=True)
-    assert forced.verdict == "forced"
-    for lines in (forced.lines, relabelled(real.lines, "float32")):
-        for arith in ("mpmath", "arb"):
-            with pytest.raises(Rejected):
-                check_lines(lines, arith=arith)
+    assert_float32_refuses_near_tie(*_near_tie())
 
 
 def test_near_tie_accepted_if_every_float32_error_is_dropped(monkeypatch):
@@ -378,8 +273,8 @@ def test_scope():
 
     free = Overwhelm((0,), 1, 0, free_cmp="<=", free=1)
     perm = Overwhelm((0, 1), 1, 0, free_perm=(0, 1))
-    for name in FAMILIES:
-        dims = deep_model(name).weights.dims
+    for name in DEEP_FAMILIES:
+        dims = deep_random(name).weights.dims
         f32.scope(dims, free)
         with pytest.raises(Rejected, match="permutation"):
             f32.scope(dims, perm)
@@ -402,7 +297,7 @@ def test_scope():
     with pytest.raises(Rejected, match="RMS"):
         f32.scope(rms, free)
     with pytest.raises(Malformed, match="permutation|free_perm|free-perm"):
-        certify(deep_model("ln_mlp2"), Overwhelm((0,), 1, -1, free_perm=(0, 1)),
+        certify(deep_random("ln_mlp2"), Overwhelm((0,), 1, -1, free_perm=(0, 1)),
                 float_shadow=False, semantics="float32")
 
 
@@ -440,7 +335,7 @@ def test_one_layer_permutation_claims_float32():
                 report = check_lines(verdict.lines, arith=arith)
                 assert report.facts.semantics == "float32"
                 assert "every permutation" in report.rule_notes[0]
-            for tokens in completions(claim, 6):
+            for tokens in completion_arrays(claim, 6):
                 for logits in _one_layer_float32_evaluations(loaded.weights, tokens):
                     top = logits[:, claim.output]
                     assert (np.delete(logits, claim.output, axis=1) < top[:, None]).all()
@@ -462,10 +357,6 @@ def test_one_layer_permutation_near_tie_rejected():
 
 
 # --- every error term of Lemma W-deep is present (against float64 values) -------------------
-
-def _gamma(n: int) -> float:
-    return n * U / (1 - n * U)
-
 
 def _float64_layers(weights, seq):
     """float64 intermediates (spec/theorem.md §2b) of `seq` at every layer and position:
@@ -521,7 +412,7 @@ def _float64_layers(weights, seq):
 def _record_one_completion(name, seq):
     from test_depth import rule_inputs
 
-    loaded = deep_model(name)
+    loaded = deep_random(name)
     claim = Overwhelm((seq[0],), seq[2], -1, free_cmp="==", free=1, over=(seq[1],))
     verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
     assert verdict.verdict == "proved"
@@ -742,7 +633,7 @@ def test_one_layer_lifted_families_float32_correct(name):
             assert verdict.verdict != "proved"
             continue
         tally["accepted"] += 1
-        for tokens in completions(claim, 5):
+        for tokens in completion_arrays(claim, 5):
             for logits in family_float32_evaluations(loaded.weights, tokens):
                 top = logits[:, claim.output]
                 assert (np.delete(logits, claim.output, axis=1) < top[:, None]).all(), claim
@@ -792,14 +683,7 @@ def test_one_layer_lifted_error_terms(name, monkeypatch):
     from overwhelm_fixtures import family_random
 
     loaded = family_random(name)
-    captured = []
-    original = f32.AtQuery.check
-
-    def spy(self):
-        captured.append(self)
-        return original(self)
-
-    monkeypatch.setattr(f32.AtQuery, "check", spy)
+    captured = captured_checks(monkeypatch, f32.AtQuery)
     found = None
     for seq in itertools.product(range(5), repeat=3):
         claim = Overwhelm((seq[0],), seq[2], -1, free_cmp="==", free=1, over=(seq[1],))

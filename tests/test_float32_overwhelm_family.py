@@ -15,56 +15,35 @@ under the float32 semantics: Lemma W-family, Lemma LN-float).
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from overwhelm_fixtures import MODELS, Loaded, check_lines, family_random, shipped
+from overwhelm_fixtures import MODELS, check_lines, family_random, shipped
+from overwhelm_models import assert_float32_correct as _assert_correct
+from overwhelm_models import (
+    assert_float32_refuses_near_tie,
+    captured_checks,
+    planted_near_tie,
+    relabelled,
+)
+from overwhelm_models import gamma as _gamma  # also for tests/test_float32_family_gap.py
 from soundness_helpers import family_float32_evaluations
 
 from checker.errors import Rejected
 from checker.modelspec import Dims
 from checker.rules import overwhelm_family_float32 as f32
 from checker.statement import Overwhelm
-from generator.model import FamilyWeights
-from generator.overwhelm import any_logits, certify
+from generator.overwhelm import certify
 
 F32 = np.float32
 V6 = MODELS / "maxany_v6_k6_ln_mlp_rope_seed0.pt"
 
 
-def completions(claim: Overwhelm, v: int):
-    """Every admissible sequence s + t + [q], grouped by length (numpy arrays)."""
-    alphabet = claim.over if claim.over is not None else range(v)
-    for n in claim.lengths():
-        ts = list(itertools.product(alphabet, repeat=n))
-        yield np.array([claim.prefix + tuple(t) + (claim.query,) for t in ts], dtype=np.int64)
-
-
 def assert_float32_correct(weights, claim: Overwhelm, limit: int = 4096, seed: int = 0):
     """Every completion (a random sample of `limit` per length if more) outputs
     claim.output strictly in every float32 evaluation of family_float32_evaluations."""
-    g = np.random.default_rng(seed)
-    total = 0
-    for tokens in completions(claim, weights.dims.d_vocab):
-        if len(tokens) > limit:
-            tokens = tokens[g.choice(len(tokens), limit, replace=False)]
-        for logits in family_float32_evaluations(weights, tokens, seed):
-            assert logits.dtype == F32
-            top = logits[:, claim.output]
-            others = np.delete(logits, claim.output, axis=1)
-            assert (others < top[:, None]).all()
-        total += len(tokens)
-    return total
-
-
-def relabelled(lines: list, semantics: str) -> list:
-    """The certificate with its theorem's semantics atom set to `semantics`."""
-    out = [json.loads(s) for s in lines]
-    theorem = out[0]["theorem"].replace(" and semantics == float32", "")
-    out[0]["theorem"] = theorem + ("" if semantics == "real" else f" and semantics == {semantics}")
-    return [json.dumps(o) for o in out]
+    return _assert_correct(weights, claim, family_float32_evaluations, limit, seed)
 
 
 # --- enumeration soundness ---------------------------------------------------------------
@@ -120,22 +99,7 @@ def _near_tie(target: float = 1e-6):
     """A small ln_mlp_rope model and a one-completion claim (free == 1 over one token)
     whose real margin ℓ_o − max ℓ_m is about `target` (b_U[o] lowered): the real rule's
     bound is nearly exact there (Lemma R with one token per position)."""
-    loaded = family_random("ln_mlp_rope", 0)
-    w = loaded.weights
-    seq = (1, 2, 3)
-    claim = Overwhelm((seq[0],), seq[2], -1, free_cmp="==", free=1, over=(seq[1],))
-    logits = any_logits(w, np.array([seq]))[0]
-    o = int(np.argmax(logits))
-    margin = logits[o] - np.max(np.delete(logits, o))
-    params = dict(w.params)
-    b_u = params["unembed.b_U"].copy()
-    b_u[o] = F32(float(b_u[o]) - margin + target)
-    params["unembed.b_U"] = b_u
-    planted = Loaded(FamilyWeights(dims=w.dims, params=params))
-    logits = any_logits(planted.weights, np.array([seq]))[0]
-    real_margin = logits[o] - np.max(np.delete(logits, o))
-    assert 0 < real_margin < 10 * target
-    return planted, replace(claim, output=o)
+    return planted_near_tie(family_random("ln_mlp_rope", 0).weights, target)
 
 
 @pytest.fixture(scope="module")
@@ -144,18 +108,7 @@ def near_tie():
 
 
 def test_near_tie_real_proved_float32_not(near_tie):
-    loaded, claim = near_tie
-    real = certify(loaded, claim, float_shadow=False)
-    assert real.verdict == "proved"
-    assert check_lines(real.lines).facts.semantics == "real"
-    f32_verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
-    assert f32_verdict.verdict == "not proved" and f32_verdict.lines is None
-    forced = certify(loaded, claim, float_shadow=False, semantics="float32", force=True)
-    assert forced.verdict == "forced"
-    for lines in (forced.lines, relabelled(real.lines, "float32")):
-        for arith in ("mpmath", "arb"):
-            with pytest.raises(Rejected):
-                check_lines(lines, arith=arith)
+    assert_float32_refuses_near_tie(*near_tie)
 
 
 def _skip_widening(monkeypatch):
@@ -243,7 +196,7 @@ def _rule_mats(weights):
 def _float32_attention_inputs(weights, reverse: bool):
     """numpy float32 LN1, q, key, val per (head, position, token) (rotated), sums one term
     at a time left to right or reversed: arrays (H, k, v, h)."""
-    from soundness_helpers import _f32_sum, float32_dot
+    from soundness_helpers import float32_dot, float32_layer_norm, float32_rotate
 
     from generator.model import rope_angles
 
@@ -253,11 +206,7 @@ def _float32_attention_inputs(weights, reverse: bool):
     x = np.broadcast_to(p["embed.W_E"][None], (k, v, d)).astype(F32)
     if f.positional == "standard":
         x = (x + p["pos_embed.W_pos"][:, None]).astype(F32)
-    mean = (_f32_sum(x, reverse) / F32(d)).astype(F32)
-    c = (x - mean[..., None]).astype(F32)
-    var = (_f32_sum((c * c).astype(F32), reverse) / F32(d)).astype(F32)
-    y = (c / np.sqrt((var + F32(f.ln_eps)).astype(F32))[..., None]).astype(F32)
-    y = (y * p["blocks.0.ln1.w"] + p["blocks.0.ln1.b"]).astype(F32)
+    y = float32_layer_norm(x, f.ln_eps, p["blocks.0.ln1.w"], p["blocks.0.ln1.b"], reverse)
     att = "blocks.0.attn."
     out = {}
     for n in "QKV":
@@ -266,13 +215,8 @@ def _float32_attention_inputs(weights, reverse: bool):
     if f.positional == "rotary":
         ang = rope_angles(dims)
         cos, sin = np.cos(ang).astype(F32)[None, :, None], np.sin(ang).astype(F32)[None, :, None]
-        half, r = f.rotary_dim // 2, f.rotary_dim
         for n in "QK":
-            t = out[n].copy()
-            a, b = out[n][..., :half], out[n][..., half:r]
-            t[..., :half] = (a * cos - b * sin).astype(F32)
-            t[..., half:r] = (b * cos + a * sin).astype(F32)
-            out[n] = t
+            out[n] = float32_rotate(out[n], cos, sin, f.rotary_dim)
     return out
 
 
@@ -304,11 +248,6 @@ def test_tables_contain_the_float32_attention_inputs():
 
 
 # --- each float32 error term is present (against an independent float64 evaluation) ----------
-
-def _gamma(n: int) -> float:
-    u = 2.0 ** -24
-    return n * u / (1 - n * u)
-
 
 def _float64_trace(weights, seq):
     """Float64 intermediates of one sequence at its last position (spec/theorem.md §2b)."""
@@ -361,14 +300,7 @@ def test_every_float32_error_term_is_present(monkeypatch):
     loaded = shipped(V6)
     seq = (5, 2, 3)
     claim = Overwhelm((5,), 3, 5, free_cmp="==", free=1, over=(2,))
-    captured = []
-    original = f32.AtQuery.check
-
-    def spy(self):
-        captured.append(self)
-        return original(self)
-
-    monkeypatch.setattr(f32.AtQuery, "check", spy)
+    captured = captured_checks(monkeypatch, f32.AtQuery)
     verdict = certify(loaded, claim, float_shadow=False, semantics="float32")
     assert verdict.verdict == "proved"
     at = captured[-1]

@@ -109,13 +109,13 @@ def test_forward_tables_count_against_the_memory_limit(tmp_path):
 
 def test_forward_tables_are_charged_before_they_are_built(monkeypatch):
     """The refusal comes before the rule computes a single table entry."""
-    from checker.rules import forward
+    from checker.rules import forward_model  # where _Model looks these up
 
     text = forward_certificate(SMALL)
     built = []
-    monkeypatch.setattr(forward, "layer_norm", lambda *a: built.append(a))
-    real_add = forward._add
-    monkeypatch.setattr(forward, "_add", lambda x, y: built.append(1) or real_add(x, y))
+    monkeypatch.setattr(forward_model, "layer_norm", lambda *a: built.append(a))
+    real_add = forward_model._add
+    monkeypatch.setattr(forward_model, "_add", lambda x, y: built.append(1) or real_add(x, y))
     checker = CertificateChecker(Limits(max_stored_elements=stored_elements(text) + 2000))
     with pytest.raises(Malformed, match="forward tables .* elements in all"):
         for line in text.splitlines():

@@ -22,49 +22,19 @@ import re
 import mpmath
 import numpy as np
 import pytest
-import torch
-from overwhelm_fixtures import MODELS, Loaded, check_lines, shipped
+from overwhelm_fixtures import MODELS, check_lines, shipped
+from overwhelm_models import deep_claims, deep_random
 from test_depth import reference_logits_all
 
 from checker.errors import Malformed, Rejected
-from checker.modelspec import Dims, Family
 from checker.statement import Overwhelm
 from generator.overwhelm import certify, completions
 
 DEEP_DEMO = MODELS / "maxany_v64_k10_2layers_seed0.pt"
 
-DEEP_FAMILIES = {
-    "attn2": dict(n_layers=2),
-    "attn3": dict(n_layers=3),
-    "ln_mlp2": dict(normalization="LN", d_mlp=8, ln_eps=1e-5, n_layers=2),
-    "gated2": dict(normalization="LNPre", d_mlp=8, ln_eps=1e-5, n_layers=2, gated_mlp=True,
-                   act_fn="silu"),
-    "rope_2heads2": dict(n_heads=2, positional="rotary", rotary_dim=4, rotary_base=10000,
-                         n_layers=2),
-}
-
-
-@functools.cache
-def deep_random(name: str, seed: int = 0, v: int = 4, k: int = 5, d: int = 8, h: int = 4,
-                sharpness: float = 4.0):
-    """An untrained model with peaky attention in every layer (W_Q scaled up)."""
-    from generator.model import FamilyTransformer, FamilyWeights
-
-    spec = dict(DEEP_FAMILIES[name])
-    if spec.get("positional") == "rotary":
-        spec["n_ctx"] = k
-    dims = Dims(v, k, d, h, family=Family(**spec))
-    w = FamilyTransformer(dims, generator=torch.Generator().manual_seed(seed)).weights()
-    rng = np.random.default_rng(seed)
-    params = dict(w.params)
-    for key in params:
-        if key.endswith("attn.W_Q"):
-            params[key] = params[key] * np.float32(sharpness)
-        elif key.endswith(".b") or key.endswith("b_in") or key.endswith("b_U"):
-            params[key] = (rng.normal(size=params[key].shape) * 0.1).astype(np.float32)
-        elif key.endswith(".w"):
-            params[key] = (1 + rng.normal(size=params[key].shape) * 0.2).astype(np.float32)
-    return Loaded(FamilyWeights(dims=dims, params=params))
+# the untrained families of the sweep (overwhelm_models.DEEP_FAMILIES; the float32 tests use
+# all of them)
+SWEEP = ("attn2", "attn3", "ln_mlp2", "gated2", "rope_2heads2")
 
 
 def reference_truth(weights, claim: Overwhelm) -> bool:
@@ -77,15 +47,6 @@ def reference_truth(weights, claim: Overwhelm) -> bool:
     return True
 
 
-def _claims(v: int):
-    out = []
-    for s0, q in itertools.product(range(v), range(v)):
-        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=2))
-        out.append(Overwhelm((s0, q), q, -1, free_cmp="==", free=2, over=(0, 1)))
-        out.append(Overwhelm((s0,), q, -1, free_cmp="<=", free=1, over=(s0,)))
-    return out
-
-
 def _demo_claims():
     return [Overwhelm((63,), 5, 63, free_cmp="<=", free=2, over=tuple(range(12))),
             Overwhelm((63,), 5, 63, free_cmp="==", free=2, over=(0, 3, 62)),
@@ -93,8 +54,8 @@ def _demo_claims():
             Overwhelm((20,), 30, 30, free_cmp="<=", free=1, over=(0, 25, 31))]
 
 
-CASES = [(name, functools.partial(deep_random, name), lambda: _claims(4))
-         for name in DEEP_FAMILIES]
+CASES = [(name, functools.partial(deep_random, name), lambda: deep_claims(4))
+         for name in SWEEP]
 CASES.append(("demo", lambda: shipped(DEEP_DEMO), _demo_claims))
 
 
@@ -299,7 +260,7 @@ def test_every_box_contains_every_residual_it_stands_for(name):
     from checker.rules import overwhelm_deep
 
     loaded = deep_random(name)
-    claims = [c for c in _claims(4) if c.free_cmp == "<="]
+    claims = [c for c in deep_claims(4) if c.free_cmp == "<="]
     checked = 0
     for claim in claims:
         verdict = certify(loaded, claim, float_shadow=False)

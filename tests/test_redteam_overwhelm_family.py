@@ -384,9 +384,10 @@ def test_the_campaign_catches_a_broken_rule(monkeypatch):
     every Lemma R bound still confirmed): the campaign must then report false theorems."""
     from mpmath.libmp import from_float
 
-    from checker.rules import overwhelm_family
+    from checker.rules import overwhelm_family_bounds  # where AtQuery.check looks it up
 
-    monkeypatch.setattr(overwhelm_family, "_upper_ratio", lambda numer, sigma: from_float(-1e9))
+    monkeypatch.setattr(overwhelm_family_bounds, "_upper_ratio",
+                        lambda numer, sigma: from_float(-1e9))
     counts, findings = campaign("ln_rope", None, np.random.default_rng(SEED), n_false=1,
                                 n_true=1, mutations=("zero",))
     assert findings and counts["false_theorems"] > 0, counts

@@ -63,7 +63,7 @@ from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 from .. import elementary
 from ..modelspec import layer_short
 from ..numbers import WORKING_PRECISION
-from .forward import PIECE_COST
+from .forward_model import PIECE_COST
 
 CHUNK_ELEMENTS = 1 << 17  # entries of the widest matrix of a chunk (rows × width)
 # A smooth activation of a ball of radius at most 2^-NARROW_BITS is enclosed by composing
@@ -107,7 +107,7 @@ class _Path:
     order the reference evaluates them, so that the work charged is the reference's."""
 
     def __init__(self, dims, charge):
-        from .forward import position_cost
+        from .forward_model import position_cost
 
         self.tokens, self.charge, self.work = [], charge, position_cost(dims)
 
@@ -131,7 +131,7 @@ def certified_task_count(dims, m, charge, ar, task) -> tuple[int, int]:
     the prefixes of each length are gathered into chunks (with the labels and pair counts
     of each) and evaluated in bulk."""
     from ..certificate import hold
-    from .forward import _Evaluations, table_cost, table_elements
+    from .forward_model import _Evaluations, table_cost, table_elements
 
     charge(table_cost(dims))
     hold(charge, table_elements(dims) + working_elements(dims), "forward tables (bulk)")
@@ -163,7 +163,7 @@ def certified_task_count(dims, m, charge, ar, task) -> tuple[int, int]:
 def certified_count(dims, m, charge, ar) -> int:
     """The number of sequences whose enclosures prove them correct (as forward.check)."""
     from ..certificate import hold
-    from .forward import table_cost, table_elements
+    from .forward_model import table_cost, table_elements
 
     charge(table_cost(dims))  # as forward._Model: the same proof length in every back-end
     hold(charge, table_elements(dims) + working_elements(dims), "forward tables (bulk)")

@@ -19,11 +19,12 @@ from __future__ import annotations
 from mpmath import iv
 
 from .. import float32 as fp
+from .. import ops
 from ..elementary import sqrt_interval, square_interval
 from ..modelspec import layer_short
 from ..numbers import exp_interval
-from . import forward
-from .forward import _add, _vecmat
+from . import forward_model
+from .forward_model import _add, _vecmat
 
 
 def _columns_mag(rows: list) -> list:
@@ -44,7 +45,7 @@ class _Terms:
                 for a, r, s in zip(x, self.real, self.sums)]
 
 
-class Float32Model(forward._Model):
+class Float32Model(forward_model._Model):
     """forward._Model with every step replaced by its float32 enclosure."""
 
     def __init__(self, dims, m, charge):
@@ -133,7 +134,7 @@ class Float32Model(forward._Model):
         """(real z·W_O over the float z, Σ|z||W_O| per output): combine_heads widens the
         sum over heads and b_O as one dot product."""
         h = len(query)
-        real = [s * self.scale for s in _vecmat(query, forward.ops.transpose(keys), self.tick)]
+        real = [s * self.scale for s in _vecmat(query, ops.transpose(keys), self.tick)]
         qm, scale_mag = fp.mags(query), fp.mag(self.scale)
         scores = [fp.widen(s, fp.score_error(h, scale_mag, qm, fp.mags(key)))
                   for s, key in zip(real, keys)]
@@ -172,7 +173,7 @@ class Float32Model(forward._Model):
         return _Terms(_add(_vecmat(hidden, rows, self.tick), b), sums, len(hidden) + 1)
 
     def act(self, x: list) -> list:
-        real = forward.activate(self.f.act_fn, x, self.charge)
+        real = forward_model.activate(self.f.act_fn, x, self.charge)
         return real if self.f.act_fn == "relu" else fp.activation(real, x)  # max is exact
 
     def block_out(self, x: list, attn: _Terms, layer: int) -> list:

@@ -69,9 +69,17 @@ from ..numbers import (
     upper,
 )
 from ..statement import Overwhelm
-from . import forward
+from . import forward_model
 from .overwhelm import positions
-from .overwhelm_family import _nest, _upper_ratio, alphabet, centred, centred_rows, dot, ln_scale
+from .overwhelm_family_bounds import (
+    _nest,
+    _upper_ratio,
+    alphabet,
+    centred,
+    centred_rows,
+    dot,
+    ln_scale,
+)
 
 _EXP = 50  # as ops.COST["exp"]
 EXP_LIMIT = 4096  # |score − shift| above this: Rejected (numbers.exp_interval's limit is 8192)
@@ -152,7 +160,7 @@ def cost(dims, claim: Overwhelm) -> int:
     slots = len(claim.prefix) + 1 + (max(positions(claim)) - len(claim.prefix)) * len(
         alphabet(dims, claim))
     per_state = f.n_heads * (4 * d * h + slots * (h + _EXP + 12 * d)) + 40 * d \
-        + forward.mlp_cost(f, d) + 2 * f.d_mlp * d
+        + forward_model.mlp_cost(f, d) + 2 * f.d_mlp * d
     final = len(positions(claim)) * (f.n_heads * v * (2 * d + 6 * slots) + v * (d + f.d_mlp))
     return f.n_layers * n_states * per_state + final + v * d * (f.n_heads + 2)
 
@@ -216,9 +224,10 @@ class Layer:
     def project(self, x: list, which: str, j: int, i: int) -> list:
         d, m = self.dims.d_model, self.m
         w = m[self.name("W_" + which)][j * d:(j + 1) * d]
-        y = forward._add(forward._vecmat(x, w, self.tick), m[self.name("b_" + which)][j])
+        y = forward_model._add(forward_model._vecmat(x, w, self.tick),
+                               m[self.name("b_" + which)][j])
         if which != "V" and self.f.positional == "rotary":
-            y = forward._rotate(y, m["ROPE_COS"][i], m["ROPE_SIN"][i], self.f.rotary_dim)
+            y = forward_model._rotate(y, m["ROPE_COS"][i], m["ROPE_SIN"][i], self.f.rotary_dim)
         return y
 
     def state(self, i: int, u: int) -> None:
@@ -229,8 +238,8 @@ class Layer:
         x = self.norm("ln1", self.boxes[(i, u)])
         self.q[(i, u)] = [self.project(x, "Q", j, i) for j in range(self.f.n_heads)]
         self.k[(i, u)] = [self.project(x, "K", j, i) for j in range(self.f.n_heads)]
-        self.vo[(i, u)] = [forward._vecmat(self.project(x, "V", j, i), self.w_o_c[j], self.tick)
-                           for j in range(self.f.n_heads)]
+        self.vo[(i, u)] = [forward_model._vecmat(self.project(x, "V", j, i), self.w_o_c[j],
+                                                 self.tick) for j in range(self.f.n_heads)]
 
     def weights(self, j: int, i: int, u: int, slots: list) -> dict:
         """Step 2: head j's w(i', u') at state (i, u), for the slots T'(i'):
@@ -258,17 +267,20 @@ class Layer:
         if not f.d_mlp:
             return r_c
         y = self.norm("ln2", before if f.parallel else r_c)
-        pre = forward._vecmat(y, m[self.name("W_in")], self.tick)
+        pre = forward_model._vecmat(y, m[self.name("W_in")], self.tick)
         if f.gated_mlp:
-            gate = forward.activate(f.act_fn, forward._vecmat(y, m[self.name("W_gate")],
-                                                              self.tick), self.charge)
-            hidden = forward._add([a * b for a, b in zip(gate, pre)], m[self.name("b_in")][0])
+            gate = forward_model.activate(f.act_fn, forward_model._vecmat(
+                y, m[self.name("W_gate")], self.tick), self.charge)
+            hidden = forward_model._add([a * b for a, b in zip(gate, pre)],
+                                        m[self.name("b_in")][0])
         else:
-            hidden = forward.activate(f.act_fn, forward._add(pre, m[self.name("b_in")][0]),
-                                      self.charge)
+            hidden = forward_model.activate(
+                f.act_fn, forward_model._add(pre, m[self.name("b_in")][0]), self.charge)
         self.hidden = hidden
-        out = forward._vecmat(hidden, centred_rows(m[self.name("W_out")], self.centre), self.tick)
-        return forward._add(forward._add(r_c, out), centred(m[self.name("b_out")][0], self.centre))
+        out = forward_model._vecmat(hidden, centred_rows(m[self.name("W_out")], self.centre),
+                                    self.tick)
+        return forward_model._add(forward_model._add(r_c, out),
+                                  centred(m[self.name("b_out")][0], self.centre))
 
 
 def reference(keys: list) -> list:
@@ -395,7 +407,7 @@ def tightest(w, y, slots, lam: float, sign: int, steps: int = 40) -> float:
 
 def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list) -> tuple:
     """Steps 2-4 at state (i, u): (r_c box, the per-head weights)."""
-    r_c = forward._add(layer.boxes[(i, u)], layer.b_o_c)
+    r_c = forward_model._add(layer.boxes[(i, u)], layer.b_o_c)
     heads = []
     for j in range(layer.f.n_heads):
         w = layer.weights(j, i, u, slots)
@@ -417,7 +429,7 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
     w_f, b_f = (m["ln_final.w"][0], m["ln_final.b"][0]) if f.normalization == "LN" \
         else (None, None)
     slots = attended(dims, claim, p, claim.query)
-    base = forward._add(layer.boxes[(p, claim.query)], layer.b_o_c)
+    base = forward_model._add(layer.boxes[(p, claim.query)], layer.b_o_c)
     sigma = iv.mpf(1)
     if centre:
         sigma = box_scale(final, f.ln_eps)
@@ -445,10 +457,11 @@ def check_logits(dims, m, layer: Layer, claim: Overwhelm, p: int, heads: list, f
 
 
 def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
-          distance: bool = False) -> str:
+          distance=None) -> str:
     """Confirm the claim on a model with several layers; raise Rejected otherwise.
-    `record` (tests) receives every box X_l(i, u) as record[(l, i, u)].  distance: the
-    note's float32 error at the smallest slack too (`float32_distance`; reports only)."""
+    `record` (tests) receives every box X_l(i, u) as record[(l, i, u)].  distance (a real
+    check under --float32-distance; reports only): (slack, p, t) -> the note's float32
+    error text (overwhelm_deep_float32.distance_note, passed in by the rule)."""
     from ..certificate import hold
 
     f = dims.family
@@ -464,8 +477,8 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
     for i, toks in enumerate(sets):
         for u in toks:
             charge(0)
-            x = m["W_E"][u] if f.positional == "rotary" else forward._add(m["W_E"][u],
-                                                                          m["W_pos"][i])
+            x = m["W_E"][u] if f.positional == "rotary" else forward_model._add(
+                m["W_E"][u], m["W_pos"][i])
             boxes[(i, u)] = centred(list(x), centre)
     qs = positions(claim)
     smallest = None  # (slack, query position, logit): the note's, decides nothing
@@ -491,7 +504,7 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
     n = completions(dims, claim)
     note = ""
     if smallest:
-        error = float32_distance(dims, m, claim, hints, charge, smallest) if distance else (
+        error = distance(smallest) if distance is not None else (
             "; its float32 error: check-cert --float32-distance runs the float32 rule on "
             "these hints (about the check's cost again; spec/rules.md §distance to float32)")
         note = (f"; smallest certified slack {smallest[0]:.3g} at (query position "
@@ -500,39 +513,6 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
     return (f"output {claim.output} forced at {len(qs)} length(s), {len(alphabet(dims, claim))} "
             f"free token(s) ({n} completions), {f.n_heads} head(s), {f.n_layers} layers "
             f"(boxes layer after layer){note}")
-
-
-def float32_distance(dims, m, claim: Overwhelm, hints, charge, smallest) -> str:
-    """The note's float32 error on several layers (spec/rules.md §distance to float32;
-    reports only, never a verdict): overwhelm_deep_float32 run with the clock alone
-    (rules/notes.py `attempt`: no work charged, a failure named), every Lemma R bound the
-    real hints give that its float32 tables do not confirm replaced by one they do (`derive`:
-    the real hints are tight for the real model, and a float32 box is wider), and at the
-    smallest slack's place (p, t) the difference of its bound on ℓ̃_t − ℓ̃_o (every float32
-    execution) and this rule's on ℓ_t − ℓ_o: what the float32 semantics costs there."""
-    from . import notes
-    from . import overwhelm_deep_float32 as f32
-
-    slack, p, t = smallest
-    last = dims.family.n_layers - 1
-
-    def compute(clock) -> str:
-        record: dict = {}
-        try:
-            f32.check(dims, m, claim, hints, clock, record=record, confirm_by=derive)
-        except Rejected as err:
-            if "is not negative" not in str(err):
-                raise
-        parts = record.get((last, p, claim.query), {}).get("parts", {})
-        if t not in parts:  # the float32 bound failed before reaching (p, t)
-            return ("; its float32 error: the float32 rule's bound is not negative at another "
-                    "logit (no float32 theorem from these boxes)")
-        bound = parts[t]["bound"]
-        return (f", float32 error {bound + slack:.3g} there (overwhelm_deep_float32 with its "
-                f"Lemma R bounds confirmed afresh: ℓ̃_o − ℓ̃_t ≥ {-bound:.3g} for every "
-                "float32 execution)")
-
-    return notes.attempt(charge, compute, "; its float32 error is unavailable")
 
 
 def completions(dims, claim: Overwhelm) -> int:

@@ -57,10 +57,10 @@ from .. import ops
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Rejected
 from ..numbers import below_zero, exp_interval, up_add, upper
-from . import forward
+from . import forward_model
 from . import overwhelm_deep as deep
 from .overwhelm import positions
-from .overwhelm_family import _upper_ratio, alphabet, centred, centred_rows, dot
+from .overwhelm_family_bounds import _upper_ratio, alphabet, centred, centred_rows, dot
 
 U = float(fp.U)
 
@@ -161,10 +161,10 @@ class Layer(deep.Layer):
 
     def affine(self, x: list, key: str, rows: list, bias=None) -> list:
         """float32 x·W (+ b): the real product over the enclosure x, widened (Lemma F)."""
-        real = forward._vecmat(x, rows, self.tick)
+        real = forward_model._vecmat(x, rows, self.tick)
         bias_mag = None
         if bias is not None:
-            real, bias_mag = forward._add(real, bias), fp.mags(bias)
+            real, bias_mag = forward_model._add(real, bias), fp.mags(bias)
         return fp.affine(x, real, self.cols(key, rows), bias_mag)
 
     def norm_f32(self, which: str, box: list, r_mag: list, where=None):
@@ -201,7 +201,7 @@ class Layer(deep.Layer):
         if self.log is not None:
             self.log[("V", i, u)] = vals
         self.v_mag[(i, u)] = [fp.mags(v) for v in vals]
-        self.vo[(i, u)] = [forward._vecmat(v, self.w_o_c[j], self.tick)
+        self.vo[(i, u)] = [forward_model._vecmat(v, self.w_o_c[j], self.tick)
                            for j, v in enumerate(vals)]
 
     def weights(self, j: int, i: int, u: int, slots: list) -> dict:
@@ -304,14 +304,14 @@ class Layer(deep.Layer):
         rr2 = [fp.dot_error(f.d_mlp + 2, s) for s in sums]
         self.last_sums = sums  # the tests
         mean_rr2 = fp._up(fp.abs_sum(rr2) / d) if self.centre else 0.0
-        real = forward._add(forward._add(
-            r_c, forward._vecmat(hidden, centred_rows(w_out, self.centre), self.tick)),
+        real = forward_model._add(forward_model._add(
+            r_c, forward_model._vecmat(hidden, centred_rows(w_out, self.centre), self.tick)),
             centred(b_out, self.centre))
         box = [fp.widen(x, fp._up(e + mean_rr2)) for x, e in zip(real, rr2)]
         return box, [fp._up(s + e) for s, e in zip(sums, rr2)], hidden, rr2
 
     def act(self, x: list) -> list:
-        real = forward.activate(self.f.act_fn, x, self.charge)
+        real = forward_model.activate(self.f.act_fn, x, self.charge)
         return real if self.f.act_fn == "relu" else fp.activation(real, x)
 
 
@@ -321,7 +321,7 @@ def attention_box(layer: Layer, i: int, u: int, slots: list, hint: list, record=
     confirm_by: deep.confirm (None) or, for the distance note only, deep.derive."""
     confirm = deep.confirm if confirm_by is None else confirm_by
     err = layer.errors(i, u, slots, layer.mags[(i, u)])
-    r_c = forward._add(layer.boxes[(i, u)], layer.b_o_c)
+    r_c = forward_model._add(layer.boxes[(i, u)], layer.b_o_c)
     d = layer.dims.d_model
     heads = [layer.weights(j, i, u, slots) for j in range(layer.f.n_heads)]
     keys = [(i2, u2) for i2, toks in enumerate(slots) for u2 in toks]
@@ -351,7 +351,7 @@ def check_logits(dims, m, layer: Layer, claim, p: int, heads: list, err: dict, f
     the distance note): the parts of each logit's bound, filled as they are computed."""
     f, o, v, d, centre = dims.family, claim.output, dims.d_vocab, dims.d_model, layer.centre
     slots = deep.attended(dims, claim, p, claim.query)
-    base = forward._add(layer.boxes[(p, claim.query)], layer.b_o_c)
+    base = forward_model._add(layer.boxes[(p, claim.query)], layer.b_o_c)
     sigma, y_f, dev = iv.mpf(1), final, [0.0] * d
     w_f = b_f = None
     if centre:
@@ -419,7 +419,7 @@ def check(dims, m, claim, hints, charge, record: dict | None = None, confirm_by=
     """Confirm the float32 claim on a model with several layers; raise Rejected otherwise.
     `record` (tests, the note) receives, per (l, i, u), the box, the magnitude bound and the
     error terms, and per query position the logit parts.  confirm_by: deep.confirm (None) or, for
-    the real rule's distance note only (overwhelm_deep.float32_distance), deep.derive."""
+    the real rule's distance note only (`distance_note`), deep.derive."""
     from ..certificate import hold
 
     f = dims.family
@@ -472,3 +472,35 @@ def check(dims, m, claim, hints, charge, record: dict | None = None, confirm_by=
             f"free token(s) ({n} completions), {f.n_heads} head(s), {f.n_layers} layers "
             "(boxes layer after layer; float32 semantics: every box widened by its float32 "
             "error, Lemma W-deep; evaluated with mpmath)")
+
+
+def distance_note(dims, m, claim, hints, charge, smallest) -> str:
+    """The note's float32 error on several layers (spec/rules.md §distance to float32;
+    reports only, never a verdict): this rule run with the clock alone
+    (rules/notes.py `attempt`: no work charged, a failure named), every Lemma R bound the
+    real hints give that its float32 tables do not confirm replaced by one they do (`deep.derive`:
+    the real hints are tight for the real model, and a float32 box is wider), and at the
+    smallest slack's place (p, t) the difference of its bound on ℓ̃_t − ℓ̃_o (every float32
+    execution) and this rule's on ℓ_t − ℓ_o: what the float32 semantics costs there."""
+    from . import notes
+
+    slack, p, t = smallest
+    last = dims.family.n_layers - 1
+
+    def compute(clock) -> str:
+        record: dict = {}
+        try:
+            check(dims, m, claim, hints, clock, record=record, confirm_by=deep.derive)
+        except Rejected as err:
+            if "is not negative" not in str(err):
+                raise
+        parts = record.get((last, p, claim.query), {}).get("parts", {})
+        if t not in parts:  # the float32 bound failed before reaching (p, t)
+            return ("; its float32 error: the float32 rule's bound is not negative at another "
+                    "logit (no float32 theorem from these boxes)")
+        bound = parts[t]["bound"]
+        return (f", float32 error {bound + slack:.3g} there (overwhelm_deep_float32 with its "
+                f"Lemma R bounds confirmed afresh: ℓ̃_o − ℓ̃_t ≥ {-bound:.3g} for every "
+                "float32 execution)")
+
+    return notes.attempt(charge, compute, "; its float32 error is unavailable")

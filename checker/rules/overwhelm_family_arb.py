@@ -51,8 +51,8 @@ from ..arith.arb import flint_module
 from ..elementary import sqrt_interval
 from ..errors import Malformed
 from ..numbers import exp_interval
-from . import forward
-from .overwhelm_family import AtQuery, Head, Tables, alphabet, centred
+from . import forward_model
+from .overwhelm_family_bounds import AtQuery, Head, Tables, alphabet, centred
 
 
 def exact_matmul(a: list, b: list, tick) -> list:
@@ -101,7 +101,7 @@ def _round_rows(table, exponent: int, tick) -> list:
 
 
 def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim) -> list:
-    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value
+    """forward_model._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value
     (exact_rotate_ints) rounded outward once."""
     lo, hi = exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim)
     e = exponent + min(e_cs, 0)
@@ -109,7 +109,7 @@ def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim)
 
 
 def exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim):
-    """forward._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value as integer
+    """forward_model._rotate(x, cos, sin, rotary_dim)'s exact interval-arithmetic value as integer
     endpoints (lo, hi) at 2^(E + min(e_cs, 0)), for x = [x_lo, x_hi]·2^E and
     cos, sin = [c_lo, c_hi]·2^e_cs, ... (integer endpoints).  For j < r/2, a = x_j,
     b = x_{j+r/2}: a·c − b·s ∈ [min(a·c) − max(b·s), max(a·c) − min(b·s)] and
@@ -133,22 +133,22 @@ def exact_rotate_ints(x_lo, x_hi, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim):
     return lo, hi
 
 
-class _BatchedModel(forward._Model):
-    """forward._Model's one-layer tables (the same values, the same charges), its products
+class _BatchedModel(forward_model._Model):
+    """forward_model._Model's one-layer tables (the same values, the same charges), its products
     batched by exact_matmul (one product for every position, token, head and name); every
     other method is the reference's."""
 
-    def __init__(self, dims, m, charge):  # forward._Model.__init__, one layer
+    def __init__(self, dims, m, charge):  # forward_model._Model.__init__, one layer
         from ..certificate import hold
 
         f = dims.family
         self.dims, self.f, self.m = dims, f, m
         v, k, h, d = dims.d_vocab, dims.n_ctx, dims.d_head, dims.d_model
-        charge(forward.table_cost(dims))
-        hold(charge, forward.table_elements(dims), "forward tables")
+        charge(forward_model.table_cost(dims))
+        hold(charge, forward_model.table_elements(dims), "forward tables")
         self.tick = lambda: charge(0)
         self.charge = charge
-        self.scale = forward.inv_sqrt_interval(h)
+        self.scale = forward_model.inv_sqrt_interval(h)
         self.resid0 = [[self.embed(t, i) for t in self.ticking(range(v))] for i in range(k)]
         rotary = f.positional == "rotary"
         # rotary: the residual W_E[t] is the same at every position, so are its LayerNorm and
@@ -191,7 +191,7 @@ class _BatchedModel(forward._Model):
             self.val.append(val)
         self.w_o = [[m["W_O"][j * h:(j + 1) * h] for j in range(f.n_heads)]]
         self.path = []
-        self.position_work = forward.position_cost(dims)
+        self.position_work = forward_model.position_cost(dims)
 
     def norm_raw(self, which: str, x: list) -> list:
         """self.norm(which, x), bit for bit: LayerNorm / LNPre by raw_layer_norm (the same
@@ -201,7 +201,7 @@ class _BatchedModel(forward._Model):
             return self.norm(which, x)
         w = b = None
         if norm == "LN":
-            name = forward.layer_short(0, which)
+            name = forward_model.layer_short(0, which)
             w, b = _raws(self.m[name + ".w"][0]), _raws(self.m[name + ".b"][0])
         return [iv.make_mpf(y) for y in raw_layer_norm(_raws(x), self.f.ln_eps, w, b, iv.prec)]
 
@@ -266,7 +266,7 @@ class BatchedTables(Tables):
     values); VO_j as the reference computes it."""
 
     def __init__(self, dims, m, charge):  # overwhelm_family.Tables.__init__
-        from .overwhelm_family import centred_rows
+        from .overwhelm_family_bounds import centred_rows
 
         f = dims.family
         self.dims, self.m, self.f = dims, m, f
@@ -706,7 +706,7 @@ class ArbAtQuery(AtQuery):
         self.heads = [ArbHead(raw_head(tables, j, p, slots), conv)
                       for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
-        self.base = centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
+        self.base = centred(forward_model._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = tables.matmul_t([self.base], fun.g)[0]  # (v,)
         self.base_a = tables.matmul_t([self.base], fun.a)[0] if fun.a else []
 
@@ -795,7 +795,7 @@ def raw_dot(x: list, y: list, prec: int):
 
 
 def raw_rotate(x: list, cos_row: list, sin_row: list, rotary_dim: int, prec: int) -> list:
-    """forward._rotate on raw intervals: (a·cos − b·sin, b·cos + a·sin) per pair."""
+    """forward_model._rotate on raw intervals: (a·cos − b·sin, b·cos + a·sin) per pair."""
     half = rotary_dim // 2
     out = list(x)
     for j in range(half):
@@ -806,7 +806,7 @@ def raw_rotate(x: list, cos_row: list, sin_row: list, rotary_dim: int, prec: int
 
 
 def raw_layer_norm(x: list, eps: float, w: list | None, b: list | None, prec: int) -> list:
-    """forward.layer_norm on raw intervals, step for step: mean = fsum(x)/n, c = x − mean,
+    """forward_model.layer_norm on raw intervals, step for step: mean = fsum(x)/n, c = x − mean,
     var = fsum(|c|·|c|)/n (elementary.square_interval), scale = sqrt_interval(var + eps),
     y = c/scale (· w + b)."""
     n = len(x)

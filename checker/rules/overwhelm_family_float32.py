@@ -45,8 +45,8 @@ from .. import float32 as fp
 from ..elementary import sqrt_interval, square_interval
 from ..errors import Rejected
 from ..numbers import below_zero, exp_interval, up_add, upper
-from . import forward, notes
-from . import overwhelm_family as base
+from . import forward_model, notes
+from . import overwhelm_family_bounds as base
 from .forward_float32 import Float32Model
 from .overwhelm import positions
 
@@ -211,7 +211,7 @@ class AtQuery(base.AtQuery):
                     for j in range(self.f.n_heads)]
         self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
-        self.base = base.centred(forward._add(self.x_p, self.m["b_O"][0]), self.centre)
+        self.base = base.centred(forward_model._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = base.ops.matmul([self.base], base.ops.transpose(fun.g), tables.tick)[0]
         self.base_a = base.ops.matmul([self.base], base.ops.transpose(fun.a), tables.tick)[0] \
             if fun.a else []
@@ -356,7 +356,7 @@ class AtQuery(base.AtQuery):
                          + fp.dot_error(d + 1, fp._up(fp._abs_dot(ym, cols[k]) + b_in[k])))
             self.last_pre_err.append(err)
             pre.append(fp.widen(numer / sigma + self.fun.pre_const[k], err))
-        real = forward.activate(f.act_fn, pre, self.t.model.charge)
+        real = forward_model.activate(f.act_fn, pre, self.t.model.charge)
         return real if f.act_fn == "relu" else fp.activation(real, pre)
 
     def check(self) -> None:
@@ -376,10 +376,10 @@ class AtQuery(base.AtQuery):
             rr2 = [fp.dot_error(f.d_mlp + 2, s) for s in sums]
             r_mag2 = [fp._up(s + e) for s, e in zip(sums, rr2)]
             mean_rr2 = fp._up(fp.abs_sum(rr2) / d)
-            real = forward._add(forward._add(
+            real = forward_model._add(forward_model._add(
                 r_box, self.t.matmul([hidden], fun.w_out_c)[0]), fun.b_out_c)
             final = [fp.widen(x, fp._up(e + mean_rr2)) for x, e in zip(real, rr2)]
-            mlp_g = forward._add(self.t.matmul([hidden], fun.out_g)[0], fun.b_out_g)
+            mlp_g = forward_model._add(self.t.matmul([hidden], fun.out_g)[0], fun.b_out_g)
 
         def mlp_dot(e):  # hidden·(c(W_out) e) + c(b_out)·e, an interval
             if not hidden:
