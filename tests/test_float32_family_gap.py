@@ -12,7 +12,8 @@ float32 semantics; checker/rules/family_gap_float32.py).
   one).  Real certificates relabelled float32 are rejected.
 - Each float32 error term of the class proof is present (against an independent float64
   evaluation of the class's one sequence, as tests/test_float32_overwhelm_family.py).
-- Scope refused by name (LNPre, no normalisation, a parallel MLP).
+- Scope: LN, LNPre with a parallel MLP and no normalisation are proved (enumeration above);
+  RMS, a gated MLP and several layers refused by name.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from generator.model import FamilyWeights
 
 F32 = np.float32
 ROOT = Path(__file__).resolve().parent.parent
-# the LN models of tests/family_gap_models.py (the float32 variant's scope)
+# the models of tests/family_gap_models.py: LN, LNPre with a parallel MLP, no normalisation
 SUPPORTED = ["ln_mlp_rope_2heads_k4", "ln_3heads_k2", "negative_ln_gains",
-             "attends_to_smallest"]
+             "attends_to_smallest", "lnpre_parallel_mlp_k3", "mlp_no_norm_k3"]
 
 
 def relabelled(lines: list, semantics: str) -> list:
@@ -328,20 +329,32 @@ def test_tables_are_float32_enclosures(monkeypatch):
 
 # --- scope ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,why", [("lnpre_parallel_mlp_k3", "LNPre"),
-                                      ("mlp_no_norm_k3", "normalization None")])
-def test_scope_refused_by_name(name, why):
-    """Outside the float32 variant's scope the rule refuses by name; the real certificate
-    relabelled float32 is rejected with that reason, and gen-cert says it does not apply."""
-    from generator.certify.strategies import NotApplicable
-
+@pytest.mark.parametrize("name", ["lnpre_parallel_mlp_k3", "mlp_no_norm_k3"])
+def test_lnpre_parallel_and_no_norm_are_in_scope(name):
+    """LNPre with a parallel MLP and no normalisation (the real rule's families on one layer):
+    the float32 certificate is accepted and proves something, the real one relabelled float32
+    is not accepted at the real count (the widening costs sequences or is rejected)."""
     w = model(name)
-    real = lines_of(w, "real")
+    real, f32_lines = certificates(name)
+    assert replay(list(f32_lines)).facts.correct > 0
+    try:
+        relabelled_count = replay(relabelled(list(real), "float32")).facts.correct
+    except Rejected:
+        return
+    assert relabelled_count <= rule_line(real)["claim"]
+    del w
+
+
+@pytest.mark.parametrize("family", [dict(normalization="RMS"), dict(gated_mlp=True),
+                                    dict(n_layers=2)])
+def test_scope_refused_by_name(family):
+    """Outside the real rule's families (RMS, a gated MLP, several layers) the float32 variant
+    refuses by name too."""
+    from dataclasses import replace
+
+    dims = model("ln_3heads_k2").dims
     with pytest.raises(Rejected, match="semantics == float32"):
-        replay(relabelled(real, "float32"))
-    with pytest.raises(NotApplicable):
-        strategy.certify(Trace(w, float_shadow=False), semantics="float32")
-    del why
+        f32_gap.refuse(replace(dims, family=replace(dims.family, **family)))
 
 
 def test_cost_charges_the_float32_work():

@@ -17,9 +17,9 @@ AtQuery over the class's slots (and the family_gap functionals, which enclose th
 vectors).  The residue is decided by forward_float32.Float32Model (every step an enclosure
 of its float32 value), not by the real forward pass.
 
-Scope: that of overwhelm_family_float32.refuse (one layer, LN, no parallel or gated MLP);
-the rest is refused by name (Rejected).  mpmath only (certificate.py passes mpmath for a
-float32 theorem).
+Scope: that of overwhelm_family_float32.scope on one layer (LN, LNPre or no normalisation,
+a sequential or parallel MLP; the real rule's), the rest refused by name (Rejected).
+mpmath only (certificate.py passes mpmath for a float32 theorem).
 Cost: family_gap's cost plus, per class, the float scores and Lemma S weights of every slot,
 and the widening's own work per functional and head (M_j over the slots, Rz_j·|c(W_O[j])||a|),
 and the float LayerNorms; charged before any work.
@@ -30,7 +30,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from .. import ops
-from ..errors import Malformed
+from ..errors import Malformed, Rejected
 from . import family_gap as gap
 from . import forward
 from . import overwhelm_family as base
@@ -38,8 +38,13 @@ from . import overwhelm_family_float32 as f32
 
 
 def refuse(dims) -> None:
-    """overwhelm_family_float32's scope, by name (Rejected)."""
-    f32.refuse(dims, SimpleNamespace(free_perm=None))
+    """overwhelm_family_float32's one-layer scope (`scope`: LN, LNPre or no normalisation,
+    sequential or parallel MLP), by name (Rejected): that of the real rule, which refuses
+    several layers, RMS and a gated MLP itself."""
+    if dims.family.n_layers > 1:  # overwhelm_family_float32.scope allows them: not this rule
+        raise Rejected("family_gap, semantics == float32: several layers are not supported "
+                       "(the real rule refuses them too)")
+    f32.scope(dims, SimpleNamespace(free_perm=None))
 
 
 class ClassQuery(f32.AtQuery):
