@@ -500,18 +500,24 @@ def cost(dims, classes: list, residue: int = 0) -> int:
     queries = len({c[0] for c in classes}) * f.n_heads * k * v * (2 * h + forward._EXP_COST)
     outputs = len({c[1] for c in classes}) * (2 * v * d + f.n_heads * rows * v
                                                + f.d_mlp * v + v)
-    functionals = 2 * d + 2 * f.d_mlp + v + 2
-    per_class = 0
-    for _, m, fixed, g, _ in classes:
-        if isinstance(fixed, Box):  # a box: its sets and the query
-            n_slots = 1 + sum(max(0, hi - lo + 1) + e for lo, hi, e in fixed)
-        elif type(fixed) is int:  # merged: A before i0, {m} at i0, A ∪ {m} after, the query
-            n_slots = 2 + fixed * (m - g + 1) + (k - 2 - fixed) * (m - g + 2)
-        else:
-            n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
-        per_class += (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
-                      + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
+    per_class = sum(class_charge(dims, m, fixed, g) for _, m, fixed, g, _ in classes)
     return tables + shared + queries + outputs + per_class + residue * forward._sequence_cost(dims)
+
+
+def class_charge(dims, m: int, fixed, g: int) -> int:
+    """`cost`'s charge for one class: its Lemma R bounds over its (position, token) slots,
+    the box, MLP and logit work."""
+    f, d, v, k = dims.family, dims.d_model, dims.d_vocab, dims.n_ctx
+    rows = v * k if f.positional == "standard" else v
+    functionals = 2 * d + 2 * f.d_mlp + v + 2
+    if isinstance(fixed, Box):  # a box: its sets and the query
+        n_slots = 1 + sum(max(0, hi - lo + 1) + e for lo, hi, e in fixed)
+    elif type(fixed) is int:  # merged: A before i0, {m} at i0, A ∪ {m} after, the query
+        n_slots = 2 + fixed * (m - g + 1) + (k - 2 - fixed) * (m - g + 2)
+    else:
+        n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
+    return (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
+            + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
 
 
 def dimensionality(dims, hints=None) -> int:
