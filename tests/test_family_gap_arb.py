@@ -213,9 +213,11 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
                         assert frac(got[0]) <= exact <= frac(got[1])
 
 
-@pytest.mark.parametrize("name, merge", [(NAME, "off"), ("ln_mlp_k4_well_trained", "always"),
-                                         ("lnpre_parallel_mlp_k3", "always")])
-def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
+@pytest.mark.parametrize("name, merge, boxes", [
+    (NAME, "off", "off"), ("ln_mlp_k4_well_trained", "always", "off"),
+    ("lnpre_parallel_mlp_k3", "always", "off"),
+    ("attends_to_smallest", "always", "on")])  # box classes: more than 2^(k−1) per (q, m)
+def test_kept_caches_stay_within_their_charged_bound(name, merge, boxes, monkeypatch):
     """The check proves the classes in (m, q, S) order, computes each output's functionals
     once, and keeps Lemma R's column caches and the integer forms at three lifetimes
     (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read (integer
@@ -226,9 +228,15 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     exceed the bound here.)"""
     from checker.rules import family_gap_arb as arb
 
-    lines = certificate(name, merge)
+    lines = certificate(name, merge, boxes)
     dims, _ = checker_inputs(model(name))
     bound = arb.group_elements(dims)
+    if boxes == "on":  # the test must see a (q, m) with more classes and boxes than 2^(k−1)
+        hints = _rule(lines)["hints"]
+        per = {}
+        for c in hints["classes"] + hints["boxes"]:
+            per[c[0], c[1]] = per.get((c[0], c[1]), 0) + 1
+        assert max(per.values()) > 2 ** (dims.n_ctx - 1)
     seen = {"max": 0, "outputs": [], "reads": 0, "const_hits": 0}
     kinds = {"int": "int_column", "float": "float_column", "floats": "float_columns"}
     originals = {kind: getattr(arb._GapConverter, name) for kind, name in kinds.items()}
