@@ -238,7 +238,8 @@ def test_box_size_and_in_class_match_the_definition():
         assert all(max(t) == m for t in members)  # Lemma B1
         index = rule.class_index([(q, m, box, 0, None)])
         for t in itertools.product(range(v), repeat=k):
-            assert rule.in_class(*index, t) == (t in members), (sets, t)
+            keyed, merged, boxes = index
+            assert rule.in_class(keyed, t, merged, boxes) == (t in members), (sets, t)
 
 
 # -- mutants ---------------------------------------------------------------------------------
