@@ -270,12 +270,33 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, boxes, monkeyp
         monkeypatch.setattr(arb._GapConverter, name,
                             lambda self, table, *args, kind=kind: spy(self, table, args, kind))
     monkeypatch.setattr(rule.SharedFunctionals, "for_output", counted)
+    # group_elements counts the direction columns of at most 2^(k−1) classes per group: no
+    # group (between GapTables.new_group / new_output calls) may prove more classes
+    seen.update(groups=0, group_at=None, in_group=0, most=0)
+    for hook in ("new_group", "new_output"):
+        original = getattr(arb.GapTables, hook)
+
+        def opened(self, original=original):
+            seen["groups"] += 1
+            return original(self)
+        monkeypatch.setattr(arb.GapTables, hook, opened)
+    make = arb.ClassQueries.__call__
+
+    def counted_class(self, *args):
+        out = make(self, *args)
+        if seen["group_at"] != seen["groups"]:
+            seen["group_at"], seen["in_group"] = seen["groups"], 0
+        seen["in_group"] += 1
+        seen["most"] = max(seen["most"], seen["in_group"])
+        return out
+    monkeypatch.setattr(arb.ClassQueries, "__call__", counted_class)
     report = replay(lines, "arb")
     assert report.facts.correct == _rule(lines)["claim"]
     classes = _rule(lines)["hints"]["classes"]
     assert seen["outputs"] == sorted({c[1] for c in classes})  # once per m, in order
     assert seen["reads"] > 0 and seen["const_hits"] > 0
     assert 0 < seen["max"] <= bound, (seen["max"], bound)
+    assert 0 < seen["most"] <= 2 ** (dims.n_ctx - 1), seen["most"]
 
 
 @pytest.mark.parametrize("name", ["ln_mlp_rope_2heads_k4", "attends_to_smallest"])

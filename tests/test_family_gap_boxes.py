@@ -262,6 +262,7 @@ def _first_box_of_a_merged_class(hints):
 
 @pytest.mark.parametrize("how", [
     "band into the class", "repeated", "other box's band", "m into the band position",
+    "inside the class",
 ])
 def test_an_overlapping_box_is_malformed(how):
     lines = boxed(NAME)
@@ -282,9 +283,11 @@ def test_an_overlapping_box_is_malformed(how):
                      and i != j)
             extra[j] = [0, sets[j][1], 0]
             extra[i] = [0, box[1] - 1, extra[i][2]]
-        else:  # position j may now hold m, as the class (after i0) or other boxes may
+        elif how == "m into the band position":  # j may hold m, as the class may after i0
             extra[j][0] = 0
             extra[j][2] = 1
+        else:  # token 0 at every position not {m}: inside the box's class, in no other box
+            extra = [list(x) if x[0] > x[1] else [0, 0, 0] for x in sets]
         h["boxes"].insert(n + 1, [box[0], box[1], extra] + box[3:])
 
     bad = _edit_boxes(lines, fn)
