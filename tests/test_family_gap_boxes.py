@@ -384,3 +384,13 @@ def test_old_certificates_read_as_before():
         h["boxez"] = []
     verdict = _both(_edit_boxes(lines, fn))
     assert verdict[0] is Malformed and "hints must be" in verdict[1]
+
+
+def test_the_box_options_round_trip_and_refuse_bad_values():
+    o = strategy.Options.parse("family-gap:merge=always,budget=2.1e9,boxes=on,min_size=150")
+    assert (o.boxes, o.min_size, o.budget) == ("on", 150, 2_100_000_000)
+    assert strategy.Options.parse(o.name()) == o
+    assert strategy.Options.parse("family-gap") == strategy.Options()  # boxes off by default
+    for bad in ("boxes=yes", "min_size=-1", "min_size=1.5", "min_size="):
+        with pytest.raises(ValueError):
+            strategy.Options.parse(f"family-gap:{bad}")
