@@ -71,4 +71,9 @@ Print Assumptions FamilyGap.G5c_size.
 Print Assumptions FamilyGap.G5d_blocks.
 Print Assumptions FamilyGap.G5d_merged.
 Print Assumptions FamilyGap.G5e_residue.
+Print Assumptions FamilyGap.B1_label.
+Print Assumptions FamilyGap.B1_size.
+Print Assumptions FamilyGap.B2a_sets.
+Print Assumptions FamilyGap.B2b_boxes.
+Print Assumptions FamilyGap.B2d_kinds.
 Print Assumptions Counterexamples.merged_size_without_m_false.

@@ -503,3 +503,176 @@ Proof.
       apply orb_true_iff. destruct (Nat.eqb_spec (nth i l 0) m) as [E'|E'];
         [left; reflexivity | right; apply Nat.leb_le; lia].
 Qed.
+
+(* ---- Box classes (spec/rules.md §Rule family_gap: box classes, Lemmas B1-B3) ----
+   A box gives each non-query position a set (lo, hi, e): {lo, ..., hi} ∪ ({m} if e),
+   with hi < m (the checker's `box_signature`); `in_set` is the checker's membership test
+   (`in_class`) and `sets_disjoint` its disjointness test (`sets_disjoint`). *)
+
+Definition in_set (m : nat) (x : nat * nat * bool) (u : nat) : bool :=
+  let '(lo, hi, e) := x in ((lo <=? u) && (u <=? hi)) || (e && (u =? m)).
+
+Definition sets_disjoint (x y : nat * nat * bool) : bool :=
+  let '(lo1, hi1, e1) := x in
+  let '(lo2, hi2, e2) := y in
+  ((hi1 <? lo1) || (hi2 <? lo2) || (hi1 <? lo2) || (hi2 <? lo1)) && negb (e1 && e2).
+
+Definition hi_of (x : nat * nat * bool) : nat := let '(_, hi, _) := x in hi.
+
+Fixpoint fits_box (m : nat) (xs : list (nat * nat * bool)) (l : list nat) : bool :=
+  match xs, l with
+  | [], [] => true
+  | x :: xs', u :: l' => in_set m x u && fits_box m xs' l'
+  | _, _ => false
+  end.
+
+Definition box_member (q m : nat) (xs : list (nat * nat * bool)) (t : list nat) : bool :=
+  match t with
+  | [] => false
+  | q' :: l => (q' =? q) && fits_box m xs l
+  end.
+
+(* Lemma B2 (a): disjoint sets by the checker's test have no common token. *)
+Theorem B2a_sets : forall m x y u, hi_of x < m -> hi_of y < m ->
+  sets_disjoint x y = true -> in_set m x u = true -> in_set m y u = true -> False.
+Proof.
+  intros m [[lo1 hi1] e1] [[lo2 hi2] e2] u; simpl. intros H1 H2 Hd Hx Hy.
+  apply andb_true_iff in Hd. destruct Hd as [Ho He].
+  rewrite !orb_true_iff, !Nat.ltb_lt in Ho.
+  rewrite orb_true_iff, !andb_true_iff, Nat.leb_le, Nat.leb_le, Nat.eqb_eq in Hx, Hy.
+  destruct e1, e2; simpl in He; try discriminate;
+    destruct Hx as [Hx|Hx]; destruct Hy as [Hy|Hy];
+    repeat match goal with H : _ /\ _ |- _ => destruct H end; try discriminate; lia.
+Qed.
+
+Lemma fits_box_nth : forall m xs l,
+  fits_box m xs l = true <->
+  length l = length xs /\
+  forall i, i < length xs -> in_set m (nth i xs (0, 0, false)) (nth i l 0) = true.
+Proof.
+  intros m xs; induction xs as [|x xs IH]; intros [|u l]; simpl.
+  - split; [intros _; split; [reflexivity | intros; lia] | reflexivity].
+  - split; [discriminate | intros [H _]; discriminate].
+  - split; [discriminate | intros [H _]; discriminate].
+  - rewrite andb_true_iff, IH. split.
+    + intros [Hu [Hl Hi]]. split; [lia|]. intros [|i] Hlt; [assumption|]. apply Hi; lia.
+    + intros [Hl Hi]. split; [apply (Hi 0); lia|]. split; [lia|].
+      intros i Hlt. apply (Hi (S i)); lia.
+Qed.
+
+(* Lemma B2 (b): two boxes of one (q, m) with disjoint sets at some position are disjoint. *)
+Theorem B2b_boxes : forall q m xs ys t i, i < length xs ->
+  hi_of (nth i xs (0, 0, false)) < m -> hi_of (nth i ys (0, 0, false)) < m ->
+  sets_disjoint (nth i xs (0, 0, false)) (nth i ys (0, 0, false)) = true ->
+  box_member q m xs t = true -> box_member q m ys t = true -> False.
+Proof.
+  intros q m xs ys t i Hi H1 H2 Hd Hx Hy.
+  destruct t as [|x l]; [discriminate|]. simpl in Hx, Hy.
+  apply andb_true_iff in Hx, Hy. destruct Hx as [_ Hx]. destruct Hy as [_ Hy].
+  apply fits_box_nth in Hx, Hy. destruct Hx as [Hlx Hx]. destruct Hy as [Hly Hy].
+  apply (B2a_sets m _ _ (nth i l 0) H1 H2 Hd); [apply Hx; assumption|].
+  apply Hy. lia.
+Qed.
+
+Lemma in_set_le : forall m x u, hi_of x < m -> in_set m x u = true -> u <= m.
+Proof.
+  intros m [[lo hi] e] u; simpl. intros H Hu.
+  rewrite orb_true_iff, !andb_true_iff, Nat.leb_le, Nat.leb_le, Nat.eqb_eq in Hu.
+  destruct Hu as [[_ Hu]|[_ Hu]]; lia.
+Qed.
+
+(* Lemma B1 (label): a box whose intervals lie below m, with m the query or some position's
+   set, holds only sequences of maximum m. *)
+Theorem B1_label : forall q m xs l, q <= m ->
+  Forall (fun x => hi_of x < m) xs -> (q = m \/ In m l) ->
+  box_member q m xs (q :: l) = true -> list_max (q :: l) = m.
+Proof.
+  intros q m xs l Hq Hxs Hin H. simpl in H. apply andb_true_iff in H. destruct H as [_ H].
+  apply max_is; [assumption| |destruct Hin as [->|Hin]; [left; reflexivity|right; assumption]].
+  apply fits_box_nth in H. destruct H as [Hl Hi]. apply Forall_forall. intros u Hu.
+  apply (In_nth l u 0) in Hu. destruct Hu as [i [Hlt <-]].
+  apply (in_set_le m (nth i xs (0, 0, false))); [|apply Hi; lia].
+  rewrite Forall_forall in Hxs. apply Hxs, nth_In. lia.
+Qed.
+
+Definition box_alph (m : nat) (x : nat * nat * bool) : list nat :=
+  let '(lo, hi, e) := x in seq lo (S hi - lo) ++ (if e then [m] else []).
+
+Lemma In_box_alph : forall m x u, In u (box_alph m x) <-> in_set m x u = true.
+Proof.
+  intros m [[lo hi] e] u. unfold box_alph, in_set. remember (S hi - lo) as n eqn:Hn.
+  rewrite in_app_iff, in_seq, orb_true_iff, !andb_true_iff, Nat.leb_le, Nat.leb_le.
+  destruct e; simpl.
+  - rewrite Nat.eqb_eq. split.
+    + intros [H|[H|[]]]; [left; split; lia | right; split; [reflexivity | lia]].
+    + intros [[H1 H2]|[_ H]]; [left; lia | right; left; lia].
+  - split.
+    + intros [H|[]]; left; split; lia.
+    + intros [[H1 H2]|[H _]]; [left; lia | discriminate].
+Qed.
+
+Lemma NoDup_box_alph : forall m x, hi_of x < m -> NoDup (box_alph m x).
+Proof.
+  intros m [[lo hi] e] H. unfold box_alph, hi_of in *. simpl in H.
+  remember (S hi - lo) as n eqn:Hn. simpl. destruct e.
+  - apply NoDup_app'; [apply seq_NoDup | constructor; [intros []|constructor] |].
+    intros u Hu [<-|[]]. apply in_seq in Hu. lia.
+  - rewrite app_nil_r. apply seq_NoDup.
+Qed.
+
+(* Lemma B1 (size): a box's members among all sequences number the product of its
+   positions' set sizes, (hi + 1 - lo) + e each (the checker's `class_size`). *)
+Theorem B1_size : forall v q m xs, q < v -> m < v -> Forall (fun x => hi_of x < m) xs ->
+  length (filter (box_member q m xs) (seqs v (S (length xs))))
+  = fold_right (fun x acc => length (box_alph m x) * acc) 1 xs.
+Proof.
+  intros v q m xs Hq Hm Hxs.
+  transitivity (length (map (cons q) (prod (map (box_alph m) xs)))).
+  - apply filter_count.
+    + apply NoDup_seqs.
+    + apply NoDup_map_cons, NoDup_prod. rewrite Forall_forall. intros G HG.
+      apply in_map_iff in HG. destruct HG as [x [<- Hx]]. apply NoDup_box_alph.
+      rewrite Forall_forall in Hxs. apply Hxs, Hx.
+    + assert (Hfp : forall l, fits_box m xs l = true <-> In l (prod (map (box_alph m) xs))).
+      { intros l. rewrite fits_box_nth, In_prod, map_length. split.
+        - intros [Hl Hi]. split; [assumption|]. intros i Hlt.
+          rewrite (nth_indep _ [] (box_alph m (0, 0, false))) by (rewrite map_length; lia).
+          rewrite map_nth. apply In_box_alph, Hi, Hlt.
+        - intros [Hl Hi]. split; [assumption|]. intros i Hlt. apply In_box_alph.
+          assert (H := Hi i Hlt).
+          rewrite (nth_indep _ [] (box_alph m (0, 0, false))) in H by (rewrite map_length; lia).
+          rewrite map_nth in H. exact H. }
+      intros t. rewrite in_map_iff. split.
+      * intros [l [<- Hl]]. apply Hfp in Hl. split.
+        -- apply In_seqs. split; [simpl; f_equal; apply fits_box_nth in Hl; apply Hl|].
+           constructor; [assumption|]. apply fits_box_nth in Hl. destruct Hl as [Hl Hi].
+           apply Forall_forall. intros u Hu. apply (In_nth l u 0) in Hu.
+           destruct Hu as [i [Hlt <-]].
+           assert (Hle := in_set_le m (nth i xs (0, 0, false)) (nth i l 0)).
+           rewrite Forall_forall in Hxs.
+           assert (nth i l 0 <= m) by (apply Hle; [apply Hxs, nth_In; lia | apply Hi; lia]).
+           lia.
+        -- simpl. rewrite Nat.eqb_refl, Hl. reflexivity.
+      * intros [_ Ht]. destruct t as [|q' l]; [discriminate|]. simpl in Ht.
+        apply andb_true_iff in Ht. destruct Ht as [Hq' Hl]. apply Nat.eqb_eq in Hq'.
+        subst q'. exists l. split; [reflexivity|]. apply Hfp; assumption.
+  - rewrite map_length, length_prod. clear. induction xs as [|x xs IH]; simpl;
+      [reflexivity | rewrite IH; reflexivity].
+Qed.
+
+(* Lemma B2 (d): the classes are boxes.  Every kind's alphabet is a box set: kind 0 is
+   [0, m-g] without m, kind 1 is {m} (an empty interval with m), kind 2 is [0, m-g] ∪ {m}. *)
+Definition kind_set (m g k : nat) : nat * nat * bool :=
+  match k with
+  | 0 => (0, m - g, false)
+  | 1 => (1, 0, true)
+  | _ => (0, m - g, true)
+  end.
+
+Theorem B2d_kinds : forall m g k u, 1 <= g <= m -> in_set m (kind_set m g k) u = tok m g k u.
+Proof.
+  intros m g k u Hg. destruct k as [|[|k]]; unfold kind_set, in_set, tok; cbv beta iota zeta;
+    destruct (Nat.leb_spec 0 u), (Nat.leb_spec 1 u), (Nat.leb_spec u 0),
+      (Nat.leb_spec u (m - g)), (Nat.leb_spec (u + g) m), (Nat.eqb_spec u m);
+    simpl; try reflexivity; lia.
+Qed.

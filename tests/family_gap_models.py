@@ -89,10 +89,11 @@ def model(name: str) -> FamilyWeights:
 
 
 @functools.cache
-def certificate(name: str, merge: str = "off") -> tuple:
-    """The generator's certificate (strategy family-gap, confirmed by the checker's code)."""
+def certificate(name: str, merge: str = "off", boxes: str = "off") -> tuple:
+    """The generator's certificate (strategy family-gap, confirmed by the checker's code;
+    boxes "on": with box classes, spec/rules.md §box classes)."""
     trace = Trace(model(name), float_shadow=False)
-    options = strategy.Options(merge=merge)
+    options = strategy.Options(merge=merge, boxes=boxes)
     by, claim, _ = strategy.certify(trace, options=options)
     return tuple(trace.lines(options.name(), by, claim, {}, {}))
 

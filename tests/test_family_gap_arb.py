@@ -213,9 +213,11 @@ def test_scores_enclose_the_exact_dot_and_lie_inside_the_reference():
                         assert frac(got[0]) <= exact <= frac(got[1])
 
 
-@pytest.mark.parametrize("name, merge", [(NAME, "off"), ("ln_mlp_k4_well_trained", "always"),
-                                         ("lnpre_parallel_mlp_k3", "always")])
-def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
+@pytest.mark.parametrize("name, merge, boxes", [
+    (NAME, "off", "off"), ("ln_mlp_k4_well_trained", "always", "off"),
+    ("lnpre_parallel_mlp_k3", "always", "off"),
+    ("attends_to_smallest", "always", "on")])  # box classes: more than 2^(k−1) per (q, m)
+def test_kept_caches_stay_within_their_charged_bound(name, merge, boxes, monkeypatch):
     """The check proves the classes in (m, q, S) order, computes each output's functionals
     once, and keeps Lemma R's column caches and the integer forms at three lifetimes
     (constant, output, group: _GapConverter, GapTables.lifetime).  At every column read (integer
@@ -226,9 +228,15 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
     exceed the bound here.)"""
     from checker.rules import family_gap_arb as arb
 
-    lines = certificate(name, merge)
+    lines = certificate(name, merge, boxes)
     dims, _ = checker_inputs(model(name))
     bound = arb.group_elements(dims)
+    if boxes == "on":  # the test must see a (q, m) with more classes and boxes than 2^(k−1)
+        hints = _rule(lines)["hints"]
+        per = {}
+        for c in hints["classes"] + hints["boxes"]:
+            per[c[0], c[1]] = per.get((c[0], c[1]), 0) + 1
+        assert max(per.values()) > 2 ** (dims.n_ctx - 1)
     seen = {"max": 0, "outputs": [], "reads": 0, "const_hits": 0}
     kinds = {"int": "int_column", "float": "float_column", "floats": "float_columns"}
     originals = {kind: getattr(arb._GapConverter, name) for kind, name in kinds.items()}
@@ -262,12 +270,33 @@ def test_kept_caches_stay_within_their_charged_bound(name, merge, monkeypatch):
         monkeypatch.setattr(arb._GapConverter, name,
                             lambda self, table, *args, kind=kind: spy(self, table, args, kind))
     monkeypatch.setattr(rule.SharedFunctionals, "for_output", counted)
+    # group_elements counts the direction columns of at most 2^(k−1) classes per group: no
+    # group (between GapTables.new_group / new_output calls) may prove more classes
+    seen.update(groups=0, group_at=None, in_group=0, most=0)
+    for hook in ("new_group", "new_output"):
+        original = getattr(arb.GapTables, hook)
+
+        def opened(self, original=original):
+            seen["groups"] += 1
+            return original(self)
+        monkeypatch.setattr(arb.GapTables, hook, opened)
+    make = arb.ClassQueries.__call__
+
+    def counted_class(self, *args):
+        out = make(self, *args)
+        if seen["group_at"] != seen["groups"]:
+            seen["group_at"], seen["in_group"] = seen["groups"], 0
+        seen["in_group"] += 1
+        seen["most"] = max(seen["most"], seen["in_group"])
+        return out
+    monkeypatch.setattr(arb.ClassQueries, "__call__", counted_class)
     report = replay(lines, "arb")
     assert report.facts.correct == _rule(lines)["claim"]
     classes = _rule(lines)["hints"]["classes"]
     assert seen["outputs"] == sorted({c[1] for c in classes})  # once per m, in order
     assert seen["reads"] > 0 and seen["const_hits"] > 0
     assert 0 < seen["max"] <= bound, (seen["max"], bound)
+    assert 0 < seen["most"] <= 2 ** (dims.n_ctx - 1), seen["most"]
 
 
 @pytest.mark.parametrize("name", ["ln_mlp_rope_2heads_k4", "attends_to_smallest"])

@@ -101,7 +101,10 @@ def signature(dims, q: int, m: int, fixed, g: int) -> str | None:
 
 def class_size(dims, m: int, fixed, g: int) -> int:
     """|A|^(free positions), A = {0, …, m−g}: the sequences of the class; for a merged
-    class (fixed = i0) |A|^i0 · (|A| + 1)^(k−2−i0) (Lemma G5)."""
+    class (fixed = i0) |A|^i0 · (|A| + 1)^(k−2−i0) (Lemma G5); for a box Π |set_i| (Lemma
+    B1: a product of its positions' sets)."""
+    if isinstance(fixed, Box):
+        return math.prod(max(0, hi - lo + 1) + e for lo, hi, e in fixed)
     if type(fixed) is int:
         a = m - g + 1
         return a ** fixed * (a + 1) ** (dims.n_ctx - 2 - fixed)
@@ -112,6 +115,8 @@ def class_size(dims, m: int, fixed, g: int) -> int:
 def slots(dims, q: int, m: int, fixed, g: int) -> list:
     """The token set of each position 0..k−1: {m} on S, A elsewhere, {q} at the query; for a
     merged class (fixed = i0) A before i0, {m} at i0, A ∪ {m} after it, {q} at the query."""
+    if isinstance(fixed, Box):  # a box class: its own sets
+        return [list(range(lo, hi + 1)) + [m] * e for lo, hi, e in fixed] + [[q]]
     alphabet = list(range(m - g + 1))
     if type(fixed) is int:
         return ([alphabet] * fixed + [[m]] + [alphabet + [m]] * (dims.n_ctx - 2 - fixed)
@@ -133,6 +138,8 @@ def order_key(fixed) -> tuple:
 
 
 def describe(fixed) -> str:
+    if isinstance(fixed, Box):
+        return "box " + str([list(x) for x in fixed])
     return f"i0={fixed} (merged)" if type(fixed) is int else f"S={list(fixed)}"
 
 
@@ -148,10 +155,13 @@ def parse_hints(hints, dims, charge) -> list:
     are charged to the memory limit before any is decoded."""
     from ..certificate import hold
 
-    if not (isinstance(hints, dict) and set(hints) in ({"classes"}, {"classes", "residue"})
+    if not (isinstance(hints, dict) and "classes" in hints
+            and set(hints) <= {"classes", "residue", "boxes"}
             and isinstance(hints["classes"], list)):
         raise Malformed('rule family_gap: hints must be {"classes": [[q, m, S, g, box, pre, '
-                        'diff, dir, dir_lo], ...]} and optionally "residue": [[t_0, ...], ...]')
+                        'diff, dir, dir_lo], ...]} and optionally "residue": [[t_0, ...], ...] '
+                        'and "boxes": [[q, m, [[lo, hi, e], ...], box, pre, diff, dir, dir_lo], '
+                        '...]')
     entries = hints["classes"]
     hold(charge, len(entries) * (hint_floats(dims) + dims.n_ctx + 4), "hints")
     shapes, out, last = family.hint_shapes(dims), [], None
@@ -219,7 +229,114 @@ def parse_residue(hints, dims, charge) -> list:
     return out
 
 
-def in_class(classes: dict, t: tuple, merged: dict | None = None) -> bool:
+# -- box classes (spec/rules.md §family_gap: box classes, Lemmas B1–B3) ----------------------
+
+class Box(tuple):
+    """A box class's non-query positions, one (lo, hi, e) per position 0..k−2: the token set
+    {lo, …, hi} ∪ ({m} if e) (lo = hi + 1: no interval)."""
+
+    __slots__ = ()
+
+
+def position_sets(dims, m: int, fixed, g: int) -> list:
+    """The (lo, hi, e) token set of every non-query position of any class: a box's own; for
+    C(q, m, S, g) {m} on S and A = [0, m−g] elsewhere; for M(q, m, i0, g) A before i0, {m}
+    at i0, A ∪ {m} after (the sets of `slots`, as intervals)."""
+    if isinstance(fixed, Box):
+        return list(fixed)
+    k, a = dims.n_ctx, m - g
+    if type(fixed) is int:
+        return [(0, a, 0) if i < fixed else (0, -1, 1) if i == fixed else (0, a, 1)
+                for i in range(k - 1)]
+    return [(0, -1, 1) if i in fixed else (0, a, 0) for i in range(k - 1)]
+
+
+def sets_disjoint(x: tuple, y: tuple) -> bool:
+    """Whether the token sets {lo..hi} ∪ ({m} if e) of x and y (one m) are disjoint: the
+    intervals do not meet (one empty, or one ends before the other starts) and not both
+    hold m (m lies above both intervals)."""
+    (lo1, hi1, e1), (lo2, hi2, e2) = x, y
+    apart = lo1 > hi1 or lo2 > hi2 or hi1 < lo2 or hi2 < lo1
+    return apart and not (e1 and e2)
+
+
+def box_signature(dims, q: int, m: int, sets) -> str | None:
+    """None if the box class is well formed (Lemma B1: every member has maximum m), else why
+    not: 0 <= q <= m < v, every position's set nonempty within [0, m] (lo >= 0, hi <= m−1,
+    lo <= hi + 1, lo <= hi or e), and m attained (q = m or some position's set is {m})."""
+    v = dims.d_vocab
+    if not (0 <= q <= m < v):
+        return f"needs 0 <= q <= m < d_vocab, got q = {q}, m = {m}"
+    for i, (lo, hi, e) in enumerate(sets):
+        if not (0 <= lo <= hi + 1 and hi <= m - 1 and e in (0, 1) and (lo <= hi or e)):
+            return (f"position {i}'s set [{lo}, {hi}] (+m: {e}) must be a nonempty part of "
+                    f"[0, m] with 0 <= lo <= hi + 1, hi <= m − 1")
+    if q != m and not any(lo > hi and e for lo, hi, e in sets):
+        return "q < m and no position's set is {m}: the maximum would not be m"
+    return None
+
+
+def parse_boxes(hints, dims, charge, classes: list) -> list:
+    """{"boxes": [[q, m, [[lo, hi, e], ...k−1], box, pre, diff, dir, dir_lo], ...]} ->
+    [(q, m, Box, 0, {field: nested floats})], each well formed (`box_signature`, Lemma B1)
+    and disjoint from every other box and every class of the same (q, m) (`check_disjoint`,
+    Lemma B2); the floats charged to the memory limit before any is decoded."""
+    from ..certificate import hold
+
+    entries = hints.get("boxes", [])
+    if not isinstance(entries, list):
+        raise Malformed("rule family_gap: the boxes must be a list")
+    k = dims.n_ctx
+    hold(charge, len(entries) * (hint_floats(dims) + 3 * k + 2), "hints")
+    shapes, out = family.hint_shapes(dims), []
+    for n, entry in enumerate(entries):
+        charge(0)  # the clock
+        if not (isinstance(entry, list) and len(entry) == 3 + len(HINT_FIELDS)
+                and type(entry[0]) is int and type(entry[1]) is int
+                and isinstance(entry[2], list) and len(entry[2]) == k - 1
+                and all(isinstance(x, list) and len(x) == 3 and all(type(y) is int for y in x)
+                        for x in entry[2])):
+            raise Malformed(f"rule family_gap: box {n} must be [q, m, [[lo, hi, e], ... "
+                            f"{k - 1} positions], {', '.join(HINT_FIELDS)}] with integers")
+        q, m, sets = entry[0], entry[1], Box(tuple(x) for x in entry[2])
+        why = box_signature(dims, q, m, sets)
+        if why is not None:
+            raise Malformed(f"rule family_gap: box {n} (q={q}, m={m}, {list(map(list, sets))}):"
+                            f" {why}")
+        arrays = {}
+        for name, text in zip(HINT_FIELDS, entry[3:]):
+            shape = shapes[name]
+            arrays[name] = family._nest(decode_floats(text, math.prod(shape), "f64",
+                                                      f"hint {name} of box {n}"), shape)
+        out.append((q, m, sets, 0, arrays))
+    check_disjoint(dims, classes, out, charge)
+    return out
+
+
+def check_disjoint(dims, classes: list, boxes: list, charge) -> None:
+    """Lemma B2: every box is disjoint from every other box and every class with the same
+    (q, m) — some non-query position's token sets are disjoint (`sets_disjoint`); classes
+    and boxes of different (q, m) are disjoint (t_{k−1} and max t differ; Lemma B1), and
+    the classes among themselves are (G2, G5: `parse_hints`).  Charged before the work:
+    k per pair compared."""
+    groups = {}
+    for q, m, fixed, g, _ in classes:
+        groups.setdefault((q, m), ([], []))[0].append(position_sets(dims, m, fixed, g))
+    for n, (q, m, fixed, _g, _) in enumerate(boxes):
+        groups.setdefault((q, m), ([], []))[1].append((n, list(fixed)))
+    pairs = sum(len(b) * (len(c) + len(b)) for c, b in groups.values())
+    charge(pairs * dims.n_ctx)
+    for (q, m), (old, new) in groups.items():
+        for a, (n, x) in enumerate(new):
+            for y in old + [z for _, z in new[a + 1:]]:
+                if not any(sets_disjoint(u, w) for u, w in zip(x, y)):
+                    raise Malformed(f"rule family_gap: box {n} (q={q}, m={m}, "
+                                    f"{[list(u) for u in x]}) meets another class or box of "
+                                    f"the same (q, m) (Lemma B2: boxes must be disjoint)")
+
+
+def in_class(classes: dict, t: tuple, merged: dict | None = None,
+             boxes: dict | None = None) -> bool:
     """Whether sequence t lies in one of the classes {(q, m, S): g} or merged classes
     {(q, m, i0): g}: by Lemmas G4 and G5 only the class keyed by t's signature (t[k−1],
     max t, the non-query positions S holding it) or the merged class keyed by
@@ -230,7 +347,23 @@ def in_class(classes: dict, t: tuple, merged: dict | None = None) -> bool:
     gaps = [classes.get((t[-1], m, fixed))]
     if merged and fixed:
         gaps.append(merged.get((t[-1], m, fixed[0])))
-    return any(g is not None and all(u <= m - g for u in t[:-1] if u != m) for g in gaps)
+    if any(g is not None and all(u <= m - g for u in t[:-1] if u != m) for g in gaps):
+        return True
+    return any(all(lo <= u <= hi or (e and u == m) for u, (lo, hi, e) in zip(t, sets))
+               for sets in (boxes or {}).get((t[-1], m), ()))
+
+
+def class_index(classes: list) -> tuple:
+    """in_class's three lookups: {(q, m, S): g}, {(q, m, i0): g}, {(q, m): [box sets]}."""
+    keyed, merged, boxes = {}, {}, {}
+    for q, m, fixed, g, _ in classes:
+        if isinstance(fixed, Box):
+            boxes.setdefault((q, m), []).append(tuple(fixed))
+        elif type(fixed) is int:
+            merged[(q, m, fixed)] = g
+        else:
+            keyed[(q, m, fixed)] = g
+    return keyed, merged, boxes
 
 
 # -- shared tables ------------------------------------------------------------------------
@@ -367,16 +500,24 @@ def cost(dims, classes: list, residue: int = 0) -> int:
     queries = len({c[0] for c in classes}) * f.n_heads * k * v * (2 * h + forward._EXP_COST)
     outputs = len({c[1] for c in classes}) * (2 * v * d + f.n_heads * rows * v
                                                + f.d_mlp * v + v)
-    functionals = 2 * d + 2 * f.d_mlp + v + 2
-    per_class = 0
-    for _, m, fixed, g, _ in classes:
-        if type(fixed) is int:  # merged: A before i0, {m} at i0, A ∪ {m} after, the query
-            n_slots = 2 + fixed * (m - g + 1) + (k - 2 - fixed) * (m - g + 2)
-        else:
-            n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
-        per_class += (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
-                      + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
+    per_class = sum(class_charge(dims, m, fixed, g) for _, m, fixed, g, _ in classes)
     return tables + shared + queries + outputs + per_class + residue * forward._sequence_cost(dims)
+
+
+def class_charge(dims, m: int, fixed, g: int) -> int:
+    """`cost`'s charge for one class: its Lemma R bounds over its (position, token) slots,
+    the box, MLP and logit work."""
+    f, d, v, k = dims.family, dims.d_model, dims.d_vocab, dims.n_ctx
+    rows = v * k if f.positional == "standard" else v
+    functionals = 2 * d + 2 * f.d_mlp + v + 2
+    if isinstance(fixed, Box):  # a box: its sets and the query
+        n_slots = 1 + sum(max(0, hi - lo + 1) + e for lo, hi, e in fixed)
+    elif type(fixed) is int:  # merged: A before i0, {m} at i0, A ∪ {m} after, the query
+        n_slots = 2 + fixed * (m - g + 1) + (k - 2 - fixed) * (m - g + 2)
+    else:
+        n_slots = len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
+    return (f.n_heads * functionals * n_slots * 6 + rows * d + d * (v + f.d_mlp)
+            + (4 * d + 1) * f.d_mlp + v * (2 * d + f.d_mlp))
 
 
 def dimensionality(dims, hints=None) -> int:
@@ -419,6 +560,7 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
         raise Malformed("family_gap does not support RMS normalization (Lemma LN assumes "
                         "centring; forward_brute_force does)")
     classes = parse_hints(hints, dims, charge)
+    classes = classes + parse_boxes(hints, dims, charge, classes)
     residue = parse_residue(hints, dims, charge)
     charge(cost(dims, classes, len(residue)))
     hold(charge, table_elements(dims), "tables")
@@ -450,12 +592,11 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
         proven += class_size(dims, m, fixed, g)
         if query.slack is not None and (worst is None or query.slack < worst[0]):
             worst = (query.slack, n, query.worst, query.sigma)
-    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is not int}
-    merged = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is int}
+    keyed, merged, boxes = class_index(classes)
     certified = 0
     for t in residue:  # outside every class, then its own forward pass (forward_brute_force)
         charge(0)  # the clock
-        if in_class(keyed, t, merged):
+        if in_class(keyed, t, merged, boxes):
             raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
         if fast is None:  # arb: every residue sequence in bulk below, the same theorem
             certified += forward._certified(tables.model.logits(t), max(t))
@@ -464,8 +605,10 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
     proven += certified
     if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
         raise AssertionError("family_gap: the classes hold more sequences than the domain")
-    return proven, (f"{proven - certified} sequences certified in {len(classes)} gap classes "
-                    f"(q, m, S, g) ({len(merged)} merged (q, m, i0, g)) by Lemma R bounds at the "
+    n_boxes = sum(len(b) for b in boxes.values())
+    return proven, (f"{proven - certified} sequences certified in {len(classes) - n_boxes} gap "
+                    f"classes (q, m, S, g) ({len(merged)} merged (q, m, i0, g))"
+                    f"{f' and {n_boxes} box classes' if n_boxes else ''} by Lemma R bounds at the "
                     f"last position, {certified} of "
                     f"{len(residue)} residue sequences by their forward pass"
                     f"{distance_note(dims, tables, shared, classes, worst, charge)}")

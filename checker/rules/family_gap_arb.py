@@ -259,7 +259,7 @@ class ClassQueries:
     distinct keys, as group_elements assumes; their bound is charged once)."""
 
     def __init__(self):
-        self.fun, self.q, self.conv = None, None, None
+        self.fun, self.q, self.conv, self.in_group = None, None, None, 0
 
     def __call__(self, tables, fun, weights, q, m, slot_sets, hint):
         if self.conv is None:
@@ -276,9 +276,13 @@ class ClassQueries:
                 tables.keep_for_output(y)
             if getattr(fun, "out_g", None) is not None:
                 tables.keep_for_output(fun.out_g)
-        if self.q != q:
-            self.q = q
+        # a new group at a new query token, and after every 2^(k−1) classes of one (output,
+        # query): box classes (Lemma B) may add more classes to a (q, m) than group_elements
+        # counts, so their direction columns are released in groups of at most that many
+        if self.q != q or self.in_group >= 2 ** (tables.dims.n_ctx - 1):
+            self.q, self.in_group = q, 0
             tables.new_group()
+        self.in_group += 1
         return ArbClassQuery(tables, fun, weights, q, m, slot_sets, hint, self.conv)
 
 

@@ -71,6 +71,8 @@ class ClassQuery(f32.AtQuery):
 def n_slots(dims, m: int, fixed, g: int) -> int:
     """The (position, token) slots of a class (as family_gap.cost counts them)."""
     k = dims.n_ctx
+    if isinstance(fixed, gap.Box):
+        return 1 + sum(max(0, hi - lo + 1) + e for lo, hi, e in fixed)
     if type(fixed) is int:
         return 2 + fixed * (m - g + 1) + (k - 2 - fixed) * (m - g + 2)
     return len(fixed) + 1 + (k - 1 - len(fixed)) * (m - g + 1)
@@ -98,6 +100,7 @@ def check(dims, mats, hints, charge):
 
     refuse(dims)
     classes = gap.parse_hints(hints, dims, charge)
+    classes = classes + gap.parse_boxes(hints, dims, charge, classes)  # Lemma B1, B2
     residue = gap.parse_residue(hints, dims, charge)
     charge(cost(dims, classes, len(residue)))
     hold(charge, gap.table_elements(dims) + 2 * dims.family.n_heads * dims.d_head
@@ -113,19 +116,20 @@ def check(dims, mats, hints, charge):
             fun, fun_m = shared.for_output(m), m
         ClassQuery(tables, fun, cache, q, m, gap.slots(dims, q, m, fixed, g), hint).check()
         proven += gap.class_size(dims, m, fixed, g)
-    keyed = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is not int}
-    merged = {(q, m, fixed): g for q, m, fixed, g, _ in classes if type(fixed) is int}
+    keyed, merged, boxes = gap.class_index(classes)
     certified = 0
     for t in residue:  # outside every class, then its own FLOAT32 forward pass
         charge(0)  # the clock
-        if gap.in_class(keyed, t, merged):
+        if gap.in_class(keyed, t, merged, boxes):
             raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
         certified += forward._certified(tables.model.logits(t), max(t))
     proven += certified
     if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
         raise AssertionError("family_gap: the classes hold more sequences than the domain")
-    return proven, (f"{proven - certified} sequences certified in {len(classes)} gap classes "
-                    f"(q, m, S, g) ({len(merged)} merged (q, m, i0, g)) by Lemma R bounds at the "
+    n_boxes = sum(len(b) for b in boxes.values())
+    return proven, (f"{proven - certified} sequences certified in {len(classes) - n_boxes} gap "
+                    f"classes (q, m, S, g) ({len(merged)} merged (q, m, i0, g))"
+                    f"{f' and {n_boxes} box classes' if n_boxes else ''} by Lemma R bounds at the "
                     f"last position, {certified} of {len(residue)} residue sequences by their "
                     "float32 forward pass (float32 semantics: Lemma W-family, every bound "
                     "widened by its float32 error; evaluated with mpmath)")

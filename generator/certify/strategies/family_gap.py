@@ -18,6 +18,14 @@ Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
   merge   "off" (classes per S; the default), "lossless" (a merged class
           M(q, m, i0, g), Lemma G5, replaces its block's classes when it proves and
           holds at least as many sequences) or "always" (whenever it proves).
+  boxes   "off" (the default) or "on": box classes (Lemma B) for the sequences a class
+          with gap g >= 2 loses: one free position j of the class holds a token of the
+          band [m−g+1, m−1] (split in halves until it proves, down to one token), the
+          other free positions [0, x] (x <= m−g, the largest that proves, by bisection),
+          the class's {m} positions kept; every box is disjoint from the others and from
+          the classes (spec/rules.md §box classes).  The boxes that hold the most
+          sequences per unit of checker work are claimed within the budget, before the
+          residue.
 """
 
 from __future__ import annotations
@@ -61,22 +69,32 @@ class Options:
     # d_vocab 16, hours at 64; "off": claim every class the float64 search proves (a class the
     # checker then refuses fails the whole certificate)
     confirm: Literal["on", "off"] = "on"
+    boxes: Literal["off", "on"] = "off"  # box classes for the sequences the gaps lose
+    # classes and boxes holding fewer sequences are not claimed (each costs the checker a
+    # class proof, ~10 ms under arb at d_vocab 64, whatever its size): 0 keeps every one
+    min_size: int = 0
 
     def name(self) -> str:
         parts = ([f"merge={self.merge}"] if self.merge != "off" else []) + \
             ([f"budget={self.budget}"] if self.budget != MAX_CHECKER_WORK else []) + \
-            ([f"confirm={self.confirm}"] if self.confirm != "on" else [])
+            ([f"confirm={self.confirm}"] if self.confirm != "on" else []) + \
+            ([f"boxes={self.boxes}"] if self.boxes != "off" else []) + \
+            ([f"min_size={self.min_size}"] if self.min_size else [])
         return NAME + (":" + ",".join(parts) if parts else "")
 
     @staticmethod
     def parse(text: str) -> Options:
         """'family-gap' or 'family-gap:merge=MODE,budget=N' -> Options (ValueError if bad;
         N a positive integer, also written like 3e9)."""
-        fields = option_fields(text, NAME, ("merge", "budget", "confirm"),
-                               f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off")
+        fields = option_fields(text, NAME, ("merge", "budget", "confirm", "boxes", "min_size"),
+                               f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off, "
+                               "boxes=off|on, min_size=N")
         confirm = fields.get("confirm", "on")
         if confirm not in ("on", "off"):
             raise ValueError(f"bad option confirm={confirm!r} in {text!r}: on or off")
+        boxes = fields.get("boxes", "off")
+        if boxes not in ("on", "off"):
+            raise ValueError(f"bad option boxes={boxes!r} in {text!r}: on or off")
         merge = fields.get("merge", Options.merge)
         if merge not in get_args(Merge):
             raise ValueError(f"bad option merge={merge!r} in {text!r}; choose from "
@@ -89,7 +107,12 @@ class Options:
         if not (number.is_integer() and 1 <= number <= 1e15):
             raise ValueError(f"bad option budget={budget!r} in {text!r}: a positive integer "
                              "number of checker operations (e.g. 3e9)")
-        return Options(merge=merge, budget=int(number), confirm=confirm)
+        min_size = fields.get("min_size", "0")
+        if not (min_size.isdigit() and int(min_size) < 10**15):
+            raise ValueError(f"bad option min_size={min_size!r} in {text!r}: a number of "
+                             "sequences (0: keep every class)")
+        return Options(merge=merge, budget=int(number), confirm=confirm, boxes=boxes,
+                       min_size=int(min_size))
 
 
 def grid() -> list[Options]:
@@ -116,7 +139,12 @@ class _ClassQuery(_Query):
 def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None):
     """The hint arrays if the float64 bound proves the class (q, m, S, g), else None (rel:
     the relative slack of every λ, float32: F32_SLACKS; default the real rule's)."""
-    query = _ClassQuery(tab, q, m, rule.slots(tab.dims, q, m, fixed, g))
+    return attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, fixed, g), rel)
+
+
+def attempt_slots(tab: Tables, q: int, m: int, slot_sets: list, rel: float | None = None):
+    """The hint arrays if the float64 bound proves output m over the token sets, else None."""
+    query = _ClassQuery(tab, q, m, slot_sets)
     if rel is not None:
         query.rel = rel
     with np.errstate(all="ignore"):
@@ -183,11 +211,80 @@ def find_classes(weights, progress=False, merge="off") -> list:
     return out
 
 
+def make_box(sets: list, j: int, lo: int, hi: int, x: int):
+    """The box of a class's position sets with position j in the band [lo, hi] (without m)
+    and every other free position in [0, x] (with m where the class allows it)."""
+    return rule.Box((lo, hi, 0) if i == j else (a, b, e) if a > b else (0, x, e)
+                    for i, (a, b, e) in enumerate(sets))
+
+
+def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int, x: int):
+    """[(box, hint)] covering the band [lo, hi] at position j: the whole band at x if it
+    proves, else its halves in turn; one token's band at the largest x' <= x that proves
+    (bisection; the bound only improves as x shrinks); a token proved at no x is left out."""
+    box = make_box(sets, j, lo, hi, x)
+    hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0))
+    if hint is not None:
+        return [(box, hint)]
+    if lo < hi:
+        mid = (lo + hi) // 2
+        return (box_leaves(tab, q, m, sets, j, lo, mid, x)
+                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x))
+    a, b, best = 0, x - 1, None
+    while a <= b:
+        y = (a + b + 1) // 2
+        box = make_box(sets, j, lo, hi, y)
+        hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0))
+        if hint is not None:
+            best, a = (box, hint), y + 1
+        else:
+            b = y - 1
+    return [] if best is None else [best]
+
+
+def find_boxes(tab: Tables, classes: list, progress=False) -> list:
+    """[(q, m, Box, 0, hint)]: for every class with gap g >= 2 and each free position j,
+    box classes for its sequences with a token of [m−g+1, m−1] at j and the other free
+    positions' tokens <= m−g (`box_leaves`).  Disjoint (Lemma B2): from the class (position
+    j's band lies above A and holds no m), from the boxes of the class's other free
+    positions (their position j is in [0, x], x <= m−g), from the other bands at j, and
+    from every other class of the same (q, m) and its boxes (the class's {m} positions and
+    its positions without m are kept)."""
+    d, out = tab.dims, []
+    todo = [(q, m, fixed, g) for q, m, fixed, g, _ in classes
+            if not isinstance(fixed, rule.Box) and g >= 2]
+    for q, m, fixed, g in progress_bar(todo, "family-gap boxes", progress):
+        sets = rule.position_sets(d, m, fixed, g)
+        for j, (a, b, _) in enumerate(sets):
+            if a <= b:  # a free position
+                for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g):
+                    out.append((q, m, box, 0, hint))
+    return out
+
+
+def choose_boxes(dims, boxes: list, room: int) -> list:
+    """The boxes with the most sequences per unit of checker work (rule.cost's per-class
+    charge) whose summed charge fits in room, in (q, m, box) order."""
+    def charge(b):  # every box's (q, m) has a class: its query and output work is paid
+        return rule.class_charge(dims, b[1], b[2], 0)
+
+    ranked = sorted(boxes, key=lambda b: -rule.class_size(dims, b[1], b[2], 0) / charge(b))
+    kept, used = [], 0
+    for b in ranked:
+        c = charge(b)
+        if used + c <= room:
+            kept.append(b)
+            used += c
+    return sorted(kept, key=lambda b: (b[0], b[1], tuple(b[2])))
+
+
 def covered_keys(dims, classes: list) -> dict:
     """{(q, m, S): g}: every class, and for a merged class M(q, m, i0, g) every key (q, m, S)
     with min S = i0 at its gap (M ∩ C(q, m, S, 1) = C(q, m, S, g), Lemma G5)."""
     keyed = {}
     for q, m, fixed, g, _ in classes:
+        if isinstance(fixed, rule.Box):
+            continue
         if type(fixed) is int:
             for size in range(0, dims.n_ctx - 2 - fixed + 1):
                 for rest in itertools.combinations(range(fixed + 1, dims.n_ctx - 1), size):
@@ -203,7 +300,12 @@ def encode(classes: list, residue=()) -> dict:
     out = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g]
                        + [b64(h[name], "<f8")
                                                  for name in rule.HINT_FIELDS]
-                       for q, m, fixed, g, h in classes]}
+                       for q, m, fixed, g, h in classes if not isinstance(fixed, rule.Box)]}
+    boxes = [[q, m, [list(x) for x in fixed]] + [b64(h[name], "<f8")
+                                                  for name in rule.HINT_FIELDS]
+             for q, m, fixed, g, h in classes if isinstance(fixed, rule.Box)]
+    if boxes:
+        out["boxes"] = boxes
     if len(residue):
         out["residue"] = [list(map(int, t)) for t in residue]
     return out
@@ -215,6 +317,7 @@ def residue_candidates(dims, classes: list, limit: int) -> np.ndarray:
     sequence of a valid key with no class; at most `limit` (the smallest gaps first)."""
     k = dims.n_ctx
     keyed = covered_keys(dims, classes)
+    boxes = rule.class_index(classes)[2]
     parts, size = [], 0
     order = sorted(class_keys(dims.d_vocab, k), key=lambda key: keyed.get(key, 10**9))
     for q, m, fixed in order:
@@ -226,6 +329,11 @@ def residue_candidates(dims, classes: list, limit: int) -> np.ndarray:
         if g is not None:
             free = [i for i in range(k - 1) if i not in fixed]
             seqs = seqs[(seqs[:, free] > m - g).any(axis=1)]
+        for sets in boxes.get((q, m), ()):  # the box classes' members are not residue
+            inside = np.ones(len(seqs), dtype=bool)
+            for i, (lo, hi, e) in enumerate(sets):
+                inside &= ((seqs[:, i] >= lo) & (seqs[:, i] <= hi)) | ((seqs[:, i] == m) & bool(e))
+            seqs = seqs[~inside]
         if size + len(seqs) > limit:
             break
         parts.append(seqs)
@@ -270,7 +378,9 @@ def checker_confirmed(trace, classes: list) -> list:
 
     d = trace.dims
     mats = checker_inputs(trace)
-    parsed = rule.parse_hints(encode(classes), d, lambda work: None)
+    hints = encode(classes)  # the classes, then the boxes (certify keeps them in that order)
+    parsed = rule.parse_hints(hints, d, lambda work: None)
+    parsed = parsed + rule.parse_boxes(hints, d, lambda work: None, parsed)
     tables = family.Tables(d, mats, lambda work: None)
     shared = rule.SharedFunctionals(tables)
     kept, weights, fun = [], {}, {}
@@ -364,13 +474,28 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
     every = [(q, m, fixed, 1, None) for q, m, fixed in class_keys(d.d_vocab, d.n_ctx)
              if rule.signature(d, q, m, fixed, 1) is None]
     estimate = cost(d, every)
-    if estimate > options.budget:
+    # with boxes the budget is what the classes found, the boxes and the residue may use:
+    # refused after the class search if the classes alone exceed it (below)
+    if estimate > options.budget and options.boxes == "off":
         raise NotApplicable(f"the {len(every)} gap classes would need up to ~{estimate:.1e} "
                             f"interval operations in the checker (over the budget "
                             f"{options.budget:.0e}; raise it with "
                             f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
                             ", and check with --arith arb --max-work of as much)")
     classes = find_classes(trace.weights, progress, options.merge)
+    if options.min_size:  # their keys' sequences may still be residue
+        classes = [c for c in classes if rule.class_size(d, c[1], c[2], c[3]) >= options.min_size]
+    n_boxes = 0
+    if options.boxes == "on" and semantics == "real":
+        parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
+        room = options.budget - cost(d, parsed)
+        if room < 0:
+            raise NotApplicable(f"the {len(classes)} gap classes found need "
+                                f"~{cost(d, parsed):.1e} interval operations in the checker "
+                                f"(over the budget {options.budget:.0e})")
+        found = [b for b in find_boxes(Tables(trace.weights), classes, progress)
+                 if rule.class_size(d, b[1], b[2], 0) >= options.min_size]
+        classes, n_boxes = classes + choose_boxes(d, found, room), len(found)
     floats = len(classes)
     if semantics == "float32":  # always confirmed: the float64 mirror is the real bound
         classes = float32_confirmed(trace, classes, progress)
@@ -385,9 +510,11 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
     work = cost(d, parsed, len(rest))
     claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes) + len(rest)
     line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes, rest))
-    gaps = [g for *_, g, _ in classes]
+    gaps = [g for _, _, fixed, g, _ in classes if not isinstance(fixed, rule.Box)]
     return line, claim, {"classes": len(classes), "classes_float64": floats,
                          "residue": len(rest),
                          "checker_work": work,
                          "merged": sum(type(c[2]) is int for c in classes),
+                         "boxes": sum(isinstance(c[2], rule.Box) for c in classes),
+                         "boxes_float64": n_boxes,  # proved in float64, before the budget
                          "mean_gap": float(np.mean(gaps)) if gaps else None}
