@@ -425,3 +425,34 @@ def test_gen_cert_family_gap_float32_end_to_end(tmp_path):
     cert.write_text("\n".join(lines) + "\n")
     assert check_cli.main([str(cert), "--model", str(model),
                            "--require", "semantics == float32"]) == 0
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope_2heads_k4", "mlp_no_norm_k3"])
+def test_real_box_certificate_relabelled_float32(name):
+    """A real certificate with box classes (family-gap boxes=on) relabelled float32: the float32
+    path reads the boxes (parse, disjointness, sizes, its class proof over their slots); if it
+    accepts, every counted sequence — classes, boxes, residue — is float32-correct in every
+    evaluation order and the count is at most the real one; else it rejects (the real hints are
+    tight for the real model).  Either way it never accepts a wrong sequence."""
+    from family_gap_models import certificate
+
+    w = model(name)
+    dims = w.dims
+    real = list(certificate(name, "always", "on"))
+    hints = rule_line(real)["hints"]
+    assert hints.get("boxes")
+    try:
+        got = replay(relabelled(real, "float32")).facts.correct
+    except Rejected:
+        return
+    seqs = set()
+    for q, m, s, g, *_ in hints["classes"]:
+        fixed = s["first"] if isinstance(s, dict) else tuple(s)
+        seqs |= set(itertools.product(*rule.slots(dims, q, m, fixed, g)))
+    for q, m, sets, *_ in hints["boxes"]:
+        seqs |= set(itertools.product(*rule.slots(dims, q, m, rule.Box(tuple(x) for x in sets),
+                                                  0)))
+    seqs |= {tuple(t) for t in hints.get("residue", [])}
+    assert got <= len(seqs) <= rule_line(real)["claim"]
+    tokens = np.array(sorted(seqs), dtype=np.int64).reshape(-1, dims.n_ctx)
+    assert float32_correct(w, tokens).all()
