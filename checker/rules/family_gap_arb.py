@@ -26,7 +26,7 @@ from mpmath.libmp.libmpi import mpi_mul, mpi_sub
 
 from ..errors import Malformed
 from ..numbers import exp_interval
-from . import family_gap as gap
+from . import family_gap_classes as gap
 from .family_gap_bulk import BulkSteps
 from .overwhelm_family_arb import (
     ArbHead,

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 from .. import ops
 from ..errors import Malformed, Rejected
-from . import family_gap as gap
+from . import family_gap_classes as gap
 from . import forward
 from . import overwhelm_family as base
 from . import overwhelm_family_float32 as f32
