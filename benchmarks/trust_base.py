@@ -26,12 +26,13 @@ GROUPS = {
     "kernel": ("every verdict", [
         "__init__.py", "__main__.py", "errors.py", "cli.py", "checkfile.py", "progress.py",
         "certificate.py",
-        "ops.py", "numbers.py", "definitions.py", "statement.py", "statement.lark", "modelspec.py",
+        "ops.py", "numbers.py", "definitions.py", "statement.py", "statement.lark", "lalr.py",
+        "modelspec.py",
         "modelfile.py", "tl_config.py", "config_fields.py", "elementary.py", "limits.py",
         "tasks.py", "arith/__init__.py", "arith/base.py", "arith/mp.py",
         "rules/__init__.py"]),
-    "statement tables": ("every verdict (data: lark's LALR tables of statement.lark, "
-                         "generated; tests/test_statement_tables.py)", ["statement_tables.py"]),
+    "statement tables": ("every verdict (data: lark's LALR tables of statement.lark, run by "
+                         "lalr.py; tests/test_statement_tables.py)", ["statement_tables.py"]),
     "arb": ("only with --arith arb", ["arith/arb.py"]),
     "hf": ("only for a Hugging Face save_pretrained directory", ["hf.py"]),
     "audit": ("only for `check-cert audit POLICY`", ["audit.py", "policy.py"]),

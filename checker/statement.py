@@ -16,31 +16,36 @@ from pathlib import Path
 from .errors import Malformed
 from .tasks import PARAM_FIELDS, TASK_NAMES, Task, max_of_k
 
-# The LALR parser of statement.lark and its transformer, made on first use (importing lark
-# costs ~0.03 s, which `check-cert --help` need not pay).  The parser is loaded from the
-# tables of statement_tables.py (~0.001 s) when they were made from this very grammar file by
-# this lark version (tests/test_statement_tables.py: they are a fresh build's, up to lark's
-# numbering of states), else built from the grammar (~0.02 s).  No cache on disk is read.
+# The statement parser, made on first use.  When statement_tables.py holds lark's tables of
+# this very grammar file (its SHA-256; tests/test_statement_tables.py: they are a fresh lark
+# build's, up to lark's numbering of states), lalr.py runs them and lark is not imported at
+# all (~0.02 s of every check, issue 22); else lark builds the parser from the grammar.  No
+# cache on disk is read.
 _LARK: dict = {}
 
 
 def _lark() -> dict:
-    """{"parser", "transformer" (a class), "error" (LarkError)}, made once."""
+    """{"parse": text -> atoms, "error": the parse errors (a tuple)}, made once."""
     if not _LARK:
-        import lark
-        from lark import Lark, LarkError, Transformer
-
         from . import statement_tables as stored
 
         grammar = Path(__file__).with_name("statement.lark").read_bytes()
-        if (stored.LARK_VERSION == lark.__version__
-                and stored.GRAMMAR_SHA256 == hashlib.sha256(grammar).hexdigest()):
-            _LARK["parser"] = Lark._load_from_dict(stored.DATA, stored.MEMO)
+        if stored.GRAMMAR_SHA256 == hashlib.sha256(grammar).hexdigest():
+            from .lalr import ParseError, Parser
+
+            parser = Parser(stored.DATA, stored.MEMO)
+            _LARK["parse"] = lambda text: parser.parse(text, _AtomRules())
+            # a rule's own conversion error (int() of 5,000 digits) too: lark wraps those
+            _LARK["error"], _LARK["by"] = (ParseError, ValueError, ArithmeticError), "tables"
         else:
-            _LARK["parser"] = Lark(grammar.decode("utf-8"), parser="lalr")
-        _LARK["transformer"] = type("_ToAtoms", (_AtomRules, Transformer), {})
-        _LARK["error"] = LarkError
+            from lark import Lark, LarkError, Transformer
+
+            built = Lark(grammar.decode("utf-8"), parser="lalr")
+            rules = type("_ToAtoms", (_AtomRules, Transformer), {})
+            _LARK["parse"] = lambda text: rules().transform(built.parse(text))
+            _LARK["error"], _LARK["by"] = (LarkError,), "lark"
     return _LARK
+
 
 INT_FIELDS = ("d_vocab", "n_ctx", "d_model", "d_head")
 HASH_FIELDS = ("weights", "model_file", "certificate")
@@ -102,7 +107,8 @@ class Atom:
 
 
 class _AtomRules:
-    """The transformer's rules (mixed into lark's Transformer by _lark)."""
+    """The parser's rules: a method per rule or alias of statement.lark, called with its
+    children (lalr.Parser; or mixed into lark's Transformer by _lark)."""
 
     def start(self, atoms):
         return atoms
@@ -162,7 +168,9 @@ def parse(text: object, what: str = "statement") -> list[Atom]:
         raise Malformed(f"{what}: expected a statement string of at most 10000 characters")
     lark = _lark()
     try:
-        atoms = lark["transformer"]().transform(lark["parser"].parse(text))
+        atoms = lark["parse"](text)
+    except Malformed as err:  # a rule's own check (lalr.Parser calls the rules directly)
+        raise Malformed(f"{what}: {err}") from None
     except lark["error"] as err:
         cause = getattr(err, "orig_exc", None)  # lark wraps the transformer's errors
         if isinstance(cause, Malformed):

@@ -94,21 +94,14 @@ def test_canonical_form_sees_a_changed_table_or_grammar():
     assert tables.canonical(*tables.build(GRAMMAR.replace('| "semantics"', ""))) != before
 
 
-@same_lark
-def test_checker_loads_the_stored_tables_only_for_its_grammar(monkeypatch):
+def test_checker_runs_the_stored_tables_only_for_its_grammar(monkeypatch):
     monkeypatch.setattr(statement, "_LARK", {})
-    statement._lark()
-    assert statement._LARK["parser"].source_path == "<deserialized>"
+    assert statement.parse("correct >= 5")[0].value == 5
+    assert statement._LARK["by"] == "tables"  # lalr.py, lark not needed
     monkeypatch.setattr(statement, "_LARK", {})
     monkeypatch.setattr(statement_tables, "GRAMMAR_SHA256", "0" * 64)  # another grammar
-    statement._lark()
-    assert statement._LARK["parser"].source_path != "<deserialized>"
-    monkeypatch.setattr(statement, "_LARK", {})
-    monkeypatch.undo()
-    monkeypatch.setattr(statement, "_LARK", {})
-    monkeypatch.setattr(statement_tables, "LARK_VERSION", "0.0.1")  # another lark
-    statement._lark()
-    assert statement._LARK["parser"].source_path != "<deserialized>"
+    assert statement.parse("correct >= 5")[0].value == 5
+    assert statement._LARK["by"] == "lark"
 
 
 @same_lark
@@ -127,3 +120,74 @@ def test_stored_and_built_parsers_agree_on_every_shipped_statement():
             except lark.LarkError as err:
                 results.append(("error", type(err).__name__, str(err).splitlines()[0]))
         assert results[0] == results[1], text
+
+
+def _outcome(parse, text):
+    """The atoms, the rule's own Malformed message, or a refusal (any other parse error)."""
+    from checker.errors import Malformed
+
+    try:
+        return ("atoms", parse(text))
+    except Malformed as err:
+        return ("malformed", str(err))
+    except (lark.LarkError, ValueError, ArithmeticError) as err:
+        cause = getattr(err, "orig_exc", None)  # lark wraps the rules' errors
+        if isinstance(cause, Malformed):
+            return ("malformed", str(cause))
+        return ("refused",)
+
+
+def _random_statements(n: int, seed: int = 7) -> list[str]:
+    """Statements of the language and near misses: random atoms from the grammar's pieces,
+    joined by 'and', with random spacing, dropped, doubled or foreign pieces."""
+    import random
+
+    g = random.Random(seed)
+    fields = list(statement.FIELDS) + ["fre", "frees", "Task", "d_vocabx"]
+    cmps = [">=", "==", "<=", "=", "<", ">", "=>"]
+    values = ["0", "5", "64", "007", "0.95", "1.0", "3/4", "0/1", "1/0", "max_of_k", "real",
+              "float32", "overwhelm", "modular_addition", "sha256:" + "0" * 64,
+              "sha256:" + "f" * 63, "[]", "[1]", "[1, 2, 3]", "[1,2,]", "[", "]", "-1", "x9",
+              "9" * 30, "1e5", "_a", "a-b"]
+    pieces = []
+    for _ in range(n):
+        atoms = []
+        for _ in range(g.randint(1, 4)):
+            atom = [g.choice(fields), g.choice(cmps), g.choice(values)]
+            if g.random() < 0.2:
+                atom += ["over", g.choice(["[0, 1]", "[2]", "[]", "[1, 1]", "1"])]
+            if g.random() < 0.1:
+                del atom[g.randrange(len(atom))]
+            atoms.append(atom)
+        joiners = [g.choice([" and ", " and ", "and", " AND ", " ", " and and "])
+                   for _ in atoms[1:]]
+        text = " ".join(atoms[0])
+        for joiner, atom in zip(joiners, atoms[1:]):
+            text += joiner + g.choice([" ", "", "  ", "\\t"]).join(atom)
+        if g.random() < 0.1:
+            i = g.randrange(len(text) + 1)
+            text = text[:i] + g.choice(["#", "(", "é", " ", "and"]) + text[i:]
+        pieces.append(text)
+    return pieces
+
+
+@same_lark
+def test_the_driver_agrees_with_lark_everywhere():
+    """checker/lalr.py against lark itself (the same rules as transformer): on every shipped
+    theorem and policy, their prefixes, and 4,000 random statements and near misses, both give
+    the same atoms, the same rule message, or both refuse."""
+    from checker.lalr import Parser
+
+    ours = Parser(statement_tables.DATA, statement_tables.MEMO)
+    built = lark.Lark(GRAMMAR, parser="lalr")
+    rules = type("_ToAtoms", (statement._AtomRules, lark.Transformer), {})
+    texts = theorems_and_policies()
+    texts += [t[:n] for t in texts for n in range(0, len(t), 5)]
+    texts += _random_statements(4000)
+    kinds = {"atoms": 0, "malformed": 0, "refused": 0}
+    for text in texts:
+        mine = _outcome(lambda s: ours.parse(s, statement._AtomRules()), text)
+        theirs = _outcome(lambda s: rules().transform(built.parse(s)), text)
+        assert mine == theirs, text
+        kinds[mine[0]] += 1
+    assert min(kinds.values()) > 100, kinds  # every outcome occurs: the comparison is not idle
