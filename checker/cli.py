@@ -10,6 +10,7 @@ Nothing but full acceptance exits 0.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -208,5 +209,22 @@ def _fail(as_json: bool, verdict: str, message: str, code: int) -> int:
     return code
 
 
+def console() -> None:
+    """The check-cert command (pyproject's entry point; python -m checker): main() in a
+    process that ends with it.  Two things only a whole process may do, both for speed
+    (issue 22: a check makes ~10⁶ short-lived objects) and neither changing what is checked
+    or printed: the cyclic collector stops rescanning the imported modules' objects
+    (gc.freeze), and the process ends without tearing its heap down (os._exit, once both
+    streams are flushed; a flush that fails takes the interpreter's usual exit instead)."""
+    gc.freeze()
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stream: Python reports it as usual
+        sys.exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
