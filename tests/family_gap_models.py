@@ -1,12 +1,14 @@
 """Shared fixtures of the family_gap tests (tests/test_family_gap*.py): the small trained
 family models and the models built to break a step, their generated certificates, a
-replay through the checker, the 200-bit reference verdict of one sequence, certificate
+replay through the checker (and under both back-ends), the sequences of a class
+from its definition, the 200-bit reference verdict of one sequence, certificate
 mutation, and the rule's checker inputs (the generator's own conversion,
 strategy.checker_inputs)."""
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 
 import numpy as np
@@ -14,6 +16,7 @@ from test_families import reference_logits
 
 from checker import arith as backends
 from checker.certificate import CertificateChecker
+from checker.errors import Malformed, Rejected
 from checker.rules import family_gap as rule
 from generator.certify.strategies import family_gap as strategy
 from generator.certify.trace import Trace
@@ -104,6 +107,33 @@ def replay(lines, arith="mpmath", limits=None):
     for line in lines:
         checker.feed(line if isinstance(line, str) else json.dumps(line, separators=(",", ":")))
     return checker.finish()
+
+
+def both_backends(lines):
+    """The verdict under both back-ends, asserted equal: ("ok", count) or the exception class
+    and message."""
+    out = []
+    for arith in ("mpmath", "arb"):
+        try:
+            out.append(("ok", replay(lines, arith).facts.correct))
+        except (Malformed, Rejected) as e:
+            out.append((type(e), str(e)))
+    assert out[0] == out[1], out
+    return out[0]
+
+
+def class_members(k, q, m, fixed, g):
+    """A class's sequences straight from Lemma G1 / G5's definitions (not the rule's
+    `slots`): C(q, m, S, g) for a tuple S, M(q, m, i0, g) for {"first": i0}."""
+    for t in itertools.product(range(m + 1), repeat=k - 1):
+        if isinstance(fixed, dict):  # M(q, m, i0, g)
+            i0 = fixed["first"]
+            ok = (t[i0] == m and all(u <= m - g for u in t[:i0])
+                  and all(u <= m - g or u == m for u in t[i0 + 1:]))
+        else:  # C(q, m, S, g)
+            ok = all((u == m) if i in fixed else (u <= m - g) for i, u in enumerate(t))
+        if ok:
+            yield t + (q,)
 
 
 def rule_line(lines) -> dict:

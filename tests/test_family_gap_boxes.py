@@ -21,7 +21,14 @@ import random
 
 import numpy as np
 import pytest
-from family_gap_models import certificate, checker_inputs, model, replay
+from family_gap_models import (
+    both_backends,
+    certificate,
+    checker_inputs,
+    class_members,
+    model,
+    replay,
+)
 from family_gap_models import correct as _correct
 from family_gap_models import mutate as _mutate
 from family_gap_models import rule_line as _rule
@@ -42,36 +49,11 @@ def boxed(name: str, merge: str = "always") -> tuple:
     return certificate(name, merge, "on")
 
 
-def _class_members(k, q, m, fixed, g):
-    """A class's sequences from Lemma G1 / G5's definitions (not the rule's code)."""
-    for t in itertools.product(range(m + 1), repeat=k - 1):
-        if isinstance(fixed, dict):  # M(q, m, i0, g)
-            i0 = fixed["first"]
-            ok = (t[i0] == m and all(u <= m - g for u in t[:i0])
-                  and all(u <= m - g or u == m for u in t[i0 + 1:]))
-        else:  # C(q, m, S, g)
-            ok = all((u == m) if i in fixed else (u <= m - g) for i, u in enumerate(t))
-        if ok:
-            yield t + (q,)
-
-
 def _box_members(v, q, m, sets):
     """A box's sequences from its definition: t_i in {lo..hi} ∪ ({m} if e), the query q."""
     for t in itertools.product(range(v), repeat=len(sets)):
         if all(lo <= u <= hi or (e == 1 and u == m) for u, (lo, hi, e) in zip(t, sets)):
             yield t + (q,)
-
-
-def _both(lines):
-    """The verdict under both back-ends: the exception class and message, or the count."""
-    out = []
-    for arith in ("mpmath", "arb"):
-        try:
-            out.append(("ok", replay(lines, arith).facts.correct))
-        except (Malformed, Rejected) as e:
-            out.append((type(e), str(e)))
-    assert out[0] == out[1], out
-    return out[0]
 
 
 @pytest.mark.parametrize("name,merge", BOXED)
@@ -83,7 +65,7 @@ def test_every_sequence_of_every_boxed_certificate_is_correct(name, merge):
     assert hints.get("boxes"), f"{name}: no box (the test would prove nothing)"
     seen, in_boxes = set(), 0
     for q, m, fixed, g, *_ in hints["classes"]:
-        for t in _class_members(k, q, m, fixed, g):
+        for t in class_members(k, q, m, fixed, g):
             assert t not in seen
             seen.add(t)
     for q, m, sets, *_ in hints["boxes"]:
@@ -209,7 +191,7 @@ def test_position_sets_match_the_class_definitions():
                 if rule.signature(dims, q, m, f, g) is not None:
                     continue
                 spec = {"first": f} if type(f) is int else f
-                want = set(_class_members(k, q, m, spec, g))
+                want = set(class_members(k, q, m, spec, g))
                 sets = rule.position_sets(dims, m, f, g)
                 got = {t + (q,) for t in itertools.product(*[sorted(_tokens(x, m))
                                                               for x in sets])}
@@ -252,7 +234,7 @@ def _edit_boxes(lines, fn, delta=0):
 
 def test_the_boxed_certificate_is_accepted_on_both_backends():
     lines = boxed(NAME)
-    assert _both(lines) == ("ok", _rule(lines)["claim"])
+    assert both_backends(lines) == ("ok", _rule(lines)["claim"])
 
 
 def _first_box_of_a_merged_class(hints):
@@ -291,7 +273,7 @@ def test_an_overlapping_box_is_malformed(how):
         h["boxes"].insert(n + 1, [box[0], box[1], extra] + box[3:])
 
     bad = _edit_boxes(lines, fn)
-    verdict = _both(bad)
+    verdict = both_backends(bad)
     assert verdict[0] is Malformed and "Lemma B2" in verdict[1], verdict
 
 
@@ -330,7 +312,7 @@ def test_an_ill_formed_box_is_malformed(how, why):
         else:
             box[0] = box[1] + 1
 
-    verdict = _both(_edit_boxes(lines, fn))
+    verdict = both_backends(_edit_boxes(lines, fn))
     assert verdict[0] is Malformed and why in verdict[1], verdict
 
 
@@ -344,17 +326,17 @@ def test_a_residue_sequence_inside_a_box_is_malformed():
         h["residue"] = sorted(set(map(tuple, h.get("residue", []))) | {t})
         h["residue"] = [list(x) for x in h["residue"]]
 
-    verdict = _both(_edit_boxes(lines, fn))
+    verdict = both_backends(_edit_boxes(lines, fn))
     assert verdict[0] is Malformed and "lies in a class" in verdict[1], verdict
 
 
 def test_an_inflated_claim_and_a_dropped_box_are_rejected():
     lines = boxed(NAME)
-    assert _both(_mutate(lines, lambda r: None, 1))[0] is Rejected
+    assert both_backends(_mutate(lines, lambda r: None, 1))[0] is Rejected
 
     def drop(h):
         del h["boxes"][0]
-    assert _both(_edit_boxes(lines, drop))[0] is Rejected  # the claim counts the box
+    assert both_backends(_edit_boxes(lines, drop))[0] is Rejected  # the claim counts the box
 
 
 def test_a_box_with_another_box_s_hints_is_rejected():
@@ -370,7 +352,7 @@ def test_a_box_with_another_box_s_hints_is_rejected():
     def fn(h):
         h["boxes"][big][3:] = h["boxes"][small][3:]
 
-    verdict = _both(_edit_boxes(lines, fn))
+    verdict = both_backends(_edit_boxes(lines, fn))
     assert verdict[0] is Rejected, verdict
 
 
@@ -378,11 +360,11 @@ def test_old_certificates_read_as_before():
     """Without "boxes" the hints are read exactly as before; an unknown hint key is refused."""
     lines = certificate(NAME, "always")
     assert "boxes" not in _rule(lines)["hints"]
-    assert _both(lines) == ("ok", _rule(lines)["claim"])
+    assert both_backends(lines) == ("ok", _rule(lines)["claim"])
 
     def fn(h):
         h["boxez"] = []
-    verdict = _both(_edit_boxes(lines, fn))
+    verdict = both_backends(_edit_boxes(lines, fn))
     assert verdict[0] is Malformed and "hints must be" in verdict[1]
 
 

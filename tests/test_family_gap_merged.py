@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from family_gap_models import certificate, model, replay
+from family_gap_models import both_backends, certificate, class_members, model, replay
 from family_gap_models import correct as _correct
 from family_gap_models import mutate as _mutate
 from family_gap_models import rule_line as _rule
@@ -32,19 +32,6 @@ K34 = ["ln_mlp_rope_2heads_k4", "lnpre_parallel_mlp_k3", "mlp_no_norm_k3",
 
 def merged_certificate(name: str, merge: str = "always") -> tuple:
     return certificate(name, merge)
-
-
-def _sequences(k, q, m, fixed, g):
-    """The class's sequences straight from the definitions (not the rule's `slots`)."""
-    for t in itertools.product(range(m + 1), repeat=k - 1):
-        if isinstance(fixed, dict):  # M(q, m, i0, g)
-            i0 = fixed["first"]
-            ok = (t[i0] == m and all(u <= m - g for u in t[:i0])
-                  and all(u <= m - g or u == m for u in t[i0 + 1:]))
-        else:  # C(q, m, S, g)
-            ok = all((u == m) if i in fixed else (u <= m - g) for i, u in enumerate(t))
-        if ok:
-            yield t + (q,)
 
 
 def _merged(lines):
@@ -62,7 +49,7 @@ def test_every_sequence_of_every_merged_certificate_is_correct(name, merge):
         assert _merged(lines), f"{name}: no merged class (the test would prove nothing)"
     seen = set()
     for q, m, fixed, g, *_ in hints["classes"]:
-        members = list(_sequences(k, q, m, fixed, g))
+        members = list(class_members(k, q, m, fixed, g))
         size = rule.class_size(fw.dims, m, fixed["first"] if isinstance(fixed, dict)
                                else tuple(fixed), g)
         assert len(members) == size  # the rule's size formula against the enumeration
@@ -83,18 +70,6 @@ def test_every_sequence_of_every_merged_certificate_is_correct(name, merge):
 NAME = "ln_mlp_rope_2heads_k4"
 
 
-def _both(lines):
-    """The verdict under both back-ends: the exception class and message, or the count."""
-    out = []
-    for arith in ("mpmath", "arb"):
-        try:
-            out.append(("ok", replay(lines, arith).facts.correct))
-        except (Malformed, Rejected) as e:
-            out.append((type(e), str(e)))
-    assert out[0] == out[1], out
-    return out[0]
-
-
 def _merged_index(classes, pred=lambda c: True):
     return next(i for i, c in enumerate(classes) if isinstance(c[2], dict) and pred(c))
 
@@ -103,7 +78,8 @@ def test_the_merged_certificate_has_merged_and_unmerged_classes():
     classes = _rule(merged_certificate(NAME))["hints"]["classes"]
     assert any(isinstance(c[2], dict) for c in classes)
     assert any(isinstance(c[2], list) for c in classes)
-    assert _both(merged_certificate(NAME)) == ("ok", _rule(merged_certificate(NAME))["claim"])
+    lines = merged_certificate(NAME)
+    assert both_backends(lines) == ("ok", _rule(lines)["claim"])
 
 
 @pytest.mark.parametrize("where", ["after", "same key", "repeat"])
@@ -119,7 +95,7 @@ def test_a_merged_class_overlapping_its_block_is_malformed(where):
         extra = list(cls[n])
         extra[2] = {"after": [i0, k - 2], "same key": [i0], "repeat": {"first": i0}}[where]
         cls.insert(n + 1, extra)  # sorted: (i0,) <= (i0, k-2), and before the next block
-    verdict = _both(_mutate(lines, edit))
+    verdict = both_backends(_mutate(lines, edit))
     assert verdict[0] is Malformed
     assert ("overlaps" in verdict[1]) or ("not after" in verdict[1])
 
@@ -136,7 +112,7 @@ def test_an_unmerged_class_before_a_merged_one_of_its_block_is_malformed():
         extra = list(cls[n])
         extra[2] = [i0 - 1, i0] if i0 > 0 else [i0]  # i0 > 0: another block, allowed order
         cls.insert(n, extra)
-    verdict = _both(_mutate(lines, edit))
+    verdict = both_backends(_mutate(lines, edit))
     if classes[n][2]["first"] == 0:
         assert verdict[0] is Malformed and "not after" in verdict[1]
 
@@ -149,12 +125,12 @@ def test_a_wrong_i0_is_refused_or_proves_less():
 
     def edit(r):
         r["hints"]["classes"][n][2] = {"first": r["hints"]["classes"][n][2]["first"] + 1}
-    verdict = _both(_mutate(lines, edit))
+    verdict = both_backends(_mutate(lines, edit))
     assert verdict[0] in (Malformed, Rejected)  # the class shrinks: the claim is not proved
 
 
 def test_an_inflated_claim_is_rejected():
-    verdict = _both(_mutate(merged_certificate(NAME), lambda r: None, claim_delta=1))
+    verdict = both_backends(_mutate(merged_certificate(NAME), lambda r: None, claim_delta=1))
     assert verdict[0] is Rejected and "proves" in verdict[1]
 
 
@@ -175,7 +151,7 @@ def test_ill_formed_merged_classes_are_malformed(change, why):
 
     def edit(r):
         change(r["hints"]["classes"][n])
-    verdict = _both(_mutate(lines, edit))
+    verdict = both_backends(_mutate(lines, edit))
     assert verdict[0] is Malformed and why in verdict[1], verdict
 
 
@@ -185,13 +161,13 @@ def test_a_residue_sequence_inside_a_merged_class_is_malformed():
     k = model(NAME).dims.n_ctx
     q, m, fixed, g = classes[_merged_index(classes)][:4]
     # a member with an m after i0 (not in the unmerged class C(q, m, {i0}, g))
-    members = [t for t in _sequences(k, q, m, fixed, g)
-               if sum(u == m for u in t[:-1]) >= 2] or list(_sequences(k, q, m, fixed, g))
+    members = [t for t in class_members(k, q, m, fixed, g)
+               if sum(u == m for u in t[:-1]) >= 2] or list(class_members(k, q, m, fixed, g))
 
     def edit(r):
         res = r["hints"].get("residue", [])
         r["hints"]["residue"] = sorted(res + [list(members[-1])])
-    verdict = _both(_mutate(lines, edit, claim_delta=1))
+    verdict = both_backends(_mutate(lines, edit, claim_delta=1))
     assert verdict[0] is Malformed and "lies in a class" in verdict[1]
 
 
@@ -203,9 +179,9 @@ def test_in_class_matches_the_definition():
     keyed = {(2, 4, (0, 2)): 2, (4, 4, ()): 3}
     members = set()
     for (q, m, i0), g in merged.items():
-        members |= set(_sequences(k, q, m, {"first": i0}, g))
+        members |= set(class_members(k, q, m, {"first": i0}, g))
     for (q, m, fixed), g in keyed.items():
-        members |= set(_sequences(k, q, m, list(fixed), g))
+        members |= set(class_members(k, q, m, list(fixed), g))
     assert dims.n_ctx == k
     for t in itertools.product(range(v), repeat=k):
         assert rule.in_class(keyed, t, merged) == (t in members), t
@@ -219,7 +195,7 @@ def test_the_rules_token_sets_are_the_definition(k):
     for q, m, g in [(0, 5, 1), (2, 5, 3), (5, 5, 2), (1, 1, 1)]:
         for i0 in range(k - 1):
             got = set(itertools.product(*rule.slots(dims, q, m, i0, g)))
-            assert got == set(_sequences(k, q, m, {"first": i0}, g))
+            assert got == set(class_members(k, q, m, {"first": i0}, g))
             assert len(got) == rule.class_size(dims, m, i0, g)
             assert all(rule.first(i0) == min(i for i, u in enumerate(t[:-1]) if u == m)
                        for t in got)
