@@ -154,6 +154,17 @@ def _robust(real, delta, tokens):
     return gap.min(axis=1) > 1e-9
 
 
+def float32_good(w):
+    """(tokens, real logits, good, index): good[i] says sequence i is correct over the reals
+    with margin beyond δ_o + δ_m and correct in each of the five float32 evaluations
+    (_truth); index maps a token tuple to its row."""
+    tokens, real, delta, floats = _truth(w)
+    good = _robust(real, delta, tokens) & _correct(real, tokens)
+    for f in floats:
+        good &= _correct(f, tokens)
+    return tokens, real, good, {tuple(t): i for i, t in enumerate(tokens)}
+
+
 def _models():
     yield "max3_v8", load_model("generator/models/max3_v8_seed0.pt").weights
     for seed, v in ((0, 4), (1, 5), (2, 6), (3, 8)):
@@ -178,11 +189,7 @@ def test_float32_certified_sequences_are_float32_correct(name, w, tmp_path):
     path = tmp_path / "m.pt"
     save_model(path, w)
     v, k = w.dims.d_vocab, w.dims.n_ctx
-    tokens, real, delta, floats = _truth(w)
-    good = _robust(real, delta, tokens) & _correct(real, tokens)
-    for f in floats:
-        good &= _correct(f, tokens)
-    index = {tuple(t): i for i, t in enumerate(tokens)}
+    tokens, real, good, index = float32_good(w)
     counts = {}
     for rule, strategy in STRATEGIES.items():
         lines = generate(str(path), strategy, semantics="float32")[0]

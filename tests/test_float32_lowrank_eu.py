@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from soundness_helpers import subcubic_covered
 from test_float32 import _random_attn_only, _with_header, replay
-from test_float32_decomp import _correct, _robust, _truth
+from test_float32_decomp import float32_good
 
 from checker import float32 as fp
 from checker.errors import Malformed, Rejected
@@ -193,11 +193,7 @@ def test_entries_accepted_under_float32_are_float32_correct(name, eu, w, direct,
     path = tmp_path / "m.pt"
     save_model(path, w)
     v, k = w.dims.d_vocab, w.dims.n_ctx
-    tokens, real, delta, floats = _truth(w)
-    good = _robust(real, delta, tokens) & _correct(real, tokens)
-    for f in floats:
-        good &= _correct(f, tokens)
-    index = {tuple(t): i for i, t in enumerate(tokens)}
+    _, _, good, index = float32_good(w)
     strategy = f"subcubic:direct={direct},near=2,eu={eu}"
     real_lines = generate(str(path), strategy)[0]
     f32_lines = generate(str(path), strategy, semantics="float32")[0]
