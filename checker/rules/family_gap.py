@@ -83,6 +83,7 @@ from .family_gap_classes import (  # noqa: F401
     signature,
     slots,
     table_elements,
+    total,
 )
 
 ARITHMETICS = ("mpmath", "arb")  # arb: the class proofs on the fast path (family_gap_arb.py)
@@ -161,16 +162,9 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
             certified += forward._certified(tables.model.logits(t), max(t))
     if fast is not None:
         certified = fast.certified_residue(dims, mats, charge, arith, residue)
-    proven += certified
-    if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
-        raise AssertionError("family_gap: the classes hold more sequences than the domain")
-    n_boxes = sum(len(b) for b in boxes.values())
-    return proven, (f"{proven - certified} sequences certified in {len(classes) - n_boxes} gap "
-                    f"classes (q, m, S, g) ({len(merged)} merged (q, m, i0, g))"
-                    f"{f' and {n_boxes} box classes' if n_boxes else ''} by Lemma R bounds at the "
-                    f"last position, {certified} of "
-                    f"{len(residue)} residue sequences by their forward pass"
-                    f"{distance_note(dims, tables, shared, classes, worst, charge)}")
+    proven, said = total(dims, classes, proven, certified, len(residue), merged, boxes,
+                         "forward pass")
+    return proven, said + distance_note(dims, tables, shared, classes, worst, charge)
 
 
 def distance_note(dims, tables, shared, classes, worst, charge) -> str:

@@ -284,6 +284,21 @@ def check_disjoint(dims, classes: list, boxes: list, charge) -> None:
                                     f"the same (q, m) (Lemma B2: boxes must be disjoint)")
 
 
+def total(dims, classes: list, proven: int, certified: int, n_residue: int, merged: dict,
+          boxes: dict, residue_how: str) -> tuple:
+    """(proven + certified, the verdict's sentence): the classes' sizes plus the certified
+    residue sequences, which lie in no class (in_class).  More than the v^k sequences of the
+    domain cannot come from disjoint sets: fail closed."""
+    if proven + certified > dims.d_vocab ** dims.n_ctx:
+        raise AssertionError("family_gap: the classes hold more sequences than the domain")
+    n_boxes = sum(len(b) for b in boxes.values())
+    return proven + certified, (
+        f"{proven} sequences certified in {len(classes) - n_boxes} gap classes (q, m, S, g) "
+        f"({len(merged)} merged (q, m, i0, g))"
+        f"{f' and {n_boxes} box classes' if n_boxes else ''} by Lemma R bounds at the last "
+        f"position, {certified} of {n_residue} residue sequences by their {residue_how}")
+
+
 def in_class(classes: dict, t: tuple, merged: dict | None = None,
              boxes: dict | None = None) -> bool:
     """Whether sequence t lies in one of the classes {(q, m, S): g} or merged classes

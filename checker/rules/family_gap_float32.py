@@ -123,13 +123,6 @@ def check(dims, mats, hints, charge):
         if gap.in_class(keyed, t, merged, boxes):
             raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
         certified += forward._certified(tables.model.logits(t), max(t))
-    proven += certified
-    if proven > dims.d_vocab ** dims.n_ctx:  # disjoint sets cannot: fail closed
-        raise AssertionError("family_gap: the classes hold more sequences than the domain")
-    n_boxes = sum(len(b) for b in boxes.values())
-    return proven, (f"{proven - certified} sequences certified in {len(classes) - n_boxes} gap "
-                    f"classes (q, m, S, g) ({len(merged)} merged (q, m, i0, g))"
-                    f"{f' and {n_boxes} box classes' if n_boxes else ''} by Lemma R bounds at the "
-                    f"last position, {certified} of {len(residue)} residue sequences by their "
-                    "float32 forward pass (float32 semantics: Lemma W-family, every bound "
-                    "widened by its float32 error; evaluated with mpmath)")
+    return gap.total(dims, classes, proven, certified, len(residue), merged, boxes,
+                     "float32 forward pass (float32 semantics: Lemma W-family, every bound "
+                     "widened by its float32 error; evaluated with mpmath)")
