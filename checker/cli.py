@@ -215,13 +215,16 @@ def console() -> None:
     (issue 22: a check makes ~10⁶ short-lived objects) and neither changing what is checked
     or printed: the cyclic collector stops rescanning the imported modules' objects
     (gc.freeze), and the process ends without tearing its heap down (os._exit, once both
-    streams are flushed; a flush that fails takes the interpreter's usual exit instead)."""
+    streams are flushed).  The usual exit instead when a flush fails (Python reports it) or
+    a profiler or tracer runs (cProfile, coverage and debuggers report at exit)."""
     gc.freeze()
     code = main()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):  # a closed or broken stream: Python reports it as usual
+    except (OSError, ValueError):  # a closed or broken stream
+        sys.exit(code)
+    if sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     os._exit(code)
 
