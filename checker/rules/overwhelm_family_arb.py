@@ -265,22 +265,11 @@ class BatchedTables(Tables):
     """overwhelm_family.Tables with the model's tables from _BatchedModel (the same
     values); VO_j as the reference computes it."""
 
-    def __init__(self, dims, m, charge):  # overwhelm_family.Tables.__init__
-        from .overwhelm_family_bounds import centred_rows
+    MODEL = _BatchedModel
+    VO_MATMUL = staticmethod(exact_matmul)
 
-        f = dims.family
-        self.dims, self.m, self.f = dims, m, f
-        self.centre = f.normalization is not None
-        self.model = _BatchedModel(dims, m, charge)
-        self.tick = self.model.tick
-        v, k, h = dims.d_vocab, dims.n_ctx, dims.d_head
-        self.per_position = f.positional == "standard"
-        keys = [(i, u) for i in range(k if self.per_position else 1) for u in range(v)]
-        self.vo = []
-        for j in range(f.n_heads):
-            w_o_c = centred_rows(m["W_O"][j * h:(j + 1) * h], self.centre)
-            rows = [self.model.val[j][i][u] for i, u in keys]
-            self.vo.append(exact_matmul(rows, w_o_c, self.tick))
+    def __init__(self, dims, m, charge):
+        super().__init__(dims, m, charge)
         self.ints = {}  # id(matrix) -> (matrix, IntMatrix): the constant operands' integers
 
     def integers(self, m: list):

@@ -143,6 +143,7 @@ class Tables:
     forward pass whose tables are read (float32: their float32 enclosures)."""
 
     MODEL = forward_model._Model
+    VO_MATMUL = staticmethod(ops.matmul)  # VO_j = values · centred W_O (arb: exactly, in bulk)
 
     def __init__(self, dims, m, charge):
         f = dims.family
@@ -157,7 +158,7 @@ class Tables:
         for j in range(f.n_heads):
             w_o_c = centred_rows(m["W_O"][j * h:(j + 1) * h], self.centre)
             rows = [self.model.val[j][i][u] for i, u in keys]
-            self.vo.append(ops.matmul(rows, w_o_c, self.tick))  # (rows, d)
+            self.vo.append(self.VO_MATMUL(rows, w_o_c, self.tick))  # (rows, d)
 
     def row(self, i: int, u: int) -> int:
         return i * self.dims.d_vocab + u if self.per_position else u
@@ -295,7 +296,9 @@ def ln_params(m, f, which: str):
 
 
 class AtQuery:
-    """Steps 2-6 at one query position p."""
+    """Steps 2-6 at one query position p.  HEAD: the heads' class (float32: its own)."""
+
+    HEAD = Head
 
     def __init__(self, tables: Tables, fun: Functionals, claim: Overwhelm, p: int, hint: dict):
         self.t, self.fun, self.claim, self.p, self.hint = tables, fun, claim, p, hint
@@ -307,7 +310,7 @@ class AtQuery:
         if claim.free_perm is not None:  # Lemma R-perm: the potentials of each head
             perm = [(list(range(s, p)), claim.free_perm, hint["perm_u"][j])
                     for j in range(self.f.n_heads)]
-        self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
+        self.heads = [self.HEAD(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
         self.x_p = tables.model.resid0[p][claim.query]
         self.base = centred(forward_model._add(self.x_p, self.m["b_O"][0]), self.centre)
         self.base_g = ops.matmul([self.base], ops.transpose(fun.g), tables.tick)[0]  # (v,)

@@ -199,22 +199,10 @@ class Head(base.Head):
 class AtQuery(base.AtQuery):
     """Steps 2-6 at query position p, float32 (the module docstring's 1-5)."""
 
+    HEAD = Head  # this module's: the float32 heads
+
     def __init__(self, tables: Tables, fun: base.Functionals, claim, p: int, hint: dict):
-        self.t, self.fun, self.claim, self.p, self.hint = tables, fun, claim, p, hint
-        self.f, self.m, self.centre = tables.f, tables.m, tables.centre
-        s = len(claim.prefix)
-        free = list(base.alphabet(tables.dims, claim))
-        slots = [[u] for u in claim.prefix] + [free] * (p - s) + [[claim.query]]
-        perm = [None] * self.f.n_heads
-        if claim.free_perm is not None:  # Lemma R-perm: the potentials of each head
-            perm = [(list(range(s, p)), claim.free_perm, hint["perm_u"][j])
-                    for j in range(self.f.n_heads)]
-        self.heads = [Head(tables, j, p, slots, perm[j]) for j in range(self.f.n_heads)]
-        self.x_p = tables.model.resid0[p][claim.query]
-        self.base = base.centred(forward_model._add(self.x_p, self.m["b_O"][0]), self.centre)
-        self.base_g = base.ops.matmul([self.base], base.ops.transpose(fun.g), tables.tick)[0]
-        self.base_a = base.ops.matmul([self.base], base.ops.transpose(fun.a), tables.tick)[0] \
-            if fun.a else []
+        super().__init__(tables, fun, claim, p, hint)
         self._errors()
 
     def _errors(self) -> None:
