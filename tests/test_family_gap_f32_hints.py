@@ -158,6 +158,15 @@ def test_hints_are_rounded_outward_to_binary32(name):
         for field in rule.HINT_FIELDS:
             x = b.hint[field]
             assert np.array_equal(x.astype(np.float32).astype(np.float64), x), field
+        # the search's own box is the one the rounded hints give (base + Σ_j per_j), wider
+        eye = np.eye(d.d_model)
+        lo64, hi64, _ = a.bounds(eye)
+        lo32, hi32, per = b.bounds(eye)
+        want_lo, want_hi = b.base @ eye, b.base @ eye
+        for j in range(per.shape[0]):
+            want_lo, want_hi = want_lo + per[j, :, 0], want_hi + per[j, :, 1]
+        assert np.array_equal(lo32, want_lo) and np.array_equal(hi32, want_hi)
+        assert (lo32 <= lo64).all() and (hi32 >= hi64).all()
         checked += 1
     assert checked > 3
 
@@ -275,3 +284,23 @@ def test_f32_strings_hold_exactly_4n_bytes():
     for entry in rule_line(lines)["hints"]["classes"]:
         for name, text in zip(rule.HINT_FIELDS, entry[4:]):
             assert len(base64.b64decode(text)) == 4 * int(np.prod(shapes[name]))
+
+
+def test_default_options_regenerate_the_shipped_certificate(tmp_path):
+    """hints=f64 (the default) writes what it wrote before binary32 hints: the shipped
+    family-gap certificate regenerates line for line (the header's strategy_notes aside:
+    they have gained fields since it was made, and name no hint)."""
+    from pathlib import Path
+
+    from generator.cli import main as gen_cert
+
+    root = Path(__file__).resolve().parent.parent
+    shipped = (root / "certs" / "max3_v8_ln_mlp_rope_seed0.family-gap.jsonl").read_text()
+    out = tmp_path / "c.jsonl"
+    assert gen_cert([str(root / "generator" / "models" / "max3_v8_ln_mlp_rope_seed0.pt"),
+                     "--strategy", "family-gap", "-q", "-o", str(out)]) == 0
+    new, old = out.read_text().splitlines(), shipped.splitlines()
+    assert new[1:] == old[1:] and len(new) > 3
+    a, b = json.loads(new[0]), json.loads(old[0])
+    a["generator"].pop("strategy_notes"), b["generator"].pop("strategy_notes")
+    assert a == b
