@@ -189,9 +189,11 @@ def _hint_strings(line: dict) -> list:
             for x in c if isinstance(x, str)]
 
 
-CASES = [("ln_mlp_rope_2heads_k4", "off"), ("ln_mlp_k4_well_trained", "on"),
-         ("negative_ln_gains", "on"), ("mlp_no_norm_k3", "off"), ("rare_mlp_unit", "off"),
-         ("lnpre_parallel_mlp_k3", "on")]
+# the first two in the fast tier, the others slow (make test runs them all)
+CASES = [("ln_mlp_rope_2heads_k4", "off"), ("ln_mlp_k4_well_trained", "on")] + [
+    pytest.param(name, boxes, marks=pytest.mark.slow)
+    for name, boxes in (("negative_ln_gains", "on"), ("mlp_no_norm_k3", "off"),
+                        ("rare_mlp_unit", "off"), ("lnpre_parallel_mlp_k3", "on"))]
 
 
 @pytest.mark.parametrize("name,boxes", CASES)
