@@ -15,9 +15,10 @@ from mpmath.libmp.libmpi import mpi_sub
 
 from .. import ops
 from ..errors import Malformed
-from ..numbers import decode_floats, exp_interval
+from ..numbers import exp_interval
 from . import forward
 from . import overwhelm_family as family
+from .overwhelm_family_bounds import decode_hint
 
 HINT_FIELDS = family.HINT_FIELDS
 
@@ -146,9 +147,7 @@ def parse_hints(hints, dims, charge) -> list:
         last = (key, block, type(fixed) is int)
         arrays = {}
         for name, text in zip(HINT_FIELDS, entry[4:]):
-            shape = shapes[name]
-            arrays[name] = family._nest(decode_floats(text, math.prod(shape), "f64",
-                                                      f"hint {name} of class {n}"), shape)
+            arrays[name] = decode_hint(text, shapes[name], f"hint {name} of class {n}")
         out.append((q, m, fixed, g, arrays))
     return out
 
@@ -254,9 +253,7 @@ def parse_boxes(hints, dims, charge, classes: list) -> list:
                             f" {why}")
         arrays = {}
         for name, text in zip(HINT_FIELDS, entry[3:]):
-            shape = shapes[name]
-            arrays[name] = family._nest(decode_floats(text, math.prod(shape), "f64",
-                                                      f"hint {name} of box {n}"), shape)
+            arrays[name] = decode_hint(text, shapes[name], f"hint {name} of box {n}")
         out.append((q, m, sets, 0, arrays))
     check_disjoint(dims, classes, out, charge)
     return out

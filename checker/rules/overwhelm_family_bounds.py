@@ -82,6 +82,25 @@ def _nest(values, shape):
     return [_nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
+def decode_hint(text: object, shape: tuple, what: str) -> list:
+    """One hint array of `shape` (n = prod(shape) values, row-major): base64 of n
+    little-endian IEEE binary64 values (8n bytes) or of n binary32 values (4n bytes) — n is
+    fixed by the shape, so the byte length decides; each value is its exact real (a binary32
+    is a binary64 exactly).  Any other length, NaN or infinity is Malformed.  A hint is only
+    a claimed bound the rule confirms (spec/format.md §hint encodings), so its precision is
+    immaterial to soundness."""
+    count = math.prod(shape)
+    dtype = "f64"
+    if isinstance(text, str) and count and len(text) % 4 == 0:
+        size = 3 * (len(text) // 4) - (len(text) - len(text.rstrip("=")))
+        if size == 4 * count:
+            dtype = "f32"
+        elif size != 8 * count:
+            raise Malformed(f"{what}: {size} bytes, expected {count} binary64 values "
+                            f"({8 * count} bytes) or {count} binary32 values ({4 * count} bytes)")
+    return _nest(decode_floats(text, count, dtype, what), shape)
+
+
 def hint_elements(dims, claim: Overwhelm) -> int:
     """The floats of all hint entries (one per query position), as decoded."""
     shapes = hint_shapes(dims, claim)
@@ -109,9 +128,7 @@ def parse_hints(hints, dims, claim: Overwhelm, charge) -> dict[int, dict]:
         charge(0)  # the clock
         out[p] = {}
         for name, text in zip(fields, entry[1:]):
-            shape = shapes[name]
-            count = shape[0] * shape[1] * (shape[2] if len(shape) == 3 else 1)
-            out[p][name] = _nest(decode_floats(text, count, "f64", f"hint {name} at {p}"), shape)
+            out[p][name] = decode_hint(text, shapes[name], f"hint {name} at {p}")
     return out
 
 

@@ -26,6 +26,12 @@ Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
           the classes (spec/rules.md §box classes).  The boxes that hold the most
           sequences per unit of checker work are claimed within the budget, before the
           residue.
+  hints   "f64" (the default: every hint value a binary64) or "f32": every hint value
+          rounded to binary32 in the direction that keeps it valid (a lower bound down, an
+          upper bound up, a direction to nearest, before the bounds that use it are
+          computed), inside the float64 search itself, so every class claimed is proved
+          with the hints written; they are written as binary32 (half the bytes; spec/
+          format.md §hint encodings).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ F32_EXTRA_GAPS = 2  # float32: gaps tried beyond the real smallest one when no s
 RESIDUE_LIMIT = 20_000  # residue sequences (forward passes in the checker) at most
 
 Merge = Literal["off", "lossless", "always"]
+Hints = Literal["f64", "f32"]
 
 
 @dataclass(frozen=True)
@@ -73,28 +80,35 @@ class Options:
     # classes and boxes holding fewer sequences are not claimed (each costs the checker a
     # class proof, ~10 ms under arb at d_vocab 64, whatever its size): 0 keeps every one
     min_size: int = 0
+    hints: Hints = "f64"  # the hint values' precision (and encoding): binary64 or binary32
 
     def name(self) -> str:
         parts = ([f"merge={self.merge}"] if self.merge != "off" else []) + \
             ([f"budget={self.budget}"] if self.budget != MAX_CHECKER_WORK else []) + \
             ([f"confirm={self.confirm}"] if self.confirm != "on" else []) + \
             ([f"boxes={self.boxes}"] if self.boxes != "off" else []) + \
-            ([f"min_size={self.min_size}"] if self.min_size else [])
+            ([f"min_size={self.min_size}"] if self.min_size else []) + \
+            ([f"hints={self.hints}"] if self.hints != "f64" else [])
         return NAME + (":" + ",".join(parts) if parts else "")
 
     @staticmethod
     def parse(text: str) -> Options:
         """'family-gap' or 'family-gap:merge=MODE,budget=N' -> Options (ValueError if bad;
         N a positive integer, also written like 3e9)."""
-        fields = option_fields(text, NAME, ("merge", "budget", "confirm", "boxes", "min_size"),
+        fields = option_fields(text, NAME, ("merge", "budget", "confirm", "boxes", "min_size",
+                                                   "hints"),
                                f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off, "
-                               "boxes=off|on, min_size=N")
+                               f"boxes=off|on, min_size=N, hints={'|'.join(get_args(Hints))}")
         confirm = fields.get("confirm", "on")
         if confirm not in ("on", "off"):
             raise ValueError(f"bad option confirm={confirm!r} in {text!r}: on or off")
         boxes = fields.get("boxes", "off")
         if boxes not in ("on", "off"):
             raise ValueError(f"bad option boxes={boxes!r} in {text!r}: on or off")
+        hints = fields.get("hints", Options.hints)
+        if hints not in get_args(Hints):
+            raise ValueError(f"bad option hints={hints!r} in {text!r}: "
+                             f"{' or '.join(get_args(Hints))}")
         merge = fields.get("merge", Options.merge)
         if merge not in get_args(Merge):
             raise ValueError(f"bad option merge={merge!r} in {text!r}; choose from "
@@ -112,7 +126,7 @@ class Options:
             raise ValueError(f"bad option min_size={min_size!r} in {text!r}: a number of "
                              "sequences (0: keep every class)")
         return Options(merge=merge, budget=int(number), confirm=confirm, boxes=boxes,
-                       min_size=int(min_size))
+                       min_size=int(min_size), hints=hints)
 
 
 def grid() -> list[Options]:
@@ -120,10 +134,25 @@ def grid() -> list[Options]:
     return [Options(merge) for merge in get_args(Merge)]
 
 
-class _ClassQuery(_Query):
-    """strategy overwhelm_family's mirror at p = k−1 with the class's token sets."""
+def round_f32(x: np.ndarray, up: bool) -> np.ndarray:
+    """x (float64) rounded to binary32 upward (up) or downward: the nearest binary32, moved
+    one step when it lies on the wrong side of x (overflow gives ±inf, NaN stays NaN: the
+    caller's finiteness test then refuses the class)."""
+    with np.errstate(all="ignore"):
+        f = np.asarray(x, dtype=np.float64).astype(np.float32)
+        back = f.astype(np.float64)
+        step = np.nextafter(f, np.float32(np.inf if up else -np.inf))
+        return np.where(back < x if up else back > x, step, f).astype(np.float64)
 
-    def __init__(self, tab: Tables, q: int, m: int, slot_sets: list):
+
+class _ClassQuery(_Query):
+    """strategy overwhelm_family's mirror at p = k−1 with the class's token sets; with
+    hints == "f32" every Lemma R bound rounded outward to binary32 (lower bounds down,
+    upper bounds up) and every direction e to the nearest binary32, before the rest of the
+    chain uses them, so the float bound is the one the written hints give."""
+
+    def __init__(self, tab: Tables, q: int, m: int, slot_sets: list, hints: str = "f64"):
+        self.f32 = hints == "f32"
         p = tab.dims.n_ctx - 1
         self.tab, self.p, self.f, self.w = tab, p, tab.f, tab.w
         self.claim = SimpleNamespace(prefix=(), query=q, output=m, free_perm=None, over=None)
@@ -135,16 +164,36 @@ class _ClassQuery(_Query):
             tab.dims).items()}
         self.candidates, self.free_rows = [], []
 
+    def bounds(self, a: np.ndarray, upper_only: bool = False, keep=None, keys=(None, None)):
+        lo, hi, per = super().bounds(a, upper_only, keep, keys)
+        if not self.f32:
+            return lo, hi, per
+        per = np.stack([round_f32(per[..., 0], up=False), round_f32(per[..., 1], up=True)],
+                       axis=-1)
+        lo, hi = self.base @ a, self.base @ a  # the sums again, from the rounded bounds
+        for j in range(len(self.heads)):
+            lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
+        return lo, hi, per
 
-def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None):
+    def direction(self, which: int, e: np.ndarray, extra_lo: float = 0.0):
+        if self.f32:  # any direction is valid: dir_lo is then bounded for the rounded one
+            with np.errstate(all="ignore"):
+                e = np.asarray(e, dtype=np.float64).astype(np.float32).astype(np.float64)
+        return super().direction(which, e, extra_lo)
+
+
+def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None,
+            hints: str = "f64"):
     """The hint arrays if the float64 bound proves the class (q, m, S, g), else None (rel:
-    the relative slack of every λ, float32: F32_SLACKS; default the real rule's)."""
-    return attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, fixed, g), rel)
+    the relative slack of every λ, float32: F32_SLACKS; default the real rule's; hints:
+    "f32" rounds every hint to binary32 outward first, `_ClassQuery`)."""
+    return attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, fixed, g), rel, hints)
 
 
-def attempt_slots(tab: Tables, q: int, m: int, slot_sets: list, rel: float | None = None):
+def attempt_slots(tab: Tables, q: int, m: int, slot_sets: list, rel: float | None = None,
+                  hints: str = "f64"):
     """The hint arrays if the float64 bound proves output m over the token sets, else None."""
-    query = _ClassQuery(tab, q, m, slot_sets)
+    query = _ClassQuery(tab, q, m, slot_sets, hints)
     if rel is not None:
         query.rel = rel
     with np.errstate(all="ignore"):
@@ -156,17 +205,17 @@ def attempt_slots(tab: Tables, q: int, m: int, slot_sets: list, rel: float | Non
     return query.hint if float(others.max()) < -TOL * scale else None
 
 
-def smallest_gap(tab: Tables, q: int, m: int, fixed):
+def smallest_gap(tab: Tables, q: int, m: int, fixed, hints: str = "f64"):
     """(g, hints) for the smallest gap that proves the class, or None (fixed: S, or the
     first position i0 of a merged class)."""
     k = tab.dims.n_ctx
     if type(fixed) is not int and len(fixed) == k - 1:  # one sequence: the gap is immaterial
-        hint = attempt(tab, q, m, fixed, 1)
+        hint = attempt(tab, q, m, fixed, 1, hints=hints)
         return None if hint is None else (1, hint)
     lo, hi, best = 1, m, None
     while lo <= hi:  # the smallest proving g in [lo, hi]; monotone in g
         g = (lo + hi) // 2
-        hint = attempt(tab, q, m, fixed, g)
+        hint = attempt(tab, q, m, fixed, g, hints=hints)
         if hint is not None:
             best, hi = (g, hint), g - 1
         else:
@@ -184,7 +233,7 @@ def class_keys(v: int, k: int):
     return
 
 
-def find_classes(weights, progress=False, merge="off") -> list:
+def find_classes(weights, progress=False, merge="off", hints="f64") -> list:
     """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64.  merge:
     "off" (classes per S), "lossless" (a merged class M(q, m, i0, g), Lemma G5, replaces the
     block's classes (q, m, S) with min S = i0 when it proves and holds at least as many
@@ -194,14 +243,14 @@ def find_classes(weights, progress=False, merge="off") -> list:
     keys = sorted(class_keys(d.d_vocab, d.n_ctx))
     out, blocks = [], {}
     for q, m, fixed in progress_bar(keys, "family-gap classes", progress):
-        found = smallest_gap(tab, q, m, fixed)
+        found = smallest_gap(tab, q, m, fixed, hints)
         if found is not None:
             blocks.setdefault((q, m, rule.first(fixed)), []).append(
                 (q, m, fixed, found[0], found[1]))
     for (q, m, i0), group in sorted(blocks.items(), key=lambda kv: (
             kv[0][0], kv[0][1], -1 if kv[0][2] is None else kv[0][2])):
         if merge != "off" and i0 is not None and m >= 1:
-            found = smallest_gap(tab, q, m, i0)
+            found = smallest_gap(tab, q, m, i0, hints)
             if found is not None:
                 size = rule.class_size(d, m, i0, found[0])
                 if merge == "always" or size >= sum(rule.class_size(d, m, f, g)
@@ -218,23 +267,24 @@ def make_box(sets: list, j: int, lo: int, hi: int, x: int):
                     for i, (a, b, e) in enumerate(sets))
 
 
-def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int, x: int):
+def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int, x: int,
+               hints: str = "f64"):
     """[(box, hint)] covering the band [lo, hi] at position j: the whole band at x if it
     proves, else its halves in turn; one token's band at the largest x' <= x that proves
     (bisection; the bound only improves as x shrinks); a token proved at no x is left out."""
     box = make_box(sets, j, lo, hi, x)
-    hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0))
+    hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0), hints=hints)
     if hint is not None:
         return [(box, hint)]
     if lo < hi:
         mid = (lo + hi) // 2
-        return (box_leaves(tab, q, m, sets, j, lo, mid, x)
-                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x))
+        return (box_leaves(tab, q, m, sets, j, lo, mid, x, hints)
+                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x, hints))
     a, b, best = 0, x - 1, None
     while a <= b:
         y = (a + b + 1) // 2
         box = make_box(sets, j, lo, hi, y)
-        hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0))
+        hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0), hints=hints)
         if hint is not None:
             best, a = (box, hint), y + 1
         else:
@@ -242,7 +292,7 @@ def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int
     return [] if best is None else [best]
 
 
-def find_boxes(tab: Tables, classes: list, progress=False) -> list:
+def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64") -> list:
     """[(q, m, Box, 0, hint)]: for every class with gap g >= 2 and each free position j,
     box classes for its sequences with a token of [m−g+1, m−1] at j and the other free
     positions' tokens <= m−g (`box_leaves`).  Disjoint (Lemma B2): from the class (position
@@ -257,7 +307,8 @@ def find_boxes(tab: Tables, classes: list, progress=False) -> list:
         sets = rule.position_sets(d, m, fixed, g)
         for j, (a, b, _) in enumerate(sets):
             if a <= b:  # a free position
-                for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g):
+                for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g,
+                                            hints):
                     out.append((q, m, box, 0, hint))
     return out
 
@@ -294,14 +345,16 @@ def covered_keys(dims, classes: list) -> dict:
     return keyed
 
 
-def encode(classes: list, residue=()) -> dict:
+def encode(classes: list, residue=(), hints: str = "f64") -> dict:
+    """The rule's hints; hints == "f32": every array as binary32 (its values already are:
+    `_ClassQuery` rounded them, so the conversion is exact)."""
     from ..trace import b64
 
+    dtype = {"f64": "<f8", "f32": "<f4"}[hints]
     out = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g]
-                       + [b64(h[name], "<f8")
-                                                 for name in rule.HINT_FIELDS]
+                       + [b64(h[name], dtype) for name in rule.HINT_FIELDS]
                        for q, m, fixed, g, h in classes if not isinstance(fixed, rule.Box)]}
-    boxes = [[q, m, [list(x) for x in fixed]] + [b64(h[name], "<f8")
+    boxes = [[q, m, [list(x) for x in fixed]] + [b64(h[name], dtype)
                                                   for name in rule.HINT_FIELDS]
              for q, m, fixed, g, h in classes if isinstance(fixed, rule.Box)]
     if boxes:
@@ -371,16 +424,17 @@ def checker_inputs(trace) -> dict:
     return mats
 
 
-def checker_confirmed(trace, classes: list) -> list:
+def checker_confirmed(trace, classes: list, hints: str = "f64") -> list:
     """The classes the checker's own code confirms on the recorded inputs."""
     from checker.errors import Malformed, Rejected
     from checker.rules import overwhelm_family as family
 
     d = trace.dims
     mats = checker_inputs(trace)
-    hints = encode(classes)  # the classes, then the boxes (certify keeps them in that order)
-    parsed = rule.parse_hints(hints, d, lambda work: None)
-    parsed = parsed + rule.parse_boxes(hints, d, lambda work: None, parsed)
+    # the classes, then the boxes (certify keeps them in that order)
+    encoded = encode(classes, hints=hints)
+    parsed = rule.parse_hints(encoded, d, lambda work: None)
+    parsed = parsed + rule.parse_boxes(encoded, d, lambda work: None, parsed)
     tables = family.Tables(d, mats, lambda work: None)
     shared = rule.SharedFunctionals(tables)
     kept, weights, fun = [], {}, {}
@@ -398,7 +452,7 @@ def checker_confirmed(trace, classes: list) -> list:
     return kept
 
 
-def float32_confirmed(trace, classes: list, progress=False) -> list:
+def float32_confirmed(trace, classes: list, progress=False, hints: str = "f64") -> list:
     """semantics == float32: per class (from the real search), the hints with the larger
     slacks F32_SLACKS in turn, at the real gap and up to F32_EXTRA_GAPS larger ones, each
     checked by the checker's float32 class proof (family_gap_float32.ClassQuery) on the
@@ -421,11 +475,12 @@ def float32_confirmed(trace, classes: list, progress=False) -> list:
         found = None
         for g in range(g0, min(last, g0 + F32_EXTRA_GAPS) + 1):
             for rel in F32_SLACKS:
-                hint = attempt(tab, q, m, fixed, g, rel)
+                hint = attempt(tab, q, m, fixed, g, rel, hints)
                 if hint is None:
                     continue
                 entry = (q, m, fixed, g, hint)
-                (_, _, _, _, parsed), = rule.parse_hints(encode([entry]), d, lambda work: None)
+                (_, _, _, _, parsed), = rule.parse_hints(encode([entry], hints=hints), d,
+                                                         lambda work: None)
                 try:
                     f32_rule.ClassQuery(tables, fun[m], cache, q, m,
                                         rule.slots(d, q, m, fixed, g), parsed).check()
@@ -482,7 +537,7 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
                             f"{options.budget:.0e}; raise it with "
                             f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
                             ", and check with --arith arb --max-work of as much)")
-    classes = find_classes(trace.weights, progress, options.merge)
+    classes = find_classes(trace.weights, progress, options.merge, options.hints)
     if options.min_size:  # their keys' sequences may still be residue
         classes = [c for c in classes if rule.class_size(d, c[1], c[2], c[3]) >= options.min_size]
     n_boxes = 0
@@ -493,14 +548,14 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
             raise NotApplicable(f"the {len(classes)} gap classes found need "
                                 f"~{cost(d, parsed):.1e} interval operations in the checker "
                                 f"(over the budget {options.budget:.0e})")
-        found = [b for b in find_boxes(Tables(trace.weights), classes, progress)
+        found = [b for b in find_boxes(Tables(trace.weights), classes, progress, options.hints)
                  if rule.class_size(d, b[1], b[2], 0) >= options.min_size]
         classes, n_boxes = classes + choose_boxes(d, found, room), len(found)
     floats = len(classes)
     if semantics == "float32":  # always confirmed: the float64 mirror is the real bound
-        classes = float32_confirmed(trace, classes, progress)
+        classes = float32_confirmed(trace, classes, progress, options.hints)
     elif confirm and options.confirm == "on":
-        classes = checker_confirmed(trace, classes)
+        classes = checker_confirmed(trace, classes, options.hints)
     parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
     left = (options.budget - cost(d, parsed)) // forward._sequence_cost(d)
     limit = max(0, min(residue_limit, left))
@@ -509,7 +564,8 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
         rest = np.array(float32_residue(trace, rest), dtype=np.int64).reshape(-1, d.n_ctx)
     work = cost(d, parsed, len(rest))
     claim = sum(rule.class_size(d, m, fixed, g) for q, m, fixed, g, _ in classes) + len(rest)
-    line = trace.rule("family_gap", list(forward.inputs(d)), claim, encode(classes, rest))
+    line = trace.rule("family_gap", list(forward.inputs(d)), claim,
+                      encode(classes, rest, options.hints))
     gaps = [g for _, _, fixed, g, _ in classes if not isinstance(fixed, rule.Box)]
     return line, claim, {"classes": len(classes), "classes_float64": floats,
                          "residue": len(rest),
