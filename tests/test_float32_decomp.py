@@ -228,6 +228,21 @@ def test_float32_certified_sequences_are_float32_correct(name, w, tmp_path):
         assert counts["exact"] == good.sum() < _correct(real, tokens).sum()
 
 
+def arb_float32_report(lines, path, capsys) -> dict:
+    """`check-cert PATH --arith arb --json` on the float32 certificate `lines` (written to
+    path): asserted verified, with mpmath's count (replay) and semantics float32; the rule's
+    sentence is returned for the caller's own assertions."""
+    from checker.cli import main as check_cert
+
+    count = replay(lines).facts.correct
+    path.write_text("\n".join(lines) + "\n")
+    assert check_cert([str(path), "--arith", "arb", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correct"] == count and out["semantics"] == "float32"
+    assert "mpmath-only" not in out["rules"][-1]
+    return out["rules"][-1]
+
+
 @pytest.mark.parametrize("rule", STRATEGIES)
 def test_float32_under_arb_same_count(rule, tmp_path, capsys):
     """The widened rules run in the selected back-end (the arb accelerators read the widened
@@ -242,12 +257,7 @@ def test_float32_under_arb_same_count(rule, tmp_path, capsys):
         lines = generate(model, STRATEGIES[rule], semantics="float32")[0]
         count = replay(lines).facts.correct
         path = tmp_path / "f.jsonl"
-        path.write_text("\n".join(lines) + "\n")
-        assert check_cert([str(path), "--arith", "arb", "--json"]) == 0
-        out = json.loads(capsys.readouterr().out)
-        assert out["correct"] == count and out["semantics"] == "float32"
-        assert "float32 semantics: EU widened" in out["rules"][-1]
-        assert "mpmath-only" not in out["rules"][-1]
+        assert "float32 semantics: EU widened" in arb_float32_report(lines, path, capsys)
     path.write_text("\n".join(_claim(lines, count + 1)) + "\n")
     assert check_cert([str(path), "--arith", "arb"]) == 1
     capsys.readouterr()

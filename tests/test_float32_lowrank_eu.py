@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from soundness_helpers import subcubic_covered
 from test_float32 import _random_attn_only, _with_header, replay
-from test_float32_decomp import float32_good
+from test_float32_decomp import arb_float32_report, float32_good
 
 from checker import float32 as fp
 from checker.errors import Malformed, Rejected
@@ -259,11 +259,7 @@ def test_arb_same_count(planted, tmp_path, capsys):
                          semantics="float32")[0]
         count = replay(lines).facts.correct
         cert = tmp_path / "c.jsonl"
-        cert.write_text("\n".join(lines) + "\n")
-        assert check_cert([str(cert), "--arith", "arb", "--json"]) == 0
-        out = json.loads(capsys.readouterr().out)
-        assert out["correct"] == count and out["semantics"] == "float32"
-        assert "mpmath-only" not in out["rules"][-1]
+        arb_float32_report(lines, cert, capsys)
     cert.write_text("\n".join(_replace_rule(lines, lambda o: None, claim=count + 1)) + "\n")
     assert check_cert([str(cert), "--arith", "arb"]) == 1
     capsys.readouterr()
