@@ -124,7 +124,7 @@ def check_entry(cert: Path, model: Path, require: str, limits: Limits, jobs: int
         result = _check_entry(cert, model, require, limits, jobs, arith)
     except Rejected as err:
         result = _finding("rejected", str(err))
-    except Malformed as err:
+    except (Malformed, arithmetic.Unavailable) as err:  # e.g. an entry's --arith=arb, no flint
         result = _finding("malformed", str(err))
     except Exception as err:  # noqa: BLE001 -- fail closed
         result = _finding("malformed", f"internal error: {type(err).__name__}: {err}")
@@ -192,10 +192,18 @@ def _size(path: Path) -> int:
         return 0
 
 
-def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
-        arith: str = arithmetic.DEFAULT, entries: tuple | None = None) -> list[dict]:
+def settings(entry: policy_file.Entry, given: dict, arith: str | None) -> tuple[Limits, str]:
+    """The limits and back-end one entry is checked with: the command line's where it gives
+    them (`given`: the Limits fields it sets; `arith`), else the entry's own options
+    (spec/policy.md), else check-cert's defaults."""
+    return Limits(**{**entry.limits, **given}), arith or entry.arith or arithmetic.DEFAULT
+
+
+def run(pol: policy_file.Policy, given: dict, jobs: int, on_result=None,
+        arith: str | None = None, entries: tuple | None = None) -> list[dict]:
     """Check every entry of `pol` (or only `entries`, some of them: --only), then list
-    unaudited certificates (always against the whole policy).
+    unaudited certificates (always against the whole policy).  Each entry's limits and
+    back-end: `settings(entry, given, arith)`.
 
     Parallelism: min(jobs, entries) worker processes each check whole
     certificates with jobs // workers processes of their own, so at most
@@ -205,12 +213,16 @@ def run(pol: policy_file.Policy, limits: Limits, jobs: int, on_result=None,
     entries = pol.entries if entries is None else entries
     workers = max(1, min(jobs, len(entries)))
     per_check = max(1, jobs // workers)
-    args = [(_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require, limits,
-             per_check, arith) for e in entries]
+    args = []
+    for e in entries:
+        limits, back_end = settings(e, given, arith)
+        args.append((_shown(pol.resolve(e.certificate)), _shown(pol.resolve(e.model)), e.require,
+                     limits, per_check, back_end))
     results = []
 
     def collect(entry, result):
         result.update(certificate=entry.certificate, model=entry.model, require=entry.require,
+                      options=list(entry.options),
                       file=str(_shown(pol.resolve(entry.certificate))))
         results.append(result)
         if on_result:
@@ -322,10 +334,12 @@ def junit(path, results: list[dict], error: str | None = None,
 
 
 def _limit_options(p: argparse.ArgumentParser) -> None:
-    """--max-* options for every field of Limits, named and defaulted as check-cert's."""
+    """--max-* options for every field of Limits, named as check-cert's.  Unset (None), an
+    entry's own option applies, else check-cert's default (`settings`)."""
     for f in dataclasses.fields(Limits):
-        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
-                       help=f"per certificate, as in check-cert (default {f.default})")
+        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None,
+                       help=f"per certificate, as in check-cert; overrides the policy entries' "
+                            f"own (default: the entry's, else {f.default})")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -340,8 +354,9 @@ def parser() -> argparse.ArgumentParser:
                    help="processes in all (default: all cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
-    p.add_argument("--arith", choices=arithmetic.NAMES, default=arithmetic.DEFAULT,
-                   help="arithmetic back-end, as in check-cert")
+    p.add_argument("--arith", choices=arithmetic.NAMES, default=None,
+                   help="arithmetic back-end, as in check-cert; overrides the policy entries' "
+                        f"own (default: the entry's, else {arithmetic.DEFAULT})")
     p.add_argument("--only", nargs="+", metavar="FILE",
                    help="check only the entries whose certificate or model file is among FILEs "
                         "(all of them if POLICY is); unaudited certificates are still reported. "
@@ -376,16 +391,18 @@ class _Shown:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)
+             if getattr(args, f.name) is not None}
     started = time.monotonic()
     try:
-        arithmetic.get(args.arith)  # an unavailable back-end stops the audit before it starts
+        if args.arith:  # an unavailable back-end asked for here stops the audit before it starts
+            arithmetic.get(args.arith)
         pol = policy_file.load(args.policy)
         if not pol.entries:
             raise Malformed(f"policy {args.policy} names no certificate")
         entries = pol.entries if args.only is None else pol.entries_for(args.only)
         show = None if args.json else _Shown(len(entries), started)
-        results = run(pol, limits, max(1, args.jobs), show, args.arith, entries)
+        results = run(pol, given, max(1, args.jobs), show, args.arith, entries)
         if show:
             show.close()
     except (Malformed, arithmetic.Unavailable) as err:

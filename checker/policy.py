@@ -4,10 +4,11 @@
 A policy is a text file, one entry per line:
 
     # comment
-    CERTIFICATE  MODEL_FILE  STATEMENT
+    CERTIFICATE  MODEL_FILE  [--OPTION=VALUE ...]  STATEMENT
 
 Paths are relative to the policy's own directory (or absolute) and contain no
-whitespace; STATEMENT is the rest of the line, in the language of
+whitespace; the options are check-cert's `--arith` and `--max-*` limits for this
+entry alone; STATEMENT is the rest of the line, in the language of
 spec/statements.md.  Blank lines and lines starting with '#' are ignored.
 `load` reads and validates a policy; `pin` adds or updates one entry (used by
 `gen-cert --pin`), keeping every other line of the file as it was.
@@ -21,21 +22,80 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import statement
+from .arith import NAMES as ARITH_NAMES
 from .errors import Malformed
+from .limits import Limits
 
 MAX_POLICY_BYTES = 1 << 20  # a policy is a short list; anything larger is refused
 HEADER = ("# check-cert audit policy (spec/policy.md): CERTIFICATE  MODEL_FILE  STATEMENT\n"
           "# Paths are relative to this file's directory.\n")
+# An entry's options: check-cert's own names, each parsed as check-cert parses it.
+LIMIT_OPTIONS = {"--" + name.replace("_", "-"): name for name in Limits.__dataclass_fields__}
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One policy line: certificate and model file (as written) and the statement."""
+    """One policy line: certificate and model file (as written), the entry's own
+    options (as written: `--arith=arb`, `--max-work=5000000000`) and the statement."""
 
     certificate: str
     model: str
     require: str
     lineno: int  # 1-based line of the policy file
+    options: tuple[str, ...] = ()
+
+    @property
+    def arith(self) -> str | None:
+        """The back-end this entry asks for (`--arith=NAME`), if any."""
+        return _parse_options(self.options, "")[0]
+
+    @property
+    def limits(self) -> dict:
+        """The Limits fields this entry sets (`--max-work=N` -> {"max_work": N})."""
+        return _parse_options(self.options, "")[1]
+
+
+def _parse_options(options: tuple[str, ...], where: str) -> tuple[str | None, dict]:
+    """`--arith=NAME` and `--max-*=N` tokens -> (arith or None, {Limits field: value}).
+
+    Every token must be one of these, once, with a valid value (a limit is a positive
+    number of the field's type); anything else is Malformed: an option the audit does not
+    understand is refused, never ignored.
+    """
+    arith, limits = None, {}
+    for token in options:
+        name, eq, value = token.partition("=")
+        if not eq or not value:
+            raise Malformed(f"{where}expected --OPTION=VALUE, got {token!r}")
+        if name == "--arith":
+            if arith is not None:
+                raise Malformed(f"{where}--arith is given twice")
+            if value not in ARITH_NAMES:
+                raise Malformed(f"{where}unknown arithmetic {value!r} (choose from "
+                                f"{', '.join(ARITH_NAMES)})")
+            arith = value
+        elif name in LIMIT_OPTIONS:
+            field = LIMIT_OPTIONS[name]
+            if field in limits:
+                raise Malformed(f"{where}{name} is given twice")
+            limits[field] = _positive(name, value, type(getattr(Limits, field)), where)
+        else:
+            known = ", ".join(["--arith", *LIMIT_OPTIONS])
+            raise Malformed(f"{where}unknown option {name!r} (known: {known})")
+    return arith, limits
+
+
+def _positive(name: str, value: str, kind: type, where: str):
+    """`value` as check-cert's argparse would read it (int or float), refused unless it is
+    a positive finite number."""
+    try:
+        number = kind(value)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise Malformed(f"{where}{name}={value!r} is not {what}") from None
+    if not 0 < number < float("inf"):
+        raise Malformed(f"{where}{name}={value!r} must be positive")
+    return number
 
 
 def pinned_model_sha256(atoms: list[statement.Atom]) -> str | None:
@@ -95,15 +155,30 @@ def _is_comment(line: str) -> bool:
 def parse_line(line: str, lineno: int, where: str) -> Entry:
     """One non-comment line -> Entry; Malformed naming the line on any problem.
 
-    Postcondition: the statement parses (spec/statements.md).
+    Postconditions: the options are valid (`_parse_options`); an entry that sets a limit
+    pins `certificate == sha256:...`; the statement parses (spec/statements.md).
     """
     fields = line.split(None, 2)
     if len(fields) < 3:
         raise Malformed(f"{where}:{lineno}: expected 'CERTIFICATE MODEL_FILE STATEMENT', "
                         f"got {line.strip()!r}")
-    cert, model, require = fields[0], fields[1], fields[2].strip()
-    statement.parse(require, f"{where}:{lineno}")
-    return Entry(cert, model, require, lineno)
+    cert, model, rest = fields[0], fields[1], fields[2].strip()
+    options = []
+    while rest.startswith("--"):  # no statement starts with '-': the options end there
+        token, *tail = rest.split(None, 1)
+        options.append(token)
+        rest = tail[0] if tail else ""
+    if not rest:
+        raise Malformed(f"{where}:{lineno}: expected a statement after the options, "
+                        f"got {line.strip()!r}")
+    _, limits = _parse_options(tuple(options), f"{where}:{lineno}: ")
+    atoms = statement.parse(rest, f"{where}:{lineno}")
+    if limits and pinned_certificate_sha256(atoms) is None:
+        # raised limits are for the bytes they were measured on: a certificate replaced
+        # in a pull request is then `modified` before it is checked, never run under them
+        raise Malformed(f"{where}:{lineno}: an entry that sets a limit must pin its "
+                        "certificate (certificate == sha256:...)")
+    return Entry(cert, model, rest, lineno, tuple(options))
 
 
 def parse(text: str, where: str) -> list[Entry]:
@@ -193,7 +268,8 @@ def pin(policy_path: str | os.PathLike, certificate: str | os.PathLike,
     """Add or update the entry for `certificate` in the policy at `policy_path`.
 
     The entry's line is replaced in place if the certificate is already named
-    (same path once normalized), otherwise appended; every other line is kept.
+    (same path once normalized), keeping its options (`--arith=arb`, limits: the
+    auditor's, not the generator's), otherwise appended; every other line is kept.
     A missing policy file is created.  The file is replaced atomically.
     Returns "added" or "updated".
     """
@@ -202,16 +278,22 @@ def pin(policy_path: str | os.PathLike, certificate: str | os.PathLike,
     parse(text, str(p))  # refuse to edit a malformed policy
     statement.parse(require, "pinned statement")
     cert, mdl = _relative(certificate, p.parent), _relative(model, p.parent)
-    new_line = f"{cert}  {mdl}  {require}"
     lines = text.splitlines()
-    action = "added"
     for i, line in enumerate(lines):
         if not _is_comment(line) and _same_certificate(line.split()[0], cert, p.parent):
-            lines[i], action = new_line, "updated"
+            old = parse_line(line, i + 1, str(p))
+            lines[i] = _line(cert, mdl, old.options, require)
+            parse_line(lines[i], i + 1, "pinned entry")  # e.g. limits without a pin
+            action = "updated"
             break
     else:
-        lines.append(new_line)
+        lines.append(_line(cert, mdl, (), require))
+        action = "added"
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, p)
     return action
+
+
+def _line(cert: str, model: str, options: tuple[str, ...], require: str) -> str:
+    return "  ".join([cert, model, *options, require])

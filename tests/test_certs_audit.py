@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from checker import policy
 from checker.cli import main as check_cert
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,8 @@ def test_pre_commit_hooks_audit_this_policy():
     assert every["args"] == ["certs/POLICY"] and every["pass_filenames"] is False
     for hook in (changed, every):
         assert hook["language"] == "python"
+        # the policy's --arith=arb entries need python-flint in the hook's environment
+        assert hook["additional_dependencies"] == ["python-flint>=0.9"]
         for path in ("certs/a.jsonl", "generator/models/m.pt", "m.safetensors", "certs/POLICY",
                      "models/hf/config.json"):
             assert re.search(hook["files"], path), path
@@ -112,7 +115,13 @@ def test_github_actions_workflow_works_as_written():
     assert [s.get("uses", "").split("@")[0] for s in steps[:2]] == ["actions/checkout",
                                                                    "actions/setup-python"]
     runs = [s["run"] for s in steps if "run" in s]
-    assert runs[0] == "pip install ."  # the package of the checked-out repository
+    # the package of the checked-out repository, with python-flint for the --arith=arb entries
+    assert runs[0] == "pip install '.[fast]'"
+    assert any(e.arith == "arb" for e in policy.load(ROOT / "certs" / "POLICY").entries)
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert any(d.startswith("python-flint")
+               for d in pyproject["project"]["optional-dependencies"]["fast"])
     command = runs[1].split()
     assert command[:2] == ["check-cert", "audit"]
     args = parser().parse_args(command[2:])

@@ -56,7 +56,7 @@ SHIPPED: dict[str, TrainConfig] = {
         n_heads=2, d_mlp=8, act_fn="silu", rope=True, ln_eps=1e-6, n_layers=2,
         gated_mlp=True),
     # Max-of-4 at the paper's size with LayerNorm and a ReLU MLP (issue 23: rule family_gap's
-    # shipped certificate, certs/family_gap/).  Its float64 count takes ~4–9 minutes.
+    # shipped certificate in certs/).  Its float64 count takes ~4–9 minutes.
     "max4_v64_ln_mlp_seed0.pt": TrainConfig(
         d_vocab=64, n_ctx=4, d_model=32, d_head=32, seed=0, steps=3000, layernorm="LN",
         d_mlp=128),
