@@ -34,10 +34,9 @@ def theorems_and_policies() -> list[str]:
     for cert in sorted((ROOT / "certs").glob("*.jsonl")):
         with open(cert, encoding="utf-8") as f:
             out.append(json.loads(f.readline())["theorem"])
-    for line in (ROOT / "certs" / "POLICY").read_text(encoding="utf-8").splitlines():
-        parts = line.split(None, 2)
-        if len(parts) == 3 and not line.startswith("#"):
-            out.append(parts[2])
+    from checker import policy
+
+    out.extend(e.require for e in policy.load(ROOT / "certs" / "POLICY").entries)
     return out
 
 
