@@ -30,7 +30,14 @@ from ..errors import Rejected
 from ..numbers import below_zero, up_add
 from . import forward
 from .overwhelm_family import _upper_ratio
-from .overwhelm_family_arb import FILTER_HIGH, confirmed_directions, filter_below, raw_dot
+from .overwhelm_family_arb import (
+    FILTER_HIGH,
+    IntMatrix,
+    confirmed_directions,
+    filter_below,
+    form_product,
+    raw_dot,
+)
 
 
 class _Fallback(Exception):
@@ -112,11 +119,13 @@ class BulkSteps:
         # step 6 (AtQuery.check): the final residual and the MLP's logit parts
         final, mlp_g = r_box, [mpi_zero] * t.dims.d_vocab
         if hidden:
-            out = t.matmul([hidden], fun.w_out_c)[0]
+            # t.matmul([hidden], ·) twice on one integer form of the row (the same values)
+            h_int = IntMatrix([hidden])
+            out = form_product(h_int, t.integers(fun.w_out_c), False, t.tick)[0]
             final = [mpi_add(mpi_add(a, b._mpi_, prec), c._mpi_, prec)
                      for a, b, c in zip(r_box, out, fun.b_out_c)]
-            mlp_g = [mpi_add(a._mpi_, b._mpi_, prec)
-                     for a, b in zip(t.matmul([hidden], fun.out_g)[0], fun.b_out_g)]
+            out_g = form_product(h_int, t.integers(fun.out_g), False, t.tick)[0]
+            mlp_g = [mpi_add(a._mpi_, b._mpi_, prec) for a, b in zip(out_g, fun.b_out_g)]
         sigma = iv.mpf(1)._mpi_
         if self.centre:
             e, low = self._direction(1, hidden)
@@ -148,7 +157,8 @@ class BulkSteps:
         e = self.hint["dir"][which]
         if not any(e):
             return e, None
-        if len(confirmed_directions(self, e, which)) < self.f.n_heads:
+        e_int = IntMatrix.point_column(e)  # once: the filter's VO_j·e and c(W_out)·e read it
+        if len(confirmed_directions(self, e, which, e_int)) < self.f.n_heads:
             raise _Fallback
         prec = iv.prec
         e_raw = [_pair(x) for x in e]
@@ -159,7 +169,9 @@ class BulkSteps:
         if hidden is not None:  # the check's mlp_dot(e)
             extra = iv.mpf(0)._mpi_
             if hidden:
-                col = self.t.matmul(self.fun.w_out_c, [[iv.mpf(x)] for x in e])
+                # t.matmul(c(W_out), [[iv.mpf(x)] for x in e]) on e's integer column
+                col = form_product(self.t.integers(self.fun.w_out_c), e_int, False,
+                                   self.t.tick)
                 extra = mpi_add(raw_dot([h._mpi_ for h in hidden], [c[0]._mpi_ for c in col],
                                         prec),
                                 raw_dot([b._mpi_ for b in self.fun.b_out_c], e_raw, prec), prec)
