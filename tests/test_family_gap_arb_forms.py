@@ -9,7 +9,9 @@ family_gap check speed"): the new integer-form paths give the reference's values
 - IntMatrix.point_column(e) has the values of IntMatrix([[iv.mpf(x)] for x in e]), and their
   products with a matrix (form_product) are equal;
 - row_getter(rows)(ys) is the entries of ys at rows, in order (the consecutive-rows slice and
-  the general case).
+  the general case);
+- family_gap_bulk.raw_float(x) is mpmath's from_float(x) for every binary64 (±0, subnormals,
+  integers above 2^53, ±inf, NaN).
 """
 
 from __future__ import annotations
@@ -158,3 +160,16 @@ def test_row_getter_reads_the_rows_in_order(rows, start, run):
     ys = [float(i) * 1.5 - 7 for i in range(60)]
     for r in (rows, list(range(start, start + run))):
         assert list(row_getter(r)(ys)) == list(itemgetter(*r)(ys))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.floats(width=64), st.integers(-2 ** 70, 2 ** 70).map(float),
+                 st.sampled_from([0.0, -0.0, 5e-324, -5e-324, 2.0 ** 53 + 2, 1.5, -3.0,
+                                  1.7976931348623157e308])))
+def test_raw_float_is_from_float(x):
+    """The same raw tuple as mpmath's from_float (normalised: odd mantissa, its bit count)."""
+    from mpmath.libmp import from_float
+
+    from checker.rules.family_gap_bulk import raw_float
+
+    assert raw_float(x) == from_float(x)

@@ -21,8 +21,10 @@ the pass accepts exactly when AtQuery.check does; it only skips the per-step obj
 
 from __future__ import annotations
 
+import math
+
 from mpmath import iv
-from mpmath.libmp import from_float, to_float
+from mpmath.libmp import from_float, fzero, to_float
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_zero
 
 from ..elementary import sqrt_interval
@@ -44,9 +46,30 @@ class _Fallback(Exception):
     """A bound the pass did not confirm: AtQuery.check decides the class."""
 
 
+def raw_float(x: float) -> tuple:
+    """mpmath's from_float(x) for a binary64 x (the hints' exact conversion, hot: ~400 per
+    class).  A finite x is num/2^k exactly (float.as_integer_ratio, in lowest terms, so num
+    is odd when k > 0): the normalised raw mpf (sign, odd man, exp, bitcount), fzero for ±0;
+    an integer (den = 1) has its trailing zero bits moved into the exponent.  The same tuple
+    as from_float (tests/test_family_gap_arb_forms.py), without its frexp and normalisation.
+    O(1)."""
+    if not math.isfinite(x):  # (the hints are finite: decode_hint) from_float's own answer
+        return from_float(x)
+    num, den = x.as_integer_ratio()
+    if not num:
+        return fzero
+    sign = num < 0
+    man = -num if sign else num
+    exp = 1 - den.bit_length()
+    if den == 1:  # an integer: mpmath's mantissa is odd
+        zeros = (man & -man).bit_length() - 1
+        man, exp = man >> zeros, zeros
+    return int(sign), man, exp, man.bit_length()
+
+
 def _pair(x: float) -> tuple:
     """iv.mpf(x)'s raw interval for a binary64 x (exact: 53 <= iv.prec bits)."""
-    r = from_float(x)
+    r = raw_float(x)
     return r, r
 
 
@@ -94,7 +117,7 @@ class BulkSteps:
             for j in range(n_heads):
                 lo, hi = box[j][k]
                 self._bounds(j, t.vo[j], k, lo, hi, cols[j])
-                total = mpi_add(total, (from_float(lo), from_float(hi)), prec)
+                total = mpi_add(total, (raw_float(lo), raw_float(hi)), prec)
             r_box.append(mpi_add(base_k._mpi_, total, prec))
         r_box_iv = [iv.make_mpf(x) for x in r_box]
         # step 5: the hidden layer (AtQuery.hidden)
@@ -113,7 +136,7 @@ class BulkSteps:
                 for j in range(n_heads):
                     lo, hi = pre[j][k]
                     self._bounds(j, y_a[j], k, lo, hi, cols[j])
-                    total = mpi_add(total, (from_float(lo), from_float(hi)), prec)
+                    total = mpi_add(total, (raw_float(lo), raw_float(hi)), prec)
                 x = mpi_add(mpi_div(total, sigma, prec), fun.pre_const[k]._mpi_, prec)
                 hidden.append(forward.activate(f.act_fn, [iv.make_mpf(x)], charge)[0])
         # step 6 (AtQuery.check): the final residual and the MLP's logit parts

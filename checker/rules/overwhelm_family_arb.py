@@ -40,7 +40,8 @@ instead of one per operation), so every later step, inclusion-monotone, sees nar
 from __future__ import annotations
 
 import math
-from operator import itemgetter, mul
+from itertools import repeat
+from operator import add, itemgetter, mul
 
 from mpmath import iv
 from mpmath.libmp import from_int, fzero
@@ -658,8 +659,8 @@ def filter_below(fast, column, lam: float) -> bool:
     ys, y_max = column
     neg = -lam
     total = s_abs = 0.0
-    for get, w_hi in groups:
-        best = max(map(mul, w_hi, map(neg.__add__, get(ys))))
+    for get, w_hi in groups:  # fl(ŷ + (−λ)) = fl(ŷ − λ) (−λ exact), then fl(W·that)
+        best = max(map(mul, w_hi, map(add, get(ys), repeat(neg))))
         total += best
         s_abs += abs(best)
     for r, w_hi in singles:  # a one-slot position: its one product
