@@ -125,15 +125,14 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
     charge(cost(dims, classes, len(residue)))
     hold(charge, table_elements(dims), "tables")
     make_tables, make_weights, make_query = family.Tables, QueryWeights, ClassQuery
-    make_shared, fast = SharedFunctionals, None
+    fast = None
     if arith is not None and arith.name == "arb":  # the same checks on the fast path
         from . import family_gap_arb as fast
 
         make_tables, make_weights, make_query = (fast.GapTables, fast.ArbQueryWeights,
                                                  fast.ClassQueries())
-        make_shared = fast.ArbSharedFunctionals
     tables = make_tables(dims, mats, charge)
-    shared = make_shared(tables)
+    shared = SharedFunctionals(tables)
     # The classes are proved in the order (m, q, S) (each proof is independent of the others):
     # the functionals once per maximum m, every query token's weights kept (at most v: charged
     # in table_elements), the (q, m)-dependent cache entries released at the next m.

@@ -22,7 +22,6 @@ The residue's forward passes run in bulk as rule forward_brute_force's under `--
 from __future__ import annotations
 
 from mpmath import iv
-from mpmath.libmp import from_man_exp, round_ceiling, round_floor
 from mpmath.libmp.libmpi import mpi_mul, mpi_sub
 
 from ..errors import Malformed
@@ -42,8 +41,7 @@ from .overwhelm_family_arb import (
     raw_dot,
 )
 
-__all__ = ["GapTables", "ArbQueryWeights", "ArbSharedFunctionals", "ClassQueries",
-           "certified_residue"]
+__all__ = ["GapTables", "ArbQueryWeights", "ClassQueries", "certified_residue"]
 # Residue sequences per bulk chunk: the class tables are still held when the residue runs, so
 # its chunk is kept small (forward_arb's default is up to 2^17 / width rows).
 RESIDUE_ROWS = 128
@@ -286,54 +284,6 @@ class ClassQueries:
             tables.new_group()
         self.in_group += 1
         return ArbClassQuery(tables, fun, weights, q, m, slot_sets, hint, self.conv)
-
-
-class ArbSharedFunctionals(gap.SharedFunctionals):
-    """family_gap.SharedFunctionals whose per-output column differences (P_j's and
-    c(W_out)·(w_f ∘ U)'s column s minus column o, for every s) are taken on the matrix's
-    exact integer form (IntMatrix, built once per matrix for the check, its two integers per
-    entry held against the memory limit up front): int_column_differences, the same values
-    as column_differences' mpi_sub bit for bit.  A matrix with a non-finite entry (no
-    integer form): column_differences itself."""
-
-    def __init__(self, tables):
-        from ..certificate import hold
-
-        super().__init__(tables)
-        entries = sum(len(y) * len(y[0]) for y in self.y_u if y)
-        if getattr(self, "out_u", None):
-            entries += len(self.out_u) * len(self.out_u[0])
-        hold(tables.model.charge, 2 * entries, "integer forms of the shared functionals")
-        self.forms = {}  # id(matrix) -> (matrix, IntMatrix or None)
-
-    def differences(self, matrix: list, o: int) -> list:
-        hit = self.forms.get(id(matrix))
-        if hit is None or hit[0] is not matrix:
-            try:
-                form = IntMatrix(matrix)
-            except Malformed:  # a non-finite entry (mp._dyadic): the interval subtraction
-                form = None
-            hit = self.forms[id(matrix)] = (matrix, form)
-        if hit[1] is None:
-            return gap.column_differences(matrix, o)
-        return int_column_differences(hit[1], o)
-
-
-def int_column_differences(form: IntMatrix, o: int) -> list:
-    """family_gap.column_differences(matrix, o) from the matrix's integer form (entry [r][s] =
-    [lo·2^E, hi·2^E] exactly): the exact interval difference [lo_s − hi_o, hi_s − lo_o]·2^E,
-    its lower end rounded down and its upper end up to iv.prec bits (from_man_exp).  mpi_sub
-    computes each end of the same exact difference (mpf_sub) rounded the same way at the same
-    precision, so every entry is the same raw interval, bit for bit (finite entries only: a
-    non-finite one has no integer form).  O(rows · columns) integer subtractions."""
-    prec, make, lo, hi, exponent = iv.prec, iv.make_mpf, form.lo, form.hi, form.exp
-    out = []
-    for r_lo, r_hi in zip(lo, hi):
-        o_lo, o_hi = r_lo[o], r_hi[o]
-        out.append([make((from_man_exp(a - o_hi, exponent, prec, round_floor),
-                          from_man_exp(b - o_lo, exponent, prec, round_ceiling)))
-                    for a, b in zip(r_lo, r_hi)])
-    return out
 
 
 def arb_ball(arb, x):

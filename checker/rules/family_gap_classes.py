@@ -405,17 +405,12 @@ class SharedFunctionals:
         fun.d_u = [[row[s] - row[o] for row in self.u] for s in range(v)]
         fun.g = [[row[s] - row[o] for row in self.wu] for s in range(v)]  # encloses w_f∘D_s
         t.tick()
-        fun.y_g = [self.differences(y, o) for y in self.y_u]
+        fun.y_g = [column_differences(y, o) for y in self.y_u]
         if f.d_mlp:
             fun.w_out_c, fun.b_out_c = self.w_out_c, self.b_out_c
-            fun.out_g = self.differences(self.out_u, o)
+            fun.out_g = column_differences(self.out_u, o)
             fun.b_out_g = [self.b_out_u[s] - self.b_out_u[o] for s in range(v)]
         return fun
-
-    def differences(self, matrix: list, o: int) -> list:
-        """column_differences(matrix, o) (family_gap_arb's subclass: the same values from
-        the matrix's integer form)."""
-        return column_differences(matrix, o)
 
 
 def column_differences(matrix: list, o: int) -> list:
