@@ -84,3 +84,44 @@ def test_raw_float_is_from_float(x):
     from checker.rules.family_gap_bulk import raw_float
 
     assert raw_float(x) == from_float(x)
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope_2heads_k4", "negative_ln_gains"])
+def test_direction_lower_bound_is_the_reference(name):
+    """BulkSteps._direction(1, hidden) (e's integer column shared by the direction filter and
+    c(W_out)·e) gives AtQuery.direction(1, mlp_dot)'s lower bound of r_c·e bit for bit, on the
+    classes of an LN + MLP forced-class model whose final direction is not zero (the value
+    σ's Cauchy–Schwarz bound reads, checked directly rather than through σ and the slack)."""
+    from family_gap_models import forced_class_groups, model
+    from test_family_gap_speed import _queries
+
+    from checker.errors import Rejected
+    from checker.rules import family_gap_bulk as bulk
+    from checker.rules import overwhelm_family as family
+
+    fw = model(name)
+    compared = 0
+    for group in forced_class_groups(name).values():
+        for make in _queries(fw, group):
+            query = make()
+            if not (query.centre and query.fun.a and any(query.hint["dir"][1])):
+                continue
+            try:
+                hidden = family.AtQuery.hidden(query, family.AtQuery.box(query))
+            except Rejected:
+                continue
+            fun = query.fun
+
+            def mlp_dot(e, query=query, fun=fun, hidden=hidden):  # AtQuery.check's
+                col = query.t.matmul(fun.w_out_c, [[iv.mpf(x)] for x in e])
+                return family.dot(hidden, [c[0] for c in col]) + \
+                    family.dot(fun.b_out_c, [iv.mpf(x) for x in e])
+
+            try:
+                _, want = family.AtQuery.direction(query, 1, mlp_dot)
+                _, got = query._direction(1, hidden)
+            except (Rejected, bulk._Fallback):
+                continue
+            assert got.a == want and got.b == want
+            compared += 1
+    assert compared >= 5
