@@ -21,8 +21,10 @@ the pass accepts exactly when AtQuery.check does; it only skips the per-step obj
 
 from __future__ import annotations
 
+import math
+
 from mpmath import iv
-from mpmath.libmp import from_float, to_float
+from mpmath.libmp import from_float, fzero, to_float
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_zero
 
 from ..elementary import sqrt_interval
@@ -30,16 +32,44 @@ from ..errors import Rejected
 from ..numbers import below_zero, up_add
 from . import forward
 from .overwhelm_family import _upper_ratio
-from .overwhelm_family_arb import FILTER_HIGH, confirmed_directions, filter_below, raw_dot
+from .overwhelm_family_arb import (
+    FILTER_HIGH,
+    IntMatrix,
+    confirmed_directions,
+    filter_below,
+    form_product,
+    raw_dot,
+)
 
 
 class _Fallback(Exception):
     """A bound the pass did not confirm: AtQuery.check decides the class."""
 
 
+def raw_float(x: float) -> tuple:
+    """mpmath's from_float(x) for a binary64 x (the hints' exact conversion, hot: ~400 per
+    class).  A finite x is num/2^k exactly (float.as_integer_ratio, in lowest terms, so num
+    is odd when k > 0): the normalised raw mpf (sign, odd man, exp, bitcount), fzero for ±0;
+    an integer (den = 1) has its trailing zero bits moved into the exponent.  The same tuple
+    as from_float (tests/test_family_gap_arb_forms.py), without its frexp and normalisation.
+    O(1)."""
+    if not math.isfinite(x):  # (the hints are finite: decode_hint) from_float's own answer
+        return from_float(x)
+    num, den = x.as_integer_ratio()
+    if not num:
+        return fzero
+    sign = num < 0
+    man = -num if sign else num
+    exp = 1 - den.bit_length()
+    if den == 1:  # an integer: mpmath's mantissa is odd
+        zeros = (man & -man).bit_length() - 1
+        man, exp = man >> zeros, zeros
+    return int(sign), man, exp, man.bit_length()
+
+
 def _pair(x: float) -> tuple:
     """iv.mpf(x)'s raw interval for a binary64 x (exact: 53 <= iv.prec bits)."""
-    r = from_float(x)
+    r = raw_float(x)
     return r, r
 
 
@@ -87,7 +117,7 @@ class BulkSteps:
             for j in range(n_heads):
                 lo, hi = box[j][k]
                 self._bounds(j, t.vo[j], k, lo, hi, cols[j])
-                total = mpi_add(total, (from_float(lo), from_float(hi)), prec)
+                total = mpi_add(total, (raw_float(lo), raw_float(hi)), prec)
             r_box.append(mpi_add(base_k._mpi_, total, prec))
         r_box_iv = [iv.make_mpf(x) for x in r_box]
         # step 5: the hidden layer (AtQuery.hidden)
@@ -106,17 +136,19 @@ class BulkSteps:
                 for j in range(n_heads):
                     lo, hi = pre[j][k]
                     self._bounds(j, y_a[j], k, lo, hi, cols[j])
-                    total = mpi_add(total, (from_float(lo), from_float(hi)), prec)
+                    total = mpi_add(total, (raw_float(lo), raw_float(hi)), prec)
                 x = mpi_add(mpi_div(total, sigma, prec), fun.pre_const[k]._mpi_, prec)
                 hidden.append(forward.activate(f.act_fn, [iv.make_mpf(x)], charge)[0])
         # step 6 (AtQuery.check): the final residual and the MLP's logit parts
         final, mlp_g = r_box, [mpi_zero] * t.dims.d_vocab
         if hidden:
-            out = t.matmul([hidden], fun.w_out_c)[0]
+            # t.matmul([hidden], ·) twice on one integer form of the row (the same values)
+            h_int = IntMatrix([hidden])
+            out = form_product(h_int, t.integers(fun.w_out_c), False, t.tick)[0]
             final = [mpi_add(mpi_add(a, b._mpi_, prec), c._mpi_, prec)
                      for a, b, c in zip(r_box, out, fun.b_out_c)]
-            mlp_g = [mpi_add(a._mpi_, b._mpi_, prec)
-                     for a, b in zip(t.matmul([hidden], fun.out_g)[0], fun.b_out_g)]
+            out_g = form_product(h_int, t.integers(fun.out_g), False, t.tick)[0]
+            mlp_g = [mpi_add(a._mpi_, b._mpi_, prec) for a, b in zip(out_g, fun.b_out_g)]
         sigma = iv.mpf(1)._mpi_
         if self.centre:
             e, low = self._direction(1, hidden)
@@ -148,7 +180,8 @@ class BulkSteps:
         e = self.hint["dir"][which]
         if not any(e):
             return e, None
-        if len(confirmed_directions(self, e, which)) < self.f.n_heads:
+        e_int = IntMatrix.point_column(e)  # once: the filter's VO_j·e and c(W_out)·e read it
+        if len(confirmed_directions(self, e, which, e_int)) < self.f.n_heads:
             raise _Fallback
         prec = iv.prec
         e_raw = [_pair(x) for x in e]
@@ -159,7 +192,9 @@ class BulkSteps:
         if hidden is not None:  # the check's mlp_dot(e)
             extra = iv.mpf(0)._mpi_
             if hidden:
-                col = self.t.matmul(self.fun.w_out_c, [[iv.mpf(x)] for x in e])
+                # t.matmul(c(W_out), [[iv.mpf(x)] for x in e]) on e's integer column
+                col = form_product(self.t.integers(self.fun.w_out_c), e_int, False,
+                                   self.t.tick)
                 extra = mpi_add(raw_dot([h._mpi_ for h in hidden], [c[0]._mpi_ for c in col],
                                         prec),
                                 raw_dot([b._mpi_ for b in self.fun.b_out_c], e_raw, prec), prec)

@@ -40,7 +40,8 @@ instead of one per operation), so every later step, inclusion-monotone, sees nar
 from __future__ import annotations
 
 import math
-from operator import itemgetter, mul
+from itertools import repeat
+from operator import add, itemgetter, mul
 
 from mpmath import iv
 from mpmath.libmp import from_int, fzero
@@ -373,6 +374,25 @@ class IntMatrix:
         self._point = None
         self._fmpz = {}
 
+    @classmethod
+    def point_column(cls, xs: list):
+        """The IntMatrix of the column [[iv.mpf(x)] for x in xs] for finite binary64 xs,
+        without the interval objects: x = num·2^-k exactly (float.as_integer_ratio), every
+        entry scaled to the least exponent, so entry r is n_r·2^E = x_r exactly, as
+        mp._to_integers gives it (the same values; products read only the values).
+        Raises Malformed for a non-finite x, as mp._dyadic would."""
+        out = cls.__new__(cls)
+        ratios = []
+        for x in xs:
+            if not math.isfinite(x):
+                raise Malformed("matmul: an operand is not finite")
+            num, den = float(x).as_integer_ratio()  # den = 2^k
+            ratios.append((num, 1 - den.bit_length()))
+        exponent = min((e for _, e in ratios), default=0)
+        out.lo = out.hi = [[n << (e - exponent)] for n, e in ratios]
+        out.exp, out._cols, out._point, out._fmpz = exponent, None, True, {}
+        return out
+
     def rows(self):
         return self.lo, self.hi, self.exp
 
@@ -613,10 +633,21 @@ def filter_groups(slots: list, row, pairs: dict):
         if len(rows) == 1:
             singles.append((rows[0], w_hi[0]))
         else:
-            groups.append((itemgetter(*rows), w_hi))
+            groups.append((row_getter(rows), w_hi))
         g_sum += max(8 * FILTER_U * hi + 2 * (hi - lo) for lo, hi in
                      (pairs[(i, u)] for u in toks))
     return groups, singles, g_sum
+
+
+def row_getter(rows: list):
+    """A callable ys -> the entries of ys at `rows`, in that order (len(rows) >= 2): the list
+    slice ys[r0:r0+n] when the rows are consecutive (r0, r0+1, …: a token interval at one
+    position, the usual slot), else itemgetter(*rows).  Both give the same values in the
+    same order; the slice is one C copy instead of n indexed reads (the filter's hot loop)."""
+    first = rows[0]
+    if list(rows) == list(range(first, first + len(rows))):
+        return itemgetter(slice(first, first + len(rows)))
+    return itemgetter(*rows)
 
 
 def filter_below(fast, column, lam: float) -> bool:
@@ -628,8 +659,8 @@ def filter_below(fast, column, lam: float) -> bool:
     ys, y_max = column
     neg = -lam
     total = s_abs = 0.0
-    for get, w_hi in groups:
-        best = max(map(mul, w_hi, map(neg.__add__, get(ys))))
+    for get, w_hi in groups:  # fl(ŷ + (−λ)) = fl(ŷ − λ) (−λ exact), then fl(W·that)
+        best = max(map(mul, w_hi, map(add, get(ys), repeat(neg))))
         total += best
         s_abs += abs(best)
     for r, w_hi in singles:  # a one-slot position: its one product
@@ -641,19 +672,21 @@ def filter_below(fast, column, lam: float) -> bool:
     return math.isfinite(total) and total + err < 0.0
 
 
-def confirmed_directions(query, e: list, which: int) -> tuple:
+def confirmed_directions(query, e: list, which: int, e_int=None) -> tuple:
     """The heads j whose direction bound Lemma R's binary64 filter confirms on the exact
     product VO_j·e: its lower ends y_lo = VO_lo·e⁺ + VO_hi·e⁻ (fmpz_mat, exact), each rounded
     to the nearest binary64 (filter_float).  The reference rounds y_lo down at 80 bits
     (form_product) before Lemma R reads −y_lo; fl(y_lo) lies within (2^-53 + 2^-79)·|y| <= U·|y|
     of that rounded end, the error the filter allows (spec/arithmetic.md), so a confirmation
-    here is one of the reference's exact integer sum.  Heads not confirmed: the reference."""
+    here is one of the reference's exact integer sum.  Heads not confirmed: the reference.
+    e_int: e's integer column if the caller has it (IntMatrix.point_column(e)), else built."""
     from mpmath import iv as _iv
 
     heads, out = query.heads, []
     if not all(getattr(h, "fast", None) is not None and not h.perm for h in heads):
         return ()
-    e_int = IntMatrix([[_iv.mpf(x)] for x in e])
+    if e_int is None:  # e as an exact integer column (IntMatrix.point_column: the same values)
+        e_int = IntMatrix([[_iv.mpf(x)] for x in e])
     for j, head in enumerate(heads):
         lam = query.hint["dir_lo"][j][which]
         if not (isinstance(lam, float) and abs(lam) <= FILTER_HIGH):
