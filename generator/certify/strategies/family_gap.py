@@ -50,7 +50,16 @@ from checker.rules import forward
 from ...progress import progress_bar
 from . import NotApplicable, option_fields
 from .overwhelm import TOL
-from .overwhelm_family import F32_SLACKS, Tables, _Query, head_arrays
+from .overwhelm_family import (
+    F32_SLACKS,
+    Tables,
+    _box_mul,
+    _ln_scale,
+    _Query,
+    head_arrays,
+    max_ratio,
+    slack,
+)
 
 NAME = "family-gap"
 # Refused beyond this much checker work (the default of the option `budget`), estimated before
@@ -176,10 +185,108 @@ class _ClassQuery(_Query):
         return lo, hi, per
 
     def direction(self, which: int, e: np.ndarray, extra_lo: float = 0.0):
+        """The lower bound of r_c·e + extra_lo (hints dir[which], dir_lo[:, which]), as
+        _Query.direction gives it, computing only the lower side of Lemma R (the upper one
+        is never used: neither written nor summed into the value returned)."""
         if self.f32:  # any direction is valid: dir_lo is then bounded for the rounded one
             with np.errstate(all="ignore"):
                 e = np.asarray(e, dtype=np.float64).astype(np.float32).astype(np.float64)
-        return super().direction(which, e, extra_lo)
+        (lo, _, per), = self.joint_bounds([(e[:, None], "lower")])
+        self.hint["dir"][which] = e
+        self.hint["dir_lo"][:, which] = per[:, 0, 0]
+        return float(lo[0]) + extra_lo
+
+    def joint_bounds(self, sets: list) -> list:
+        """[(lo, hi, per)] per (a (d, F), sides) of sets, as `bounds(a, upper_only)` gives
+        them (sides "both", "upper": upper_only; "lower": the lower side only, the upper
+        left 0 and hi meaningless), bit for bit, with one Dinkelbach run per head for all
+        the functionals of all sets: Dinkelbach's functionals are independent (each
+        column's rounds are the same alone or with others, a settled column stays
+        settled, tests/test_family_gap_gen_speed.py), and its cost is mostly per run.
+        y = vo @ a is still computed per set (the same BLAS call as `bounds`, whose last
+        bits depend on the shapes)."""
+        n_heads = len(self.heads)
+        pers = [np.zeros((n_heads, a.shape[1], 2)) for a, _ in sets]
+        for j, (wt, vo, _) in enumerate(self.heads):
+            parts, scales = [], []
+            for a, sides in sets:
+                y = vo @ a  # (P, A, F)
+                scales.append(float(np.abs(y).max()) + 1e-12)
+                parts += {"both": [y, -y], "upper": [y], "lower": [-y]}[sides]
+            lam, _ = max_ratio(wt, np.concatenate(parts, axis=2) if len(parts) > 1 else parts[0])
+            at = 0
+            for n, (a, sides) in enumerate(sets):
+                width = a.shape[1]
+                if sides != "lower":
+                    pers[n][j, :, 1] = slack(lam[at:at + width], scales[n], self.rel)
+                    at += width
+                if sides != "upper":
+                    pers[n][j, :, 0] = -slack(lam[at:at + width], scales[n], self.rel)
+                    at += width
+        out = []
+        for (a, _), per in zip(sets, pers):
+            if self.f32:
+                per = np.stack([round_f32(per[..., 0], up=False),
+                                round_f32(per[..., 1], up=True)], axis=-1)
+            lo, hi = self.base @ a, self.base @ a
+            for j in range(n_heads):
+                lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
+            out.append((lo, hi, per))
+        return out
+
+    def margins(self) -> np.ndarray:
+        """_Query.margins for this class (no permutation claim), the same float bound and
+        hints bit for bit: the three Lemma R families that do not depend on the chain
+        (box: the identity, pre: LayerNorm-scaled W_in, diff: the unembedding
+        differences) in one `joint_bounds`, the two directions after them."""
+        tab, f, w = self.tab, self.f, self.w
+        d, o = tab.dims.d_model, self.claim.output
+        serial_mlp = bool(f.d_mlp) and not f.parallel
+        if serial_mlp:
+            w_in = w["blocks.0.mlp.W_in"]
+            a = w_in * w["blocks.0.ln2.w"][:, None] if f.normalization == "LN" else w_in
+        u = w["unembed.W_U"]
+        d_u = u - u[:, o:o + 1]  # (d, v)
+        w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
+        b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
+        g = w_f[:, None] * d_u
+        sets = [(np.eye(d), "both")] + ([(a, "both")] if serial_mlp else []) + [(g, "upper")]
+        found = self.joint_bounds(sets)
+        lo, hi, self.hint["box"] = found[0]
+        h_lo = h_hi = None
+        if f.d_mlp and f.parallel:
+            h_lo = h_hi = np.maximum(tab.norm(self.x_p, "blocks.0.ln2") @ w["blocks.0.mlp.W_in"]
+                                     + w["blocks.0.mlp.b_in"], 0)
+        elif f.d_mlp:
+            s_lo, s_hi = 1.0, 1.0
+            if f.normalization is not None:
+                e = (lo + hi) / 2
+                s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps, e, self.direction(0, e))
+            n_lo, n_hi, self.hint["pre"] = found[1]
+            const = w["blocks.0.mlp.b_in"] + (w["blocks.0.ln2.b"] @ w_in
+                                              if f.normalization == "LN" else 0)
+            cands = np.stack([n_lo / s_lo, n_lo / s_hi, n_hi / s_lo, n_hi / s_hi])
+            h_lo, h_hi = np.maximum(cands.min(0) + const, 0), np.maximum(cands.max(0) + const, 0)
+        _, numer, per = found[-1]
+        self.hint["diff"] = per[:, :, 1]
+        f_lo, f_hi = lo, hi
+        if h_lo is not None:
+            w_out_c, b_out_c = tab.centred(w["blocks.0.mlp.W_out"]), tab.centred(
+                w["blocks.0.mlp.b_out"])
+            m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
+            f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
+            numer = numer + _box_mul(h_lo, h_hi, w_out_c @ g)[1] + b_out_c @ g
+        s_lo, s_hi = 1.0, 1.0
+        if f.normalization is not None:
+            e = (f_lo + f_hi) / 2
+            extra = 0.0
+            if h_lo is not None:
+                extra = float(_box_mul(h_lo, h_hi, (w_out_c @ e)[:, None])[0][0] + b_out_c @ e)
+            s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps, e, self.direction(1, e, extra))
+        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
+            + w["unembed.b_U"] - w["unembed.b_U"][o]
+        bound[o] = -np.inf
+        return bound
 
 
 def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None,
