@@ -154,6 +154,62 @@ def round_f32(x: np.ndarray, up: bool) -> np.ndarray:
         return np.where(back < x if up else back > x, step, f).astype(np.float64)
 
 
+class SharedParts:
+    """The arrays of `_ClassQuery.margins` that depend on the model only, on the output m
+    only or on the query q only, computed once per Tables (cached on it) instead of once
+    per class attempt: the same expressions on the same inputs, so the same bits (a
+    generator-side cache; nothing here is claimed).
+
+    Pre: tab a Tables of a one-layer family model.  Memory: O(d·d_mlp) plus O(d·v) per
+    output m and O(d) per query q seen."""
+
+    def __init__(self, tab: Tables):
+        f, w, d = tab.f, tab.w, tab.dims.d_model
+        self.tab = tab
+        self.eye = np.eye(d)
+        self.serial_mlp = bool(f.d_mlp) and not f.parallel
+        if f.d_mlp:
+            w_in = w["blocks.0.mlp.W_in"]
+            self.w_in = w_in
+            self.pre = w_in * w["blocks.0.ln2.w"][:, None] if f.normalization == "LN" else w_in
+            self.const = w["blocks.0.mlp.b_in"] + (w["blocks.0.ln2.b"] @ w_in
+                                                   if f.normalization == "LN" else 0)
+            self.w_out_c = tab.centred(w["blocks.0.mlp.W_out"])
+            self.b_out_c = tab.centred(w["blocks.0.mlp.b_out"])
+        self.w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
+        self.b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
+        self._outputs, self._queries = {}, {}
+
+    def output(self, o: int) -> SimpleNamespace:
+        """d_u = W_U − W_U[:, o], g = w_f·d_u and the products of g the chain uses."""
+        if o not in self._outputs:
+            w = self.tab.w
+            u = w["unembed.W_U"]
+            d_u = u - u[:, o:o + 1]  # (d, v)
+            g = self.w_f[:, None] * d_u
+            parts = SimpleNamespace(d_u=d_u, g=g, b_f_d_u=self.b_f @ d_u)
+            if self.tab.f.d_mlp:
+                parts.w_out_g, parts.b_out_g = self.w_out_c @ g, self.b_out_c @ g
+            self._outputs[o] = parts
+        return self._outputs[o]
+
+    def query(self, q: int):
+        """(x_p, base): the query's residual at the last position and its centred sum with
+        b_O (_Query's x_p and base)."""
+        if q not in self._queries:
+            tab = self.tab
+            x_p = tab.resid0[tab.dims.n_ctx - 1, q]
+            self._queries[q] = (x_p, tab.centred(x_p + tab.w["blocks.0.attn.b_O"]))
+        return self._queries[q]
+
+
+def shared_parts(tab: Tables) -> SharedParts:
+    """The SharedParts of tab (made on first use, then kept on it)."""
+    if getattr(tab, "_family_gap_shared", None) is None:
+        tab._family_gap_shared = SharedParts(tab)
+    return tab._family_gap_shared
+
+
 class _ClassQuery(_Query):
     """strategy overwhelm_family's mirror at p = k−1 with the class's token sets; with
     hints == "f32" every Lemma R bound rounded outward to binary32 (lower bounds down,
@@ -166,8 +222,8 @@ class _ClassQuery(_Query):
         self.tab, self.p, self.f, self.w = tab, p, tab.f, tab.w
         self.claim = SimpleNamespace(prefix=(), query=q, output=m, free_perm=None, over=None)
         self.slots = slot_sets
-        self.x_p = tab.resid0[p, q]
-        self.base = tab.centred(self.x_p + tab.w["blocks.0.attn.b_O"])
+        self.shared = shared_parts(tab)
+        self.x_p, self.base = self.shared.query(q)
         self.heads = [head_arrays(tab, j, p, slot_sets) for j in range(tab.f.n_heads)]
         self.hint = {name: np.zeros(shape) for name, shape in rule.family.hint_shapes(
             tab.dims).items()}
@@ -239,23 +295,16 @@ class _ClassQuery(_Query):
         hints bit for bit: the three Lemma R families that do not depend on the chain
         (box: the identity, pre: LayerNorm-scaled W_in, diff: the unembedding
         differences) in one `joint_bounds`, the two directions after them."""
-        tab, f, w = self.tab, self.f, self.w
-        d, o = tab.dims.d_model, self.claim.output
-        serial_mlp = bool(f.d_mlp) and not f.parallel
-        if serial_mlp:
-            w_in = w["blocks.0.mlp.W_in"]
-            a = w_in * w["blocks.0.ln2.w"][:, None] if f.normalization == "LN" else w_in
-        u = w["unembed.W_U"]
-        d_u = u - u[:, o:o + 1]  # (d, v)
-        w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
-        b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
-        g = w_f[:, None] * d_u
-        sets = [(np.eye(d), "both")] + ([(a, "both")] if serial_mlp else []) + [(g, "upper")]
+        tab, f, w, sh = self.tab, self.f, self.w, self.shared
+        out = sh.output(self.claim.output)
+        g = out.g
+        sets = [(sh.eye, "both")] + ([(sh.pre, "both")] if sh.serial_mlp else []) + \
+            [(g, "upper")]
         found = self.joint_bounds(sets)
         lo, hi, self.hint["box"] = found[0]
         h_lo = h_hi = None
         if f.d_mlp and f.parallel:
-            h_lo = h_hi = np.maximum(tab.norm(self.x_p, "blocks.0.ln2") @ w["blocks.0.mlp.W_in"]
+            h_lo = h_hi = np.maximum(tab.norm(self.x_p, "blocks.0.ln2") @ sh.w_in
                                      + w["blocks.0.mlp.b_in"], 0)
         elif f.d_mlp:
             s_lo, s_hi = 1.0, 1.0
@@ -263,19 +312,17 @@ class _ClassQuery(_Query):
                 e = (lo + hi) / 2
                 s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps, e, self.direction(0, e))
             n_lo, n_hi, self.hint["pre"] = found[1]
-            const = w["blocks.0.mlp.b_in"] + (w["blocks.0.ln2.b"] @ w_in
-                                              if f.normalization == "LN" else 0)
             cands = np.stack([n_lo / s_lo, n_lo / s_hi, n_hi / s_lo, n_hi / s_hi])
-            h_lo, h_hi = np.maximum(cands.min(0) + const, 0), np.maximum(cands.max(0) + const, 0)
+            h_lo = np.maximum(cands.min(0) + sh.const, 0)
+            h_hi = np.maximum(cands.max(0) + sh.const, 0)
         _, numer, per = found[-1]
         self.hint["diff"] = per[:, :, 1]
         f_lo, f_hi = lo, hi
         if h_lo is not None:
-            w_out_c, b_out_c = tab.centred(w["blocks.0.mlp.W_out"]), tab.centred(
-                w["blocks.0.mlp.b_out"])
+            w_out_c, b_out_c = sh.w_out_c, sh.b_out_c
             m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
             f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
-            numer = numer + _box_mul(h_lo, h_hi, w_out_c @ g)[1] + b_out_c @ g
+            numer = numer + _box_mul(h_lo, h_hi, out.w_out_g)[1] + out.b_out_g
         s_lo, s_hi = 1.0, 1.0
         if f.normalization is not None:
             e = (f_lo + f_hi) / 2
@@ -283,7 +330,8 @@ class _ClassQuery(_Query):
             if h_lo is not None:
                 extra = float(_box_mul(h_lo, h_hi, (w_out_c @ e)[:, None])[0][0] + b_out_c @ e)
             s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps, e, self.direction(1, e, extra))
-        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
+        o = self.claim.output
+        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + out.b_f_d_u \
             + w["unembed.b_U"] - w["unembed.b_U"][o]
         bound[o] = -np.inf
         return bound
@@ -340,31 +388,59 @@ def class_keys(v: int, k: int):
     return
 
 
-def find_classes(weights, progress=False, merge="off", hints="f64") -> list:
+def find_classes(weights, progress=False, merge="off", hints="f64", min_size: int = 0) -> list:
     """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64.  merge:
     "off" (classes per S), "lossless" (a merged class M(q, m, i0, g), Lemma G5, replaces the
     block's classes (q, m, S) with min S = i0 when it proves and holds at least as many
-    sequences), "always" (whenever it proves)."""
+    sequences), "always" (whenever it proves).  min_size: only the classes holding at least
+    min_size sequences are returned — exactly the classes of min_size = 0 that hold as many
+    (`block_classes`), without searching the ones that cannot (the filter is applied after
+    the merge, as `certify` did)."""
     tab = Tables(weights)
     d = tab.dims
-    keys = sorted(class_keys(d.d_vocab, d.n_ctx))
-    out, blocks = [], {}
-    for q, m, fixed in progress_bar(keys, "family-gap classes", progress):
-        found = smallest_gap(tab, q, m, fixed, hints)
-        if found is not None:
-            blocks.setdefault((q, m, rule.first(fixed)), []).append(
-                (q, m, fixed, found[0], found[1]))
-    for (q, m, i0), group in sorted(blocks.items(), key=lambda kv: (
-            kv[0][0], kv[0][1], -1 if kv[0][2] is None else kv[0][2])):
-        if merge != "off" and i0 is not None and m >= 1:
-            found = smallest_gap(tab, q, m, i0, hints)
-            if found is not None:
-                size = rule.class_size(d, m, i0, found[0])
-                if merge == "always" or size >= sum(rule.class_size(d, m, f, g)
-                                                    for _, _, f, g, _ in group):
-                    group = [(q, m, i0, found[0], found[1])]
-        out.extend(group)
+    blocks = {}
+    for q, m, fixed in sorted(class_keys(d.d_vocab, d.n_ctx)):
+        blocks.setdefault((q, m, rule.first(fixed)), []).append(fixed)
+    order = sorted(blocks, key=lambda b: (b[0], b[1], -1 if b[2] is None else b[2]))
+    out = []
+    for q, m, i0 in progress_bar(order, "family-gap classes", progress):
+        out.extend(block_classes(tab, q, m, i0, blocks[(q, m, i0)], merge, hints, min_size))
     return out
+
+
+def block_classes(tab: Tables, q: int, m: int, i0, keys: list, merge: str, hints: str,
+                  min_size: int) -> list:
+    """The classes one block (q, m, i0) contributes (keys: its sets S in order): its classes
+    found, or the merged class M(q, m, i0, g) in their place (`find_classes`' merge), then
+    those holding >= min_size sequences.
+
+    A class's size only falls as its gap grows, so a class with fewer than min_size
+    sequences at g = 1 ("small") is never returned: with merge "off" or "always" it is not
+    searched, except to learn whether the block has any class at all (the merged class is
+    tried only then) when no other class of the block proves.  The merged class is not
+    searched when neither it nor any class of the block can be returned.  "lossless"
+    compares the merged class with the sum of all the block's classes: every one is
+    searched.  Same output as searching everything and filtering (the searches are pure
+    functions of their arguments)."""
+    d = tab.dims
+    big = [f for f in keys if rule.class_size(d, m, f, 1) >= min_size]
+    lazy = merge != "lossless" and len(big) < len(keys)
+    group = [(q, m, f) + found for f in (big if lazy else keys)
+             if (found := smallest_gap(tab, q, m, f, hints)) is not None]
+    can_merge = merge != "off" and i0 is not None and m >= 1
+    if lazy and not group and can_merge and (rule.class_size(d, m, i0, 1) >= min_size):
+        for f in keys:  # does the block have a class? (then the merged class is tried)
+            if f not in big and smallest_gap(tab, q, m, f, hints) is not None:
+                group = [None]  # a small class: never returned, but the block exists
+                break
+    if group and can_merge and (group != [None] or rule.class_size(d, m, i0, 1) >= min_size):
+        found = smallest_gap(tab, q, m, i0, hints)
+        if found is not None:
+            size = rule.class_size(d, m, i0, found[0])
+            if merge == "always" or size >= sum(rule.class_size(d, m, f, g)
+                                                for _, _, f, g, _ in group):
+                group = [(q, m, i0, found[0], found[1])]
+    return [c for c in group if c is not None and rule.class_size(d, m, c[2], c[3]) >= min_size]
 
 
 def make_box(sets: list, j: int, lo: int, hi: int, x: int):
@@ -375,20 +451,27 @@ def make_box(sets: list, j: int, lo: int, hi: int, x: int):
 
 
 def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int, x: int,
-               hints: str = "f64"):
+               hints: str = "f64", min_size: int = 0):
     """[(box, hint)] covering the band [lo, hi] at position j: the whole band at x if it
     proves, else its halves in turn; one token's band at the largest x' <= x that proves
-    (bisection; the bound only improves as x shrinks); a token proved at no x is left out."""
+    (bisection; the bound only improves as x shrinks); a token proved at no x is left out.
+    min_size: only the boxes holding >= min_size sequences — the same as filtering the
+    boxes of min_size = 0, since every box below this one (a part of its band, x' <= x)
+    holds at most as many sequences as it: a box smaller than min_size ends the search."""
     box = make_box(sets, j, lo, hi, x)
+    if min_size and rule.class_size(tab.dims, m, box, 0) < min_size:
+        return []
     hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0), hints=hints)
     if hint is not None:
         return [(box, hint)]
     if lo < hi:
         mid = (lo + hi) // 2
-        return (box_leaves(tab, q, m, sets, j, lo, mid, x, hints)
-                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x, hints))
+        return (box_leaves(tab, q, m, sets, j, lo, mid, x, hints, min_size)
+                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x, hints, min_size))
     a, b, best = 0, x - 1, None
     while a <= b:
+        if min_size and rule.class_size(tab.dims, m, make_box(sets, j, lo, hi, b), 0) < min_size:
+            return []  # best <= b whenever b moves: what is left is dropped
         y = (a + b + 1) // 2
         box = make_box(sets, j, lo, hi, y)
         hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0), hints=hints)
@@ -396,10 +479,13 @@ def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int
             best, a = (box, hint), y + 1
         else:
             b = y - 1
-    return [] if best is None else [best]
+    if best is None or rule.class_size(tab.dims, m, best[0], 0) < min_size:
+        return []
+    return [best]
 
 
-def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64") -> list:
+def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64",
+               min_size: int = 0) -> list:
     """[(q, m, Box, 0, hint)]: for every class with gap g >= 2 and each free position j,
     box classes for its sequences with a token of [m−g+1, m−1] at j and the other free
     positions' tokens <= m−g (`box_leaves`).  Disjoint (Lemma B2): from the class (position
@@ -415,7 +501,7 @@ def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64") -
         for j, (a, b, _) in enumerate(sets):
             if a <= b:  # a free position
                 for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g,
-                                            hints):
+                                            hints, min_size):
                     out.append((q, m, box, 0, hint))
     return out
 
@@ -644,7 +730,8 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
                             f"{options.budget:.0e}; raise it with "
                             f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
                             ", and check with --arith arb --max-work of as much)")
-    classes = find_classes(trace.weights, progress, options.merge, options.hints)
+    classes = find_classes(trace.weights, progress, options.merge, options.hints,
+                           options.min_size)
     if options.min_size:  # their keys' sequences may still be residue
         classes = [c for c in classes if rule.class_size(d, c[1], c[2], c[3]) >= options.min_size]
     n_boxes = 0
@@ -655,7 +742,8 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
             raise NotApplicable(f"the {len(classes)} gap classes found need "
                                 f"~{cost(d, parsed):.1e} interval operations in the checker "
                                 f"(over the budget {options.budget:.0e})")
-        found = [b for b in find_boxes(Tables(trace.weights), classes, progress, options.hints)
+        found = [b for b in find_boxes(Tables(trace.weights), classes, progress, options.hints,
+                                       options.min_size)
                  if rule.class_size(d, b[1], b[2], 0) >= options.min_size]
         classes, n_boxes = classes + choose_boxes(d, found, room), len(found)
     floats = len(classes)
