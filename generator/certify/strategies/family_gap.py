@@ -90,6 +90,9 @@ class Options:
     # class proof, ~10 ms under arb at d_vocab 64, whatever its size): 0 keeps every one
     min_size: int = 0
     hints: Hints = "f64"  # the hint values' precision (and encoding): binary64 or binary32
+    # worker processes for the class and box searches: how the certificate is found, not
+    # what it is (the same bytes for every value), so not part of name()
+    jobs: int = 1
 
     def name(self) -> str:
         parts = ([f"merge={self.merge}"] if self.merge != "off" else []) + \
@@ -105,9 +108,13 @@ class Options:
         """'family-gap' or 'family-gap:merge=MODE,budget=N' -> Options (ValueError if bad;
         N a positive integer, also written like 3e9)."""
         fields = option_fields(text, NAME, ("merge", "budget", "confirm", "boxes", "min_size",
-                                                   "hints"),
+                                                   "hints", "jobs"),
                                f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off, "
-                               f"boxes=off|on, min_size=N, hints={'|'.join(get_args(Hints))}")
+                               f"boxes=off|on, min_size=N, hints={'|'.join(get_args(Hints))}, "
+                               "jobs=N")
+        jobs = fields.get("jobs", "1")
+        if not (jobs.isdigit() and 1 <= int(jobs) <= 256):
+            raise ValueError(f"bad option jobs={jobs!r} in {text!r}: 1 to 256 worker processes")
         confirm = fields.get("confirm", "on")
         if confirm not in ("on", "off"):
             raise ValueError(f"bad option confirm={confirm!r} in {text!r}: on or off")
@@ -135,7 +142,7 @@ class Options:
             raise ValueError(f"bad option min_size={min_size!r} in {text!r}: a number of "
                              "sequences (0: keep every class)")
         return Options(merge=merge, budget=int(number), confirm=confirm, boxes=boxes,
-                       min_size=int(min_size), hints=hints)
+                       min_size=int(min_size), hints=hints, jobs=int(jobs))
 
 
 def grid() -> list[Options]:
@@ -388,7 +395,8 @@ def class_keys(v: int, k: int):
     return
 
 
-def find_classes(weights, progress=False, merge="off", hints="f64", min_size: int = 0) -> list:
+def find_classes(weights, progress=False, merge="off", hints="f64", min_size: int = 0,
+                 jobs: int = 1) -> list:
     """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64.  merge:
     "off" (classes per S), "lossless" (a merged class M(q, m, i0, g), Lemma G5, replaces the
     block's classes (q, m, S) with min S = i0 when it proves and holds at least as many
@@ -402,10 +410,43 @@ def find_classes(weights, progress=False, merge="off", hints="f64", min_size: in
     for q, m, fixed in sorted(class_keys(d.d_vocab, d.n_ctx)):
         blocks.setdefault((q, m, rule.first(fixed)), []).append(fixed)
     order = sorted(blocks, key=lambda b: (b[0], b[1], -1 if b[2] is None else b[2]))
+    tasks = [(q, m, i0, blocks[(q, m, i0)], merge, hints, min_size) for q, m, i0 in order]
     out = []
-    for q, m, i0 in progress_bar(order, "family-gap classes", progress):
-        out.extend(block_classes(tab, q, m, i0, blocks[(q, m, i0)], merge, hints, min_size))
+    for found in progress_bar(in_order(tab, _block_task, tasks, jobs), "family-gap classes",
+                              progress):
+        out.extend(found)
     return out
+
+
+_WORKER_TABLES = None  # the Tables a forked worker of `in_order` computes with
+
+
+def _block_task(task):
+    return block_classes(_WORKER_TABLES, *task)
+
+
+def _box_task(task):
+    return class_boxes(_WORKER_TABLES, *task)
+
+
+def in_order(tab: Tables, fn, tasks: list, jobs: int = 1):
+    """fn(task) for every task, in the tasks' order: here (jobs = 1) or in `jobs` forked
+    worker processes sharing tab (copy on write).  The same results either way: each task
+    is a pure function of tab and the task (the same float operations in any process),
+    and imap returns them in order.  Pre: fn a module-level function reading
+    _WORKER_TABLES.  Yields the results one by one (for the progress bar)."""
+    global _WORKER_TABLES
+    _WORKER_TABLES = tab
+    try:
+        if jobs <= 1 or len(tasks) < 2:
+            yield from map(fn, tasks)
+            return
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            yield from pool.imap(fn, tasks, chunksize=max(1, min(16, len(tasks) // (8 * jobs))))
+    finally:
+        _WORKER_TABLES = None
 
 
 def block_classes(tab: Tables, q: int, m: int, i0, keys: list, merge: str, hints: str,
@@ -485,7 +526,7 @@ def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int
 
 
 def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64",
-               min_size: int = 0) -> list:
+               min_size: int = 0, jobs: int = 1) -> list:
     """[(q, m, Box, 0, hint)]: for every class with gap g >= 2 and each free position j,
     box classes for its sequences with a token of [m−g+1, m−1] at j and the other free
     positions' tokens <= m−g (`box_leaves`).  Disjoint (Lemma B2): from the class (position
@@ -493,16 +534,26 @@ def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64",
     positions (their position j is in [0, x], x <= m−g), from the other bands at j, and
     from every other class of the same (q, m) and its boxes (the class's {m} positions and
     its positions without m are kept)."""
-    d, out = tab.dims, []
-    todo = [(q, m, fixed, g) for q, m, fixed, g, _ in classes
+    todo = [(q, m, fixed, g, hints, min_size) for q, m, fixed, g, _ in classes
             if not isinstance(fixed, rule.Box) and g >= 2]
-    for q, m, fixed, g in progress_bar(todo, "family-gap boxes", progress):
-        sets = rule.position_sets(d, m, fixed, g)
-        for j, (a, b, _) in enumerate(sets):
-            if a <= b:  # a free position
-                for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g,
-                                            hints, min_size):
-                    out.append((q, m, box, 0, hint))
+    out = []
+    for found in progress_bar(in_order(tab, _box_task, todo, jobs), "family-gap boxes",
+                              progress):
+        out.extend(found)
+    return out
+
+
+def class_boxes(tab: Tables, q: int, m: int, fixed, g: int, hints: str = "f64",
+                min_size: int = 0) -> list:
+    """[(q, m, Box, 0, hint)]: the boxes of one class (q, m, fixed, g) with g >= 2, every
+    free position j in turn (`find_boxes`)."""
+    out = []
+    sets = rule.position_sets(tab.dims, m, fixed, g)
+    for j, (a, b, _) in enumerate(sets):
+        if a <= b:  # a free position
+            for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g, hints,
+                                        min_size):
+                out.append((q, m, box, 0, hint))
     return out
 
 
@@ -731,7 +782,7 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
                             f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
                             ", and check with --arith arb --max-work of as much)")
     classes = find_classes(trace.weights, progress, options.merge, options.hints,
-                           options.min_size)
+                           options.min_size, options.jobs)
     if options.min_size:  # their keys' sequences may still be residue
         classes = [c for c in classes if rule.class_size(d, c[1], c[2], c[3]) >= options.min_size]
     n_boxes = 0
@@ -743,7 +794,7 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
                                 f"~{cost(d, parsed):.1e} interval operations in the checker "
                                 f"(over the budget {options.budget:.0e})")
         found = [b for b in find_boxes(Tables(trace.weights), classes, progress, options.hints,
-                                       options.min_size)
+                                       options.min_size, options.jobs)
                  if rule.class_size(d, b[1], b[2], 0) >= options.min_size]
         classes, n_boxes = classes + choose_boxes(d, found, room), len(found)
     floats = len(classes)
