@@ -485,6 +485,8 @@ def block_classes(tab: Tables, q: int, m: int, i0, keys: list, merge: str, hints
     functions of their arguments)."""
     d = tab.dims
     big = [f for f in keys if rule.class_size(d, m, f, 1) >= min_size]
+    if merge == "always" and i0 is not None and m >= 1:
+        return merged_first(tab, q, m, i0, keys, big, hints, min_size)
     lazy = merge != "lossless" and len(big) < len(keys)
     group = [(q, m, f) + found for f in (big if lazy else keys)
              if (found := smallest_gap(tab, q, m, f, hints)) is not None]
@@ -502,6 +504,35 @@ def block_classes(tab: Tables, q: int, m: int, i0, keys: list, merge: str, hints
                                                 for _, _, f, g, _ in group):
                 group = [(q, m, i0, found[0], found[1])]
     return [c for c in group if c is not None and rule.class_size(d, m, c[2], c[3]) >= min_size]
+
+
+def merged_first(tab: Tables, q: int, m: int, i0: int, keys: list, big: list, hints: str,
+                 min_size: int) -> list:
+    """`block_classes` for merge "always" (m >= 1): the block's classes only matter through
+    "is there one?" when the merged class proves (it then replaces them all), so that is
+    asked first (`has_class`, usually one attempt), then the merged class is searched, and
+    the classes (the big ones) only when it does not prove.  The same output as searching
+    every class first."""
+    d = tab.dims
+    if not any(has_class(tab, q, m, f, hints) for f in big + [f for f in keys if f not in big]):
+        return []  # no class: the block does not exist, the merged class is not tried
+    found = smallest_gap(tab, q, m, i0, hints)
+    if found is not None:
+        return [(q, m, i0) + found] if rule.class_size(d, m, i0, found[0]) >= min_size else []
+    group = [(q, m, f) + found for f in big
+             if (found := smallest_gap(tab, q, m, f, hints)) is not None]
+    return [c for c in group if rule.class_size(d, m, c[2], c[3]) >= min_size]
+
+
+def has_class(tab: Tables, q: int, m: int, fixed, hints: str) -> bool:
+    """smallest_gap(tab, q, m, fixed, hints) is not None, in one attempt when the class
+    proves at g = m: the bisection over [1, m] (m >= 1) tests g = m last whenever every g it
+    tests fails, so a proof at m means it finds some g (attempts are pure functions)."""
+    k = tab.dims.n_ctx
+    if m >= 1 and (type(fixed) is int or len(fixed) < k - 1) and \
+            attempt(tab, q, m, fixed, m, hints=hints) is not None:
+        return True
+    return smallest_gap(tab, q, m, fixed, hints) is not None
 
 
 def make_box(sets: list, j: int, lo: int, hi: int, x: int):
