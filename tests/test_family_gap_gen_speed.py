@@ -187,3 +187,16 @@ def test_in_order_keeps_the_order_with_workers():
 
 def _square(task):
     return task[0] * task[1] ** 2
+
+
+@pytest.mark.parametrize("name", ["ln_mlp_rope_2heads_k4", "mlp_no_norm_k3", "v12"])
+def test_has_class_is_whether_the_bisection_finds_a_gap(name):
+    tab = strategy.Tables(_model(name))
+    d = tab.dims
+    answers = []
+    for q, m, fixed in strategy.class_keys(d.d_vocab, d.n_ctx):
+        for f in [fixed] + ([rule.first(fixed)] if fixed else []):
+            found = strategy.smallest_gap(tab, q, m, f, "f32") is not None
+            assert strategy.has_class(tab, q, m, f, "f32") == found, (q, m, f)
+            answers.append(found)
+    assert any(answers) and not all(answers)  # both answers occur: the test can fail
