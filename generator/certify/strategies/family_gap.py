@@ -32,6 +32,15 @@ Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
           computed), inside the float64 search itself, so every class claimed is proved
           with the hints written; they are written as binary32 (half the bytes; spec/
           format.md §hint encodings).
+  jobs    N worker processes for the class and box searches (default 1); how the
+          certificate is found, not what it is: the same bytes, and not in the name.
+
+Speed (benchmarks/RESULTS.md "Tenth session"): every change to the search keeps each
+float operation on each element, so the certificate is byte-identical: one Dinkelbach run
+for the box, pre and diff functionals (`_ClassQuery.joint_bounds`), arrays shared per
+model, output and query (`SharedParts`), min_size applied inside the search
+(`block_classes`, `box_leaves`), the merged class first under merge=always
+(`merged_first`, `has_class`), freed memory kept in the heap (`keep_heap`).
 """
 
 from __future__ import annotations
