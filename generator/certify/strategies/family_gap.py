@@ -32,6 +32,15 @@ Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
           computed), inside the float64 search itself, so every class claimed is proved
           with the hints written; they are written as binary32 (half the bytes; spec/
           format.md §hint encodings).
+  jobs    N worker processes for the class and box searches (default 1); how the
+          certificate is found, not what it is: the same bytes, and not in the name.
+
+Speed (benchmarks/RESULTS.md "Tenth session"): every change to the search keeps each
+float operation on each element, so the certificate is byte-identical: one Dinkelbach run
+for the box, pre and diff functionals (`_ClassQuery.joint_bounds`), arrays shared per
+model, output and query (`SharedParts`), min_size applied inside the search
+(`block_classes`, `box_leaves`), the merged class first under merge=always
+(`merged_first`, `has_class`), freed memory kept in the heap (`keep_heap`).
 """
 
 from __future__ import annotations
@@ -50,7 +59,16 @@ from checker.rules import forward
 from ...progress import progress_bar
 from . import NotApplicable, option_fields
 from .overwhelm import TOL
-from .overwhelm_family import F32_SLACKS, Tables, _Query, head_arrays
+from .overwhelm_family import (
+    F32_SLACKS,
+    Tables,
+    _box_mul,
+    _ln_scale,
+    _Query,
+    head_arrays,
+    max_ratio,
+    slack,
+)
 
 NAME = "family-gap"
 # Refused beyond this much checker work (the default of the option `budget`), estimated before
@@ -81,6 +99,9 @@ class Options:
     # class proof, ~10 ms under arb at d_vocab 64, whatever its size): 0 keeps every one
     min_size: int = 0
     hints: Hints = "f64"  # the hint values' precision (and encoding): binary64 or binary32
+    # worker processes for the class and box searches: how the certificate is found, not
+    # what it is (the same bytes for every value), so not part of name()
+    jobs: int = 1
 
     def name(self) -> str:
         parts = ([f"merge={self.merge}"] if self.merge != "off" else []) + \
@@ -96,9 +117,13 @@ class Options:
         """'family-gap' or 'family-gap:merge=MODE,budget=N' -> Options (ValueError if bad;
         N a positive integer, also written like 3e9)."""
         fields = option_fields(text, NAME, ("merge", "budget", "confirm", "boxes", "min_size",
-                                                   "hints"),
+                                                   "hints", "jobs"),
                                f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off, "
-                               f"boxes=off|on, min_size=N, hints={'|'.join(get_args(Hints))}")
+                               f"boxes=off|on, min_size=N, hints={'|'.join(get_args(Hints))}, "
+                               "jobs=N")
+        jobs = fields.get("jobs", "1")
+        if not (jobs.isdigit() and 1 <= int(jobs) <= 256):
+            raise ValueError(f"bad option jobs={jobs!r} in {text!r}: 1 to 256 worker processes")
         confirm = fields.get("confirm", "on")
         if confirm not in ("on", "off"):
             raise ValueError(f"bad option confirm={confirm!r} in {text!r}: on or off")
@@ -126,7 +151,7 @@ class Options:
             raise ValueError(f"bad option min_size={min_size!r} in {text!r}: a number of "
                              "sequences (0: keep every class)")
         return Options(merge=merge, budget=int(number), confirm=confirm, boxes=boxes,
-                       min_size=int(min_size), hints=hints)
+                       min_size=int(min_size), hints=hints, jobs=int(jobs))
 
 
 def grid() -> list[Options]:
@@ -145,6 +170,62 @@ def round_f32(x: np.ndarray, up: bool) -> np.ndarray:
         return np.where(back < x if up else back > x, step, f).astype(np.float64)
 
 
+class SharedParts:
+    """The arrays of `_ClassQuery.margins` that depend on the model only, on the output m
+    only or on the query q only, computed once per Tables (cached on it) instead of once
+    per class attempt: the same expressions on the same inputs, so the same bits (a
+    generator-side cache; nothing here is claimed).
+
+    Pre: tab a Tables of a one-layer family model.  Memory: O(d·d_mlp) plus O(d·v) per
+    output m and O(d) per query q seen."""
+
+    def __init__(self, tab: Tables):
+        f, w, d = tab.f, tab.w, tab.dims.d_model
+        self.tab = tab
+        self.eye = np.eye(d)
+        self.serial_mlp = bool(f.d_mlp) and not f.parallel
+        if f.d_mlp:
+            w_in = w["blocks.0.mlp.W_in"]
+            self.w_in = w_in
+            self.pre = w_in * w["blocks.0.ln2.w"][:, None] if f.normalization == "LN" else w_in
+            self.const = w["blocks.0.mlp.b_in"] + (w["blocks.0.ln2.b"] @ w_in
+                                                   if f.normalization == "LN" else 0)
+            self.w_out_c = tab.centred(w["blocks.0.mlp.W_out"])
+            self.b_out_c = tab.centred(w["blocks.0.mlp.b_out"])
+        self.w_f = w["ln_final.w"] if f.normalization == "LN" else np.ones(d)
+        self.b_f = w["ln_final.b"] if f.normalization == "LN" else np.zeros(d)
+        self._outputs, self._queries = {}, {}
+
+    def output(self, o: int) -> SimpleNamespace:
+        """d_u = W_U − W_U[:, o], g = w_f·d_u and the products of g the chain uses."""
+        if o not in self._outputs:
+            w = self.tab.w
+            u = w["unembed.W_U"]
+            d_u = u - u[:, o:o + 1]  # (d, v)
+            g = self.w_f[:, None] * d_u
+            parts = SimpleNamespace(d_u=d_u, g=g, b_f_d_u=self.b_f @ d_u)
+            if self.tab.f.d_mlp:
+                parts.w_out_g, parts.b_out_g = self.w_out_c @ g, self.b_out_c @ g
+            self._outputs[o] = parts
+        return self._outputs[o]
+
+    def query(self, q: int):
+        """(x_p, base): the query's residual at the last position and its centred sum with
+        b_O (_Query's x_p and base)."""
+        if q not in self._queries:
+            tab = self.tab
+            x_p = tab.resid0[tab.dims.n_ctx - 1, q]
+            self._queries[q] = (x_p, tab.centred(x_p + tab.w["blocks.0.attn.b_O"]))
+        return self._queries[q]
+
+
+def shared_parts(tab: Tables) -> SharedParts:
+    """The SharedParts of tab (made on first use, then kept on it)."""
+    if getattr(tab, "_family_gap_shared", None) is None:
+        tab._family_gap_shared = SharedParts(tab)
+    return tab._family_gap_shared
+
+
 class _ClassQuery(_Query):
     """strategy overwhelm_family's mirror at p = k−1 with the class's token sets; with
     hints == "f32" every Lemma R bound rounded outward to binary32 (lower bounds down,
@@ -157,8 +238,8 @@ class _ClassQuery(_Query):
         self.tab, self.p, self.f, self.w = tab, p, tab.f, tab.w
         self.claim = SimpleNamespace(prefix=(), query=q, output=m, free_perm=None, over=None)
         self.slots = slot_sets
-        self.x_p = tab.resid0[p, q]
-        self.base = tab.centred(self.x_p + tab.w["blocks.0.attn.b_O"])
+        self.shared = shared_parts(tab)
+        self.x_p, self.base = self.shared.query(q)
         self.heads = [head_arrays(tab, j, p, slot_sets) for j in range(tab.f.n_heads)]
         self.hint = {name: np.zeros(shape) for name, shape in rule.family.hint_shapes(
             tab.dims).items()}
@@ -176,10 +257,100 @@ class _ClassQuery(_Query):
         return lo, hi, per
 
     def direction(self, which: int, e: np.ndarray, extra_lo: float = 0.0):
+        """The lower bound of r_c·e + extra_lo (hints dir[which], dir_lo[:, which]), as
+        _Query.direction gives it, computing only the lower side of Lemma R (the upper one
+        is never used: neither written nor summed into the value returned)."""
         if self.f32:  # any direction is valid: dir_lo is then bounded for the rounded one
             with np.errstate(all="ignore"):
                 e = np.asarray(e, dtype=np.float64).astype(np.float32).astype(np.float64)
-        return super().direction(which, e, extra_lo)
+        (lo, _, per), = self.joint_bounds([(e[:, None], "lower")])
+        self.hint["dir"][which] = e
+        self.hint["dir_lo"][:, which] = per[:, 0, 0]
+        return float(lo[0]) + extra_lo
+
+    def joint_bounds(self, sets: list) -> list:
+        """[(lo, hi, per)] per (a (d, F), sides) of sets, as `bounds(a, upper_only)` gives
+        them (sides "both", "upper": upper_only; "lower": the lower side only, the upper
+        left 0 and hi meaningless), bit for bit, with one Dinkelbach run per head for all
+        the functionals of all sets: Dinkelbach's functionals are independent (each
+        column's rounds are the same alone or with others, a settled column stays
+        settled, tests/test_family_gap_gen_speed.py), and its cost is mostly per run.
+        y = vo @ a is still computed per set (the same BLAS call as `bounds`, whose last
+        bits depend on the shapes)."""
+        n_heads = len(self.heads)
+        pers = [np.zeros((n_heads, a.shape[1], 2)) for a, _ in sets]
+        for j, (wt, vo, _) in enumerate(self.heads):
+            parts, scales = [], []
+            for a, sides in sets:
+                y = vo @ a  # (P, A, F)
+                scales.append(float(np.abs(y).max()) + 1e-12)
+                parts += {"both": [y, -y], "upper": [y], "lower": [-y]}[sides]
+            lam, _ = max_ratio(wt, np.concatenate(parts, axis=2) if len(parts) > 1 else parts[0])
+            at = 0
+            for n, (a, sides) in enumerate(sets):
+                width = a.shape[1]
+                if sides != "lower":
+                    pers[n][j, :, 1] = slack(lam[at:at + width], scales[n], self.rel)
+                    at += width
+                if sides != "upper":
+                    pers[n][j, :, 0] = -slack(lam[at:at + width], scales[n], self.rel)
+                    at += width
+        out = []
+        for (a, _), per in zip(sets, pers):
+            if self.f32:
+                per = np.stack([round_f32(per[..., 0], up=False),
+                                round_f32(per[..., 1], up=True)], axis=-1)
+            lo, hi = self.base @ a, self.base @ a
+            for j in range(n_heads):
+                lo, hi = lo + per[j, :, 0], hi + per[j, :, 1]
+            out.append((lo, hi, per))
+        return out
+
+    def margins(self) -> np.ndarray:
+        """_Query.margins for this class (no permutation claim), the same float bound and
+        hints bit for bit: the three Lemma R families that do not depend on the chain
+        (box: the identity, pre: LayerNorm-scaled W_in, diff: the unembedding
+        differences) in one `joint_bounds`, the two directions after them."""
+        tab, f, w, sh = self.tab, self.f, self.w, self.shared
+        out = sh.output(self.claim.output)
+        g = out.g
+        sets = [(sh.eye, "both")] + ([(sh.pre, "both")] if sh.serial_mlp else []) + \
+            [(g, "upper")]
+        found = self.joint_bounds(sets)
+        lo, hi, self.hint["box"] = found[0]
+        h_lo = h_hi = None
+        if f.d_mlp and f.parallel:
+            h_lo = h_hi = np.maximum(tab.norm(self.x_p, "blocks.0.ln2") @ sh.w_in
+                                     + w["blocks.0.mlp.b_in"], 0)
+        elif f.d_mlp:
+            s_lo, s_hi = 1.0, 1.0
+            if f.normalization is not None:
+                e = (lo + hi) / 2
+                s_lo, s_hi = _ln_scale(lo, hi, f.ln_eps, e, self.direction(0, e))
+            n_lo, n_hi, self.hint["pre"] = found[1]
+            cands = np.stack([n_lo / s_lo, n_lo / s_hi, n_hi / s_lo, n_hi / s_hi])
+            h_lo = np.maximum(cands.min(0) + sh.const, 0)
+            h_hi = np.maximum(cands.max(0) + sh.const, 0)
+        _, numer, per = found[-1]
+        self.hint["diff"] = per[:, :, 1]
+        f_lo, f_hi = lo, hi
+        if h_lo is not None:
+            w_out_c, b_out_c = sh.w_out_c, sh.b_out_c
+            m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
+            f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
+            numer = numer + _box_mul(h_lo, h_hi, out.w_out_g)[1] + out.b_out_g
+        s_lo, s_hi = 1.0, 1.0
+        if f.normalization is not None:
+            e = (f_lo + f_hi) / 2
+            extra = 0.0
+            if h_lo is not None:
+                extra = float(_box_mul(h_lo, h_hi, (w_out_c @ e)[:, None])[0][0] + b_out_c @ e)
+            s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps, e, self.direction(1, e, extra))
+        o = self.claim.output
+        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + out.b_f_d_u \
+            + w["unembed.b_U"] - w["unembed.b_U"][o]
+        bound[o] = -np.inf
+        return bound
 
 
 def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None,
@@ -233,31 +404,144 @@ def class_keys(v: int, k: int):
     return
 
 
-def find_classes(weights, progress=False, merge="off", hints="f64") -> list:
+def find_classes(weights, progress=False, merge="off", hints="f64", min_size: int = 0,
+                 jobs: int = 1) -> list:
     """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64.  merge:
     "off" (classes per S), "lossless" (a merged class M(q, m, i0, g), Lemma G5, replaces the
     block's classes (q, m, S) with min S = i0 when it proves and holds at least as many
-    sequences), "always" (whenever it proves)."""
+    sequences), "always" (whenever it proves).  min_size: only the classes holding at least
+    min_size sequences are returned — exactly the classes of min_size = 0 that hold as many
+    (`block_classes`), without searching the ones that cannot (the filter is applied after
+    the merge, as `certify` did)."""
+    keep_heap()
     tab = Tables(weights)
     d = tab.dims
-    keys = sorted(class_keys(d.d_vocab, d.n_ctx))
-    out, blocks = [], {}
-    for q, m, fixed in progress_bar(keys, "family-gap classes", progress):
-        found = smallest_gap(tab, q, m, fixed, hints)
-        if found is not None:
-            blocks.setdefault((q, m, rule.first(fixed)), []).append(
-                (q, m, fixed, found[0], found[1]))
-    for (q, m, i0), group in sorted(blocks.items(), key=lambda kv: (
-            kv[0][0], kv[0][1], -1 if kv[0][2] is None else kv[0][2])):
-        if merge != "off" and i0 is not None and m >= 1:
-            found = smallest_gap(tab, q, m, i0, hints)
-            if found is not None:
-                size = rule.class_size(d, m, i0, found[0])
-                if merge == "always" or size >= sum(rule.class_size(d, m, f, g)
-                                                    for _, _, f, g, _ in group):
-                    group = [(q, m, i0, found[0], found[1])]
-        out.extend(group)
+    blocks = {}
+    for q, m, fixed in sorted(class_keys(d.d_vocab, d.n_ctx)):
+        blocks.setdefault((q, m, rule.first(fixed)), []).append(fixed)
+    order = sorted(blocks, key=lambda b: (b[0], b[1], -1 if b[2] is None else b[2]))
+    tasks = [(q, m, i0, blocks[(q, m, i0)], merge, hints, min_size) for q, m, i0 in order]
+    out = []
+    for found in progress_bar(in_order(tab, _block_task, tasks, jobs), "family-gap classes",
+                              progress):
+        out.extend(found)
     return out
+
+
+_WORKER_TABLES = None  # the Tables a forked worker of `in_order` computes with
+
+
+def keep_heap() -> None:
+    """Ask glibc's malloc to keep freed memory (trim threshold 1 GiB, mmap threshold 32 MiB,
+    fixed): each class attempt allocates and frees arrays of ~1 MB, which by default go
+    back to the system and come back as fresh zeroed pages — at d_vocab 64, 1.75·10^7 page
+    faults and a quarter of the CPU time in the kernel.  Only the memory policy changes,
+    never a value computed.  A no-op where glibc's mallopt is missing (not Linux)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's <malloc.h>
+    mallopt(m_trim_threshold, 1 << 30)
+    mallopt(m_mmap_threshold, 32 << 20)
+
+
+def _block_task(task):
+    return block_classes(_WORKER_TABLES, *task)
+
+
+def _box_task(task):
+    return class_boxes(_WORKER_TABLES, *task)
+
+
+def in_order(tab: Tables, fn, tasks: list, jobs: int = 1):
+    """fn(task) for every task, in the tasks' order: here (jobs = 1) or in `jobs` forked
+    worker processes sharing tab (copy on write).  The same results either way: each task
+    is a pure function of tab and the task (the same float operations in any process),
+    and imap returns them in order.  Pre: fn a module-level function reading
+    _WORKER_TABLES.  Yields the results one by one (for the progress bar)."""
+    global _WORKER_TABLES
+    _WORKER_TABLES = tab
+    try:
+        if jobs <= 1 or len(tasks) < 2:
+            yield from map(fn, tasks)
+            return
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            yield from pool.imap(fn, tasks, chunksize=max(1, min(16, len(tasks) // (8 * jobs))))
+    finally:
+        _WORKER_TABLES = None
+
+
+def block_classes(tab: Tables, q: int, m: int, i0, keys: list, merge: str, hints: str,
+                  min_size: int) -> list:
+    """The classes one block (q, m, i0) contributes (keys: its sets S in order): its classes
+    found, or the merged class M(q, m, i0, g) in their place (`find_classes`' merge), then
+    those holding >= min_size sequences.
+
+    A class's size only falls as its gap grows, so a class with fewer than min_size
+    sequences at g = 1 ("small") is never returned: with merge "off" or "always" it is not
+    searched, except to learn whether the block has any class at all (the merged class is
+    tried only then) when no other class of the block proves.  The merged class is not
+    searched when neither it nor any class of the block can be returned.  "lossless"
+    compares the merged class with the sum of all the block's classes: every one is
+    searched.  Same output as searching everything and filtering (the searches are pure
+    functions of their arguments)."""
+    d = tab.dims
+    big = [f for f in keys if rule.class_size(d, m, f, 1) >= min_size]
+    if merge == "always" and i0 is not None and m >= 1:
+        return merged_first(tab, q, m, i0, keys, big, hints, min_size)
+    lazy = merge != "lossless" and len(big) < len(keys)
+    group = [(q, m, f) + found for f in (big if lazy else keys)
+             if (found := smallest_gap(tab, q, m, f, hints)) is not None]
+    can_merge = merge != "off" and i0 is not None and m >= 1
+    if lazy and not group and can_merge and (rule.class_size(d, m, i0, 1) >= min_size):
+        for f in keys:  # does the block have a class? (then the merged class is tried)
+            if f not in big and smallest_gap(tab, q, m, f, hints) is not None:
+                group = [None]  # a small class: never returned, but the block exists
+                break
+    if group and can_merge and (group != [None] or rule.class_size(d, m, i0, 1) >= min_size):
+        found = smallest_gap(tab, q, m, i0, hints)
+        if found is not None:
+            size = rule.class_size(d, m, i0, found[0])
+            if merge == "always" or size >= sum(rule.class_size(d, m, f, g)
+                                                for _, _, f, g, _ in group):
+                group = [(q, m, i0, found[0], found[1])]
+    return [c for c in group if c is not None and rule.class_size(d, m, c[2], c[3]) >= min_size]
+
+
+def merged_first(tab: Tables, q: int, m: int, i0: int, keys: list, big: list, hints: str,
+                 min_size: int) -> list:
+    """`block_classes` for merge "always" (m >= 1): the block's classes only matter through
+    "is there one?" when the merged class proves (it then replaces them all), so that is
+    asked first (`has_class`, usually one attempt), then the merged class is searched, and
+    the classes (the big ones) only when it does not prove.  The same output as searching
+    every class first."""
+    d = tab.dims
+    if not any(has_class(tab, q, m, f, hints) for f in big + [f for f in keys if f not in big]):
+        return []  # no class: the block does not exist, the merged class is not tried
+    found = smallest_gap(tab, q, m, i0, hints)
+    if found is not None:
+        return [(q, m, i0) + found] if rule.class_size(d, m, i0, found[0]) >= min_size else []
+    group = [(q, m, f) + found for f in big
+             if (found := smallest_gap(tab, q, m, f, hints)) is not None]
+    return [c for c in group if rule.class_size(d, m, c[2], c[3]) >= min_size]
+
+
+def has_class(tab: Tables, q: int, m: int, fixed, hints: str) -> bool:
+    """smallest_gap(tab, q, m, fixed, hints) is not None, in one attempt when the class
+    proves at g = m: the bisection over [1, m] (m >= 1) tests g = m last whenever every g it
+    tests fails, so a proof at m means it finds some g (attempts are pure functions)."""
+    k = tab.dims.n_ctx
+    if m >= 1 and (type(fixed) is int or len(fixed) < k - 1) and \
+            attempt(tab, q, m, fixed, m, hints=hints) is not None:
+        return True
+    return smallest_gap(tab, q, m, fixed, hints) is not None
 
 
 def make_box(sets: list, j: int, lo: int, hi: int, x: int):
@@ -268,20 +552,27 @@ def make_box(sets: list, j: int, lo: int, hi: int, x: int):
 
 
 def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int, x: int,
-               hints: str = "f64"):
+               hints: str = "f64", min_size: int = 0):
     """[(box, hint)] covering the band [lo, hi] at position j: the whole band at x if it
     proves, else its halves in turn; one token's band at the largest x' <= x that proves
-    (bisection; the bound only improves as x shrinks); a token proved at no x is left out."""
+    (bisection; the bound only improves as x shrinks); a token proved at no x is left out.
+    min_size: only the boxes holding >= min_size sequences — the same as filtering the
+    boxes of min_size = 0, since every box below this one (a part of its band, x' <= x)
+    holds at most as many sequences as it: a box smaller than min_size ends the search."""
     box = make_box(sets, j, lo, hi, x)
+    if min_size and rule.class_size(tab.dims, m, box, 0) < min_size:
+        return []
     hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0), hints=hints)
     if hint is not None:
         return [(box, hint)]
     if lo < hi:
         mid = (lo + hi) // 2
-        return (box_leaves(tab, q, m, sets, j, lo, mid, x, hints)
-                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x, hints))
+        return (box_leaves(tab, q, m, sets, j, lo, mid, x, hints, min_size)
+                + box_leaves(tab, q, m, sets, j, mid + 1, hi, x, hints, min_size))
     a, b, best = 0, x - 1, None
     while a <= b:
+        if min_size and rule.class_size(tab.dims, m, make_box(sets, j, lo, hi, b), 0) < min_size:
+            return []  # best <= b whenever b moves: what is left is dropped
         y = (a + b + 1) // 2
         box = make_box(sets, j, lo, hi, y)
         hint = attempt_slots(tab, q, m, rule.slots(tab.dims, q, m, box, 0), hints=hints)
@@ -289,10 +580,13 @@ def box_leaves(tab: Tables, q: int, m: int, sets: list, j: int, lo: int, hi: int
             best, a = (box, hint), y + 1
         else:
             b = y - 1
-    return [] if best is None else [best]
+    if best is None or rule.class_size(tab.dims, m, best[0], 0) < min_size:
+        return []
+    return [best]
 
 
-def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64") -> list:
+def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64",
+               min_size: int = 0, jobs: int = 1) -> list:
     """[(q, m, Box, 0, hint)]: for every class with gap g >= 2 and each free position j,
     box classes for its sequences with a token of [m−g+1, m−1] at j and the other free
     positions' tokens <= m−g (`box_leaves`).  Disjoint (Lemma B2): from the class (position
@@ -300,16 +594,27 @@ def find_boxes(tab: Tables, classes: list, progress=False, hints: str = "f64") -
     positions (their position j is in [0, x], x <= m−g), from the other bands at j, and
     from every other class of the same (q, m) and its boxes (the class's {m} positions and
     its positions without m are kept)."""
-    d, out = tab.dims, []
-    todo = [(q, m, fixed, g) for q, m, fixed, g, _ in classes
+    keep_heap()
+    todo = [(q, m, fixed, g, hints, min_size) for q, m, fixed, g, _ in classes
             if not isinstance(fixed, rule.Box) and g >= 2]
-    for q, m, fixed, g in progress_bar(todo, "family-gap boxes", progress):
-        sets = rule.position_sets(d, m, fixed, g)
-        for j, (a, b, _) in enumerate(sets):
-            if a <= b:  # a free position
-                for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g,
-                                            hints):
-                    out.append((q, m, box, 0, hint))
+    out = []
+    for found in progress_bar(in_order(tab, _box_task, todo, jobs), "family-gap boxes",
+                              progress):
+        out.extend(found)
+    return out
+
+
+def class_boxes(tab: Tables, q: int, m: int, fixed, g: int, hints: str = "f64",
+                min_size: int = 0) -> list:
+    """[(q, m, Box, 0, hint)]: the boxes of one class (q, m, fixed, g) with g >= 2, every
+    free position j in turn (`find_boxes`)."""
+    out = []
+    sets = rule.position_sets(tab.dims, m, fixed, g)
+    for j, (a, b, _) in enumerate(sets):
+        if a <= b:  # a free position
+            for box, hint in box_leaves(tab, q, m, sets, j, m - g + 1, m - 1, m - g, hints,
+                                        min_size):
+                out.append((q, m, box, 0, hint))
     return out
 
 
@@ -537,7 +842,8 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
                             f"{options.budget:.0e}; raise it with "
                             f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
                             ", and check with --arith arb --max-work of as much)")
-    classes = find_classes(trace.weights, progress, options.merge, options.hints)
+    classes = find_classes(trace.weights, progress, options.merge, options.hints,
+                           options.min_size, options.jobs)
     if options.min_size:  # their keys' sequences may still be residue
         classes = [c for c in classes if rule.class_size(d, c[1], c[2], c[3]) >= options.min_size]
     n_boxes = 0
@@ -548,7 +854,8 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
             raise NotApplicable(f"the {len(classes)} gap classes found need "
                                 f"~{cost(d, parsed):.1e} interval operations in the checker "
                                 f"(over the budget {options.budget:.0e})")
-        found = [b for b in find_boxes(Tables(trace.weights), classes, progress, options.hints)
+        found = [b for b in find_boxes(Tables(trace.weights), classes, progress, options.hints,
+                                       options.min_size, options.jobs)
                  if rule.class_size(d, b[1], b[2], 0) >= options.min_size]
         classes, n_boxes = classes + choose_boxes(d, found, room), len(found)
     floats = len(classes)

@@ -112,15 +112,35 @@ def head_arrays(tab: Tables, j: int, p: int, slots: list):
     return w, tab.val[j][pos, toks] @ w_o, toks
 
 
-def max_ratio(w: np.ndarray, y: np.ndarray, iters: int = 100):
+def max_ratio_reference(w: np.ndarray, y: np.ndarray, iters: int = 100):
     """Dinkelbach: for W (P, A) and Y (P, A, F), the max over strings (one column
-    per position) of Σ_i W y / Σ_i W, per functional F; returns (λ (F,), argmax (P, F))."""
+    per position) of Σ_i W y / Σ_i W, per functional F; returns (λ (F,), argmax (P, F)).
+    The plain loop, every row and functional each round: `max_ratio` gives the same bits
+    faster (tests/test_family_gap_gen_speed.py compares them)."""
     pick = np.zeros((w.shape[0], y.shape[2]), dtype=int)
     rows = np.arange(w.shape[0])[:, None]
     lam = None
     for _ in range(iters):
         wp = w[rows, pick]  # (P, F)
         yp = np.take_along_axis(y, pick[:, None, :], axis=1)[:, 0]  # (P, F)
+        new = (wp * yp).sum(0) / wp.sum(0)
+        if lam is not None and np.all(new <= lam):
+            break
+        lam = new if lam is None else np.maximum(lam, new)
+        pick = (w[:, :, None] * (y - lam)).argmax(axis=1)
+    return lam, pick
+
+
+def max_ratio(w: np.ndarray, y: np.ndarray, iters: int = 100):
+    """Dinkelbach, as `max_ratio_reference` (the same λ and argmax, bit for bit: the same
+    operations per element), the gather of Y by direct indexing instead of
+    take_along_axis (a third of the time at these sizes)."""
+    pick = np.zeros((w.shape[0], y.shape[2]), dtype=np.intp)
+    rows, cols = np.arange(w.shape[0])[:, None], np.arange(y.shape[2])
+    lam = None
+    for _ in range(iters):
+        wp = w[rows, pick]  # (P, F)
+        yp = y[rows, pick, cols]  # (P, F)
         new = (wp * yp).sum(0) / wp.sum(0)
         if lam is not None and np.all(new <= lam):
             break
