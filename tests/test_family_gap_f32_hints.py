@@ -290,8 +290,12 @@ def test_f32_strings_hold_exactly_4n_bytes():
 
 def test_default_options_regenerate_the_shipped_certificate(tmp_path):
     """hints=f64 (the default) writes what it wrote before binary32 hints: the shipped
-    family-gap certificate regenerates line for line (the header's strategy_notes aside:
-    they have gained fields since it was made, and name no hint)."""
+    family-gap certificate regenerates with the same weights lines, the same classes, gaps,
+    residue and claim, and binary64 hints (8 bytes a value) equal to the shipped ones up to
+    their last bits (the header's strategy_notes aside: they have gained fields since it was
+    made, and name no hint).  Not byte for byte: numpy's float64 kernels change their last
+    bits between versions (numpy 2.4.6 moves 10,894 of the 27,572 hint values, by at most
+    8.3e-13 relative), and a hint is only a claimed bound the checker confirms."""
     from pathlib import Path
 
     from generator.cli import main as gen_cert
@@ -302,7 +306,26 @@ def test_default_options_regenerate_the_shipped_certificate(tmp_path):
     assert gen_cert([str(root / "generator" / "models" / "max3_v8_ln_mlp_rope_seed0.pt"),
                      "--strategy", "family-gap", "-q", "-o", str(out)]) == 0
     new, old = out.read_text().splitlines(), shipped.splitlines()
-    assert new[1:] == old[1:] and len(new) > 3
+    assert len(new) == len(old) > 3
+    a_rule, b_rule = rule_line(new), rule_line(old)
+    assert new[1:] == old[1:] or _same_proof(a_rule, b_rule)
+    assert [x for x in new[1:] if '"rule"' not in x] == [x for x in old[1:] if '"rule"' not in x]
     a, b = json.loads(new[0]), json.loads(old[0])
     a["generator"].pop("strategy_notes"), b["generator"].pop("strategy_notes")
     assert a == b
+
+
+def _same_proof(a: dict, b: dict) -> bool:
+    """The same rule line up to the hints' last bits: every field but the hint arrays equal,
+    and every hint array binary64 of the same length with values within 1e-9 relative."""
+    ha, hb = a.pop("hints"), b.pop("hints")
+    assert a == b  # inputs, claim
+    assert ha.keys() == hb.keys() and ha.get("residue") == hb.get("residue")
+    assert [c[:4] for c in ha["classes"]] == [c[:4] for c in hb["classes"]]
+    for ca, cb in zip(ha["classes"], hb["classes"]):
+        for xa, xb in zip(ca[4:], cb[4:]):
+            va, vb = base64.b64decode(xa), base64.b64decode(xb)
+            assert len(va) == len(vb) and len(va) % 8 == 0  # binary64, not binary32
+            na, nb = np.frombuffer(va, "<f8"), np.frombuffer(vb, "<f8")
+            assert np.allclose(na, nb, rtol=1e-9, atol=0), (ca[:4], np.abs(na - nb).max())
+    return True
