@@ -62,7 +62,6 @@ from .overwhelm import TOL
 from .overwhelm_family import (
     F32_SLACKS,
     Tables,
-    _box_mul,
     _ln_scale,
     _Query,
     head_arrays,
@@ -333,24 +332,9 @@ class _ClassQuery(_Query):
             h_hi = np.maximum(cands.max(0) + sh.const, 0)
         _, numer, per = found[-1]
         self.hint["diff"] = per[:, :, 1]
-        f_lo, f_hi = lo, hi
-        if h_lo is not None:
-            w_out_c, b_out_c = sh.w_out_c, sh.b_out_c
-            m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
-            f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
-            numer = numer + _box_mul(h_lo, h_hi, out.w_out_g)[1] + out.b_out_g
-        s_lo, s_hi = 1.0, 1.0
-        if f.normalization is not None:
-            e = (f_lo + f_hi) / 2
-            extra = 0.0
-            if h_lo is not None:
-                extra = float(_box_mul(h_lo, h_hi, (w_out_c @ e)[:, None])[0][0] + b_out_c @ e)
-            s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps, e, self.direction(1, e, extra))
-        o = self.claim.output
-        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + out.b_f_d_u \
-            + w["unembed.b_U"] - w["unembed.b_U"][o]
-        bound[o] = -np.inf
-        return bound
+        mlp = None if h_lo is None else (h_lo, h_hi, sh.w_out_c, sh.b_out_c, out.w_out_g,
+                                         out.b_out_g)
+        return self.logit_bound(lo, hi, numer, mlp, out.b_f_d_u)
 
 
 def attempt(tab: Tables, q: int, m: int, fixed: tuple, g: int, rel: float | None = None,

@@ -112,29 +112,13 @@ def head_arrays(tab: Tables, j: int, p: int, slots: list):
     return w, tab.val[j][pos, toks] @ w_o, toks
 
 
-def max_ratio_reference(w: np.ndarray, y: np.ndarray, iters: int = 100):
-    """Dinkelbach: for W (P, A) and Y (P, A, F), the max over strings (one column
-    per position) of Σ_i W y / Σ_i W, per functional F; returns (λ (F,), argmax (P, F)).
-    The plain loop, every row and functional each round: `max_ratio` gives the same bits
-    faster (tests/test_family_gap_gen_speed.py compares them)."""
-    pick = np.zeros((w.shape[0], y.shape[2]), dtype=int)
-    rows = np.arange(w.shape[0])[:, None]
-    lam = None
-    for _ in range(iters):
-        wp = w[rows, pick]  # (P, F)
-        yp = np.take_along_axis(y, pick[:, None, :], axis=1)[:, 0]  # (P, F)
-        new = (wp * yp).sum(0) / wp.sum(0)
-        if lam is not None and np.all(new <= lam):
-            break
-        lam = new if lam is None else np.maximum(lam, new)
-        pick = (w[:, :, None] * (y - lam)).argmax(axis=1)
-    return lam, pick
-
-
 def max_ratio(w: np.ndarray, y: np.ndarray, iters: int = 100):
-    """Dinkelbach, as `max_ratio_reference` (the same λ and argmax, bit for bit: the same
-    operations per element), the gather of Y by direct indexing instead of
-    take_along_axis (a third of the time at these sizes)."""
+    """Dinkelbach: for W (P, A) and Y (P, A, F), the max over strings (one column per
+    position) of Σ_i W y / Σ_i W, per functional F; returns (λ (F,), argmax (P, F)).
+    The same λ and argmax, bit for bit, as the plain loop it replaced
+    (`max_ratio_reference` in tests/test_family_gap_gen_speed.py: the same operations per
+    element), the gather of Y by direct indexing instead of take_along_axis (a third of the
+    time at these sizes)."""
     pick = np.zeros((w.shape[0], y.shape[2]), dtype=np.intp)
     rows, cols = np.arange(w.shape[0])[:, None], np.arange(y.shape[2])
     lam = None
@@ -278,21 +262,33 @@ class _Query:
                                     keys=(None, [rule.key(dims, "diff", t)
                                                  for t in range(g.shape[1])]))
         self.hint["diff"] = per[:, :, 1]
-        f_lo, f_hi = lo, hi
+        mlp = None
         if h_lo is not None:
             w_out_c, b_out_c = tab.centred(w["blocks.0.mlp.W_out"]), tab.centred(
                 w["blocks.0.mlp.b_out"])
+            mlp = (h_lo, h_hi, w_out_c, b_out_c, w_out_c @ g, b_out_c @ g)
+        return self.logit_bound(lo, hi, numer, mlp, b_f @ d_u)
+
+    def logit_bound(self, lo, hi, numer, mlp, b_f_d_u) -> np.ndarray:
+        """The chain's last steps (also family_gap's `_ClassQuery.margins`): the final
+        residual's box [lo, hi] plus the MLP's output (mlp: None, or (h_lo, h_hi, c(W_out),
+        c(b_out), c(W_out)·g, c(b_out)·g)), Lemma LN's scale with direction 1, and the bound
+        of ℓ_o − ℓ_m per o from the diff numerators (−inf at the output)."""
+        f, w, o = self.f, self.w, self.claim.output
+        f_lo, f_hi = lo, hi
+        if mlp is not None:
+            h_lo, h_hi, w_out_c, b_out_c, w_out_g, b_out_g = mlp
             m_lo, m_hi = _box_mul(h_lo, h_hi, w_out_c)
             f_lo, f_hi = lo + m_lo + b_out_c, hi + m_hi + b_out_c
-            numer = numer + _box_mul(h_lo, h_hi, w_out_c @ g)[1] + b_out_c @ g
+            numer = numer + _box_mul(h_lo, h_hi, w_out_g)[1] + b_out_g
         s_lo, s_hi = 1.0, 1.0
         if f.normalization is not None:
             e = (f_lo + f_hi) / 2
             extra = 0.0
-            if h_lo is not None:
+            if mlp is not None:
                 extra = float(_box_mul(h_lo, h_hi, (w_out_c @ e)[:, None])[0][0] + b_out_c @ e)
             s_lo, s_hi = _ln_scale(f_lo, f_hi, f.ln_eps, e, self.direction(1, e, extra))
-        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f @ d_u \
+        bound = np.where(numer >= 0, numer / s_lo, numer / s_hi) + b_f_d_u \
             + w["unembed.b_U"] - w["unembed.b_U"][o]
         bound[o] = -np.inf
         return bound
