@@ -13,6 +13,25 @@ one-layer model with no smooth activation; `tests/test_family_growth.py` compare
 checker's reported work on shipped forward_brute_force certificates). Between consecutive rows
 it prints the work ratio and its exponent log(ratio) / log(v ratio).
 
+A row may also come from a SAMPLED certificate (`--sampled MODEL REPORT CERT`, CERT made with
+`--strategy family-gap:...,sample=N`: the classes and boxes of a seeded random 1/N of the
+(q, m) pairs, no residue; for sizes where the whole search does not fit a session). Its work
+and claim are then ESTIMATES of the full certificate's (same options, sample=1), with a
+standard error, from the checker's own cost function (`checker.rules.family_gap.cost`, which
+the checker charges in full before any arithmetic, from the class list alone):
+
+    work ≈ report work − cost(sampled classes)        (the lines before the rule, and the
+                                                       note's float32 distance at one class)
+         + cost(no class) + the query and output terms with all v query tokens and maxima
+                                                      (an upper bound: small m have no class)
+         + (P/n) Σ_(sampled pairs) per-pair class charge   (± its standard error)
+         + RESIDUE_LIMIT · forward's per-sequence charge   (the residue's cap: an upper bound)
+
+with P = v(v+1)/2 pairs and n sampled; the standard error is that of a simple random sample
+without replacement, P·s/√n·√(1 − n/P), s the per-pair charges' standard deviation (pairs
+with no class count as 0). The claim is estimated the same way (without any residue).
+The checker's report must be VERIFIED (every sampled class proved).
+
 With `--sample N` it also prints each model's float64 accuracy on N uniformly random sequences
 (seeded; a SAMPLE, with its standard error) and claim / (sampled accuracy · v^k), an ESTIMATE
 of bound / exact count, not an exact count.
@@ -29,7 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.rules import forward_model
+from checker.rules import family_gap as gap_rule
+from checker.rules import forward, forward_model
+from generator.certify.strategies.family_gap import RESIDUE_LIMIT, sampled_pairs
 from generator.model import family_logits_float64, family_weights
 from generator.modelfile import load_model
 
@@ -61,9 +82,77 @@ def exponent(work_a: int, v_a: int, work_b: int, v_b: int) -> float:
     return math.log(work_b / work_a) / math.log(v_b / v_a)
 
 
-def rows(pairs: list[tuple[str, str]], sample: int = 0) -> list[dict]:
+def read_classes(cert_path: str) -> tuple[str, list]:
+    """(strategy, [(q, m, fixed, g)]) of a family_gap certificate: its classes (fixed a tuple
+    S, or the int i0 of a merged class) and boxes (fixed a Box, g = 0), keys only, as the
+    checker's cost function reads them (no hint is decoded)."""
+    strategy, found = None, None
+    with open(cert_path) as f:
+        for line in f:
+            entry = json.loads(line)
+            strategy = entry.get("strategy", strategy)
+            if entry.get("rule") == "family_gap":
+                hints = entry["hints"]
+                found = [(c[0], c[1], c[2]["first"] if isinstance(c[2], dict) else tuple(c[2]),
+                          c[3]) for c in hints["classes"]]
+                found += [(b[0], b[1], gap_rule.Box(tuple(x) for x in b[2]), 0)
+                          for b in hints.get("boxes", [])]
+    if found is None or strategy is None:
+        raise SystemExit(f"{cert_path}: no strategy or no family_gap line")
+    return strategy, found
+
+
+def sample_of(strategy: str) -> int:
+    """N of option sample=N in a family-gap strategy name (1 if absent)."""
+    for field in strategy.partition(":")[2].split(","):
+        if field.startswith("sample="):
+            return int(field[len("sample="):])
+    return 1
+
+
+def sampled_estimate(dims, report: dict, strategy: str, classes: list) -> dict:
+    """The full certificate's work and claim estimated from a sampled one (module docstring):
+    {"work", "work_se", "claim", "claim_se", "pairs", "sampled_pairs", "sample"}."""
+    v, n_sample = dims.d_vocab, sample_of(strategy)
+    chosen = sampled_pairs(v, n_sample)
+    if chosen is None:
+        raise SystemExit(f"strategy {strategy} is not sampled (no sample=N, N > 1)")
+    if report["correct"] != sum(gap_rule.class_size(dims, m, f, g) for _, m, f, g in classes):
+        raise SystemExit("the report's claim is not the sampled classes' size (a residue, or "
+                         "the report of another certificate)")
+    charge = {p: 0 for p in chosen}
+    size = {p: 0 for p in chosen}
+    for q, m, fixed, g in classes:
+        if (q, m) not in chosen:
+            raise SystemExit(f"class (q={q}, m={m}) is outside the sample of {strategy}")
+        charge[q, m] += gap_rule.class_charge(dims, m, fixed, g)
+        size[q, m] += gap_rule.class_size(dims, m, fixed, g)
+    keyed = [(q, m, fixed, g, None) for q, m, fixed, g in classes]
+    before_rule = report["work"] - gap_rule.cost(dims, keyed)
+    every = [(t, t, (), 0, None) for t in range(v)]  # every query token and maximum once
+    per_query_output = (gap_rule.cost(dims, every)
+                        - sum(gap_rule.class_charge(dims, t, (), 0) for t in range(v)))
+    total_pairs, n = v * (v + 1) // 2, len(chosen)
+
+    def total(values) -> tuple[float, float]:
+        xs = np.array(list(values), dtype=float)
+        sd = float(xs.std(ddof=1)) if n > 1 else 0.0
+        return (total_pairs * float(xs.mean()),
+                total_pairs * sd / math.sqrt(n) * math.sqrt(1 - n / total_pairs))
+
+    charged, charged_se = total(charge.values())
+    claim, claim_se = total(size.values())
+    residue_cap = RESIDUE_LIMIT * forward._sequence_cost(dims)
+    return {"work": before_rule + per_query_output + charged + residue_cap,
+            "work_se": charged_se, "claim": claim, "claim_se": claim_se,
+            "pairs": total_pairs, "sampled_pairs": n, "sample": n_sample,
+            "sample_work": report["work"], "sample_claim": report["correct"]}
+
+
+def rows(pairs: list[tuple[str, str]], sample: int = 0,
+         sampled: list[tuple[str, str, str]] = ()) -> list[dict]:
     out = []
-    for model_path, report_path in pairs:
+    for model_path, report_path, *cert in [*pairs, *sampled]:
         report = json.loads(Path(report_path).read_text())
         weights = load_model(model_path).weights
         d = weights.dims
@@ -75,6 +164,11 @@ def rows(pairs: list[tuple[str, str]], sample: int = 0) -> list[dict]:
                "inputs": report["domain_inputs"], "work": report["work"],
                "brute_force_work": brute_force_work(d),
                "unexplained_dimensionality": report.get("unexplained_dimensionality")}
+        if cert:
+            if report["verdict"] != "verified":
+                raise SystemExit(f"{report_path}: the sampled certificate is not verified")
+            strategy, classes = read_classes(cert[0])
+            row.update(sampled_estimate(d, report, strategy, classes))
         row["claim_share"] = row["claim"] / row["inputs"]
         row["brute_force_over_work"] = row["brute_force_work"] / row["work"]
         if sample:
@@ -83,24 +177,40 @@ def rows(pairs: list[tuple[str, str]], sample: int = 0) -> list[dict]:
                        claim_over_estimated_exact=row["claim"] / (acc * row["inputs"]))
         out.append(row)
     for a, b in zip(out, out[1:]):
+        if a["d_vocab"] == b["d_vocab"]:  # e.g. a full and a sampled certificate of one model
+            continue
         b["work_ratio"] = b["work"] / a["work"]
         b["work_exponent"] = exponent(a["work"], a["d_vocab"], b["work"], b["d_vocab"])
+        if "work_se" in a or "work_se" in b:  # the exponent at ± 2 standard errors of each
+            lo = exponent(a["work"] + 2 * a.get("work_se", 0), a["d_vocab"],
+                          b["work"] - 2 * b.get("work_se", 0), b["d_vocab"])
+            hi = exponent(a["work"] - 2 * a.get("work_se", 0), a["d_vocab"],
+                          b["work"] + 2 * b.get("work_se", 0), b["d_vocab"])
+            b["work_exponent_2se"] = (lo, hi)
     return out
 
 
 def table(found: list[dict]) -> str:
     head = ["d_vocab", "verdict", "claim", "claim / v^k", "work", "brute force work",
             "brute force / work", "work ratio", "exponent"]
-    if any("sample" in r for r in found):
+    if any("sampled_accuracy" in r for r in found):
         head += ["sampled acc (n)", "claim / (acc·v^k) (estimate)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in found:
-        cells = [str(r["d_vocab"]), r["verdict"], f"{r['claim']:,}", f"{r['claim_share']:.4f}",
-                 f"{r['work']:,}", f"{r['brute_force_work']:,}",
+        est = "sample" in r and "work_se" in r
+        cells = [str(r["d_vocab"]) + (f" (est. from 1/{r['sample']}: {r['sampled_pairs']:,} "
+                                      f"of {r['pairs']:,} (q, m))" if est else ""),
+                 r["verdict"],
+                 f"{r['claim']:,.0f} ± {r['claim_se']:,.0f}" if est else f"{r['claim']:,}",
+                 f"{r['claim_share']:.4f}",
+                 f"{r['work']:,.0f} ± {r['work_se']:,.0f}" if est else f"{r['work']:,}",
+                 f"{r['brute_force_work']:,}",
                  f"{r['brute_force_over_work']:.1f}",
                  f"{r['work_ratio']:.3f}" if "work_ratio" in r else "",
-                 f"{r['work_exponent']:.3f}" if "work_exponent" in r else ""]
-        if "sample" in r:
+                 (f"{r['work_exponent']:.3f}" if "work_exponent" in r else "")
+                 + (" ({:.3f} … {:.3f} at ± 2 SE)".format(*r["work_exponent_2se"])
+                    if "work_exponent_2se" in r else "")]
+        if "sampled_accuracy" in r:
             cells += [f"{r['sampled_accuracy']:.5f} ± {r['sampled_se']:.5f} ({r['sample']:,})",
                       f"{r['claim_over_estimated_exact']:.4f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -112,11 +222,14 @@ def main(argv=None) -> int:
     p.add_argument("pairs", nargs="+", metavar="MODEL REPORT")
     p.add_argument("--sample", type=int, default=0,
                    help="also the float64 accuracy on this many random sequences (a sample)")
+    p.add_argument("--sampled", nargs=3, action="append", default=[],
+                   metavar=("MODEL", "REPORT", "CERT"),
+                   help="a row estimated from a sampled certificate (sample=N; module docstring)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
     if len(args.pairs) % 2:
         p.error("give MODEL REPORT pairs")
-    found = rows(list(zip(args.pairs[::2], args.pairs[1::2])), args.sample)
+    found = rows(list(zip(args.pairs[::2], args.pairs[1::2])), args.sample, args.sampled)
     print(json.dumps(found, indent=1) if args.json else table(found))
     return 0
 

@@ -115,3 +115,146 @@ def test_sampled_accuracy_counts_the_argmax(models):
     logits = family_logits_float64(family_weights(weights), tokens)
     count = sum(int(np.argmax(row)) == max(t) for row, t in zip(logits, tokens.tolist()))
     assert acc == count / 3000 and se == pytest.approx(math.sqrt(acc * (1 - acc) / 3000))
+
+
+# ---- sampled certificates (option sample=N): the d_vocab 256 row's estimate -------------
+
+SAMPLED = "family-gap:merge=always,confirm=off,boxes=on"
+
+
+def _classes_of(lines_or_path) -> list:
+    """The certificate's (q, m, fixed, g) keys, as family_growth reads them."""
+    return family_growth.read_classes(str(lines_or_path))[1]
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory, models):
+    """{N: (certificate, strategy)}: the v7 model's full certificate (N = 1) and its
+    sample=2 and sample=3 certificates."""
+    out, root = {}, tmp_path_factory.mktemp("sampled")
+    for n in (1, 2, 3):
+        strategy = SAMPLED + ("" if n == 1 else f",sample={n}")
+        cert = root / f"n{n}.jsonl"
+        assert gen_cert([str(models[7]), "--strategy", strategy, "-q", "-o", str(cert)]) == 0
+        out[n] = (cert, strategy)
+    return out
+
+
+def _check(capsys, cert, model) -> dict:
+    capsys.readouterr()
+    code = check_cert([str(cert), "--model", str(model), "--json", "--arith", "arb"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["verdict"] == "verified", report
+    return report
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_sampled_certificate_is_the_full_one_restricted_to_its_pairs(sampled, models,
+                                                                       capsys, n):
+    """The classes and boxes of sample=N are exactly the full certificate's classes and boxes
+    whose (q, m) is in `sampled_pairs(v, N)` (each is found from its (q, m) alone), there is
+    no residue, the strategy name carries sample=N, and the checker verifies it at the size
+    of its classes."""
+    from checker.rules import family_gap as gap_rule
+    from generator.certify.strategies.family_gap import sampled_pairs
+
+    full = _classes_of(sampled[1][0])
+    part = _classes_of(sampled[n][0])
+    chosen = sampled_pairs(7, n)
+    assert len(chosen) == -(-28 // n)
+    assert part == [c for c in full if (c[0], c[1]) in chosen]
+    assert 0 < len(part) < len(full)
+    first = json.loads(Path(sampled[n][0]).read_text().splitlines()[0])
+    assert first["strategy"] == sampled[n][1]
+    report = _check(capsys, sampled[n][0], models[7])
+    dims = family_growth.load_model(str(models[7])).weights.dims
+    assert report["correct"] == sum(gap_rule.class_size(dims, m, f, g) for _, m, f, g in part)
+
+
+def test_sampled_pairs_are_fixed_and_sized():
+    from generator.certify.strategies.family_gap import Options, sampled_pairs
+
+    assert sampled_pairs(64, 1) is None
+    a = sampled_pairs(64, 16)
+    assert a == sampled_pairs(64, 16) and len(a) == -(-64 * 65 // 2 // 16)
+    assert all(0 <= q <= m < 64 for q, m in a) and a != sampled_pairs(64, 15)
+    assert Options.parse("family-gap:sample=16").name() == "family-gap:sample=16"
+    assert Options.parse("family-gap:sample=1").name() == "family-gap"
+    for bad in ("sample=0", "sample=x", "sample=", "sample=-2", "sample=1.5"):
+        with pytest.raises(ValueError):
+            Options.parse("family-gap:" + bad)
+
+
+def test_the_estimate_from_a_sample_brackets_the_full_certificate(sampled, models, capsys,
+                                                                  tmp_path):
+    """family_growth's row for a sampled certificate: its work and claim estimate the full
+    certificate's (the same options), which is measured here: the full report's work with
+    its residue's charge replaced by the cap's, within 3 standard errors; what the checker
+    charges beyond the rule's cost is within 1 % in both."""
+    from checker.rules import family_gap as gap_rule
+    from checker.rules import forward
+
+    dims = family_growth.load_model(str(models[7])).weights.dims
+    full = _check(capsys, sampled[1][0], models[7])
+    residue = len(json.loads(_rule_line(sampled[1][0]))["hints"].get("residue", []))
+    per_seq = forward._sequence_cost(dims)
+    full_classes = [(q, m, f, g, None) for q, m, f, g in _classes_of(sampled[1][0])]
+    before_rule = full["work"] - gap_rule.cost(dims, full_classes, residue)
+    truth_work = full["work"] + (family_growth.RESIDUE_LIMIT - residue) * per_seq
+    truth_claim = sum(gap_rule.class_size(dims, m, f, g) for _, m, f, g, _ in full_classes)
+    for n in (2, 3):
+        report = _check(capsys, sampled[n][0], models[7])
+        path = tmp_path / f"n{n}.json"
+        path.write_text(json.dumps(report))
+        (row,) = family_growth.rows([], sampled=[(str(models[7]), str(path),
+                                                  str(sampled[n][0]))])
+        assert row["sample"] == n and row["sampled_pairs"] == -(-28 // n)
+        assert row["sample_work"] == report["work"]
+        part = [(q, m, f, g, None) for q, m, f, g in _classes_of(sampled[n][0])]
+        # the lines before the rule, and the note's distance to float32 at the smallest slack
+        # (one class's evaluation, so not the same class in both)
+        assert abs(report["work"] - gap_rule.cost(dims, part) - before_rule) <= 0.01 * full["work"]
+        # the formula: the query and output terms for every query token and maximum (an upper
+        # bound: the full certificate may lack some, here m < 3), the residue at its cap
+        every = full_classes + [(t, t, (1,), 1, None) for t in range(7)]
+        charges = sum(gap_rule.class_charge(dims, m, f, g) for _, m, f, g, _ in part)
+        expected = (report["work"] - gap_rule.cost(dims, part)
+                    + gap_rule.cost(dims, every)
+                    - sum(gap_rule.class_charge(dims, m, f, g) for _, m, f, g, _ in every)
+                    + 28 / row["sampled_pairs"] * charges
+                    + family_growth.RESIDUE_LIMIT * per_seq)
+        assert row["work"] == pytest.approx(expected, rel=1e-12)
+        assert abs(row["work"] - truth_work) <= 3 * row["work_se"] + 1e-6 * truth_work, (
+            row["work"], truth_work, row["work_se"])
+        assert abs(row["claim"] - truth_claim) <= 3 * row["claim_se"] + 1, (
+            row["claim"], truth_claim, row["claim_se"])
+        assert row["work_se"] > 0 and row["claim_se"] > 0
+        table = family_growth.table([row])
+        assert f"est. from 1/{n}" in table and f"{row['work']:,.0f}" in table
+
+
+def _rule_line(cert) -> str:
+    for line in Path(cert).read_text().splitlines():
+        if json.loads(line).get("rule") == "family_gap":
+            return line
+    raise AssertionError("no family_gap line")
+
+
+def test_a_sampled_row_refuses_what_it_cannot_estimate(sampled, models, capsys, tmp_path):
+    """A certificate without sample=N, a class outside the sample, and a report that is not
+    the certificate's are refused."""
+    report = _check(capsys, sampled[2][0], models[7])
+    path = tmp_path / "n2.json"
+    path.write_text(json.dumps(report))
+    full = _check(capsys, sampled[1][0], models[7])
+    full_path = tmp_path / "n1.json"
+    full_path.write_text(json.dumps(full))
+    with pytest.raises(SystemExit):  # not sampled
+        family_growth.rows([], sampled=[(str(models[7]), str(full_path), str(sampled[1][0]))])
+    with pytest.raises(SystemExit):  # the full certificate's classes are outside the sample
+        family_growth.rows([], sampled=[(str(models[7]), str(path), str(sampled[1][0]))])
+    lines = Path(sampled[2][0]).read_text().splitlines()
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(line.replace("sample=2", "sample=3") for line in lines) + "\n")
+    with pytest.raises(SystemExit):  # the classes are not sample=3's
+        family_growth.rows([], sampled=[(str(models[7]), str(path), str(other))])

@@ -34,6 +34,12 @@ Options (typed, round-trip to names: `gen-cert --strategy family-gap --list`,
           format.md §hint encodings).
   jobs    N worker processes for the class and box searches (default 1); how the
           certificate is found, not what it is: the same bytes, and not in the name.
+  sample  N (default 1: every class): only the classes and boxes of a seeded random
+          1/N of the (q, m) pairs (`sampled_pairs`), and no residue.  A valid certificate
+          of a smaller claim, for measuring the proof length at sizes where the whole
+          search does not fit (benchmarks/family_growth.py --sampled): every class and box
+          belongs to one (q, m) and is found from it alone, so the sampled certificate's
+          classes are exactly the full certificate's classes of those pairs (tested).
 
 Speed (benchmarks/RESULTS.md "Tenth session"): every change to the search keeps each
 float operation on each element, so the certificate is byte-identical: one Dinkelbach run
@@ -101,6 +107,8 @@ class Options:
     # worker processes for the class and box searches: how the certificate is found, not
     # what it is (the same bytes for every value), so not part of name()
     jobs: int = 1
+    # 1/sample of the (q, m) pairs (`sampled_pairs`), no residue: a work-growth measurement
+    sample: int = 1
 
     def name(self) -> str:
         parts = ([f"merge={self.merge}"] if self.merge != "off" else []) + \
@@ -108,7 +116,8 @@ class Options:
             ([f"confirm={self.confirm}"] if self.confirm != "on" else []) + \
             ([f"boxes={self.boxes}"] if self.boxes != "off" else []) + \
             ([f"min_size={self.min_size}"] if self.min_size else []) + \
-            ([f"hints={self.hints}"] if self.hints != "f64" else [])
+            ([f"hints={self.hints}"] if self.hints != "f64" else []) + \
+            ([f"sample={self.sample}"] if self.sample != 1 else [])
         return NAME + (":" + ",".join(parts) if parts else "")
 
     @staticmethod
@@ -116,10 +125,14 @@ class Options:
         """'family-gap' or 'family-gap:merge=MODE,budget=N' -> Options (ValueError if bad;
         N a positive integer, also written like 3e9)."""
         fields = option_fields(text, NAME, ("merge", "budget", "confirm", "boxes", "min_size",
-                                                   "hints", "jobs"),
+                                                   "hints", "jobs", "sample"),
                                f"merge={'|'.join(get_args(Merge))}, budget=N, confirm=on|off, "
                                f"boxes=off|on, min_size=N, hints={'|'.join(get_args(Hints))}, "
-                               "jobs=N")
+                               "jobs=N, sample=N")
+        sample = fields.get("sample", "1")
+        if not (sample.isdigit() and 1 <= int(sample) <= 10**6):
+            raise ValueError(f"bad option sample={sample!r} in {text!r}: 1 (every (q, m) "
+                             "pair) or N, a random 1/N of them")
         jobs = fields.get("jobs", "1")
         if not (jobs.isdigit() and 1 <= int(jobs) <= 256):
             raise ValueError(f"bad option jobs={jobs!r} in {text!r}: 1 to 256 worker processes")
@@ -150,7 +163,8 @@ class Options:
             raise ValueError(f"bad option min_size={min_size!r} in {text!r}: a number of "
                              "sequences (0: keep every class)")
         return Options(merge=merge, budget=int(number), confirm=confirm, boxes=boxes,
-                       min_size=int(min_size), hints=hints, jobs=int(jobs))
+                       min_size=int(min_size), hints=hints, jobs=int(jobs),
+                       sample=int(sample))
 
 
 def grid() -> list[Options]:
@@ -388,20 +402,35 @@ def class_keys(v: int, k: int):
     return
 
 
+def sampled_pairs(v: int, sample: int) -> set | None:
+    """The (q, m) pairs (q <= m < v) of option sample=N: a random ceil(P/N) of the P pairs,
+    drawn by Python's random seeded with a string naming v and N (the same set on every
+    machine and run); None (every pair) when N = 1."""
+    if sample == 1:
+        return None
+    import random
+
+    pairs = [(q, m) for q in range(v) for m in range(q, v)]
+    n = -(-len(pairs) // sample)
+    return set(random.Random(f"family-gap sample v={v} N={sample}").sample(pairs, n))
+
+
 def find_classes(weights, progress=False, merge="off", hints="f64", min_size: int = 0,
-                 jobs: int = 1) -> list:
+                 jobs: int = 1, pairs: set | None = None) -> list:
     """[(q, m, S, g, hint arrays)] sorted by (q, m, S), each proved in float64.  merge:
     "off" (classes per S), "lossless" (a merged class M(q, m, i0, g), Lemma G5, replaces the
     block's classes (q, m, S) with min S = i0 when it proves and holds at least as many
     sequences), "always" (whenever it proves).  min_size: only the classes holding at least
     min_size sequences are returned — exactly the classes of min_size = 0 that hold as many
     (`block_classes`), without searching the ones that cannot (the filter is applied after
-    the merge, as `certify` did)."""
+    the merge, as `certify` did).  pairs: only the blocks of these (q, m) (None: all)."""
     keep_heap()
     tab = Tables(weights)
     d = tab.dims
     blocks = {}
     for q, m, fixed in sorted(class_keys(d.d_vocab, d.n_ctx)):
+        if pairs is not None and (q, m) not in pairs:
+            continue
         blocks.setdefault((q, m, rule.first(fixed)), []).append(fixed)
     order = sorted(blocks, key=lambda b: (b[0], b[1], -1 if b[2] is None else b[2]))
     tasks = [(q, m, i0, blocks[(q, m, i0)], merge, hints, min_size) for q, m, i0 in order]
@@ -826,8 +855,9 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
                             f"{options.budget:.0e}; raise it with "
                             f"--strategy {NAME}:budget={int(10 ** math.ceil(math.log10(estimate)))}"
                             ", and check with --arith arb --max-work of as much)")
+    pairs = sampled_pairs(d.d_vocab, options.sample)
     classes = find_classes(trace.weights, progress, options.merge, options.hints,
-                           options.min_size, options.jobs)
+                           options.min_size, options.jobs, pairs)
     if options.min_size:  # their keys' sequences may still be residue
         classes = [c for c in classes if rule.class_size(d, c[1], c[2], c[3]) >= options.min_size]
     n_boxes = 0
@@ -849,7 +879,7 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
         classes = checker_confirmed(trace, classes, options.hints)
     parsed = [(q, m, fixed, g, None) for q, m, fixed, g, _ in classes]
     left = (options.budget - cost(d, parsed)) // forward._sequence_cost(d)
-    limit = max(0, min(residue_limit, left))
+    limit = max(0, min(residue_limit, left)) if pairs is None else 0
     rest = residue(trace.weights, classes, limit) if limit else []
     if semantics == "float32" and len(rest):
         rest = np.array(float32_residue(trace, rest), dtype=np.int64).reshape(-1, d.n_ctx)
