@@ -10,8 +10,9 @@ work for the same model, and their ratio. Forward brute force's work is the chec
 code (`checker.rules.forward_model.total_work`: the per-(position, token) tables plus
 v^k per-sequence charges, what rule forward_brute_force charges for every sequence of a
 one-layer model with no smooth activation; `tests/test_family_growth.py` compares it with the
-checker's reported work on shipped forward_brute_force certificates). Between consecutive rows
-it prints the work ratio and its exponent log(ratio) / log(v ratio).
+checker's reported work on shipped forward_brute_force certificates). Rows are sorted by d_vocab
+(a measured row before an estimated one of the same d_vocab); against the first row of the next
+smaller d_vocab each row gets the work ratio and its exponent log(ratio) / log(v ratio).
 
 A row may also come from a SAMPLED certificate (`--sampled MODEL REPORT CERT`, CERT made with
 `--strategy family-gap:...,sample=N`: the classes and boxes of a seeded random 1/N of the
@@ -176,9 +177,17 @@ def rows(pairs: list[tuple[str, str]], sample: int = 0,
             row.update(sample=sample, sampled_accuracy=acc, sampled_se=se,
                        claim_over_estimated_exact=row["claim"] / (acc * row["inputs"]))
         out.append(row)
-    for a, b in zip(out, out[1:]):
-        if a["d_vocab"] == b["d_vocab"]:  # e.g. a full and a sampled certificate of one model
+    # by d_vocab, a measured row before an estimated one of the same d_vocab; each row's ratio
+    # and exponent against the first row of the next smaller d_vocab
+    out.sort(key=lambda r: (r["d_vocab"], "work_se" in r))
+    first = {}
+    for r in out:
+        first.setdefault(r["d_vocab"], r)
+    for b in out:
+        smaller = [v for v in first if v < b["d_vocab"]]
+        if not smaller:
             continue
+        a = first[max(smaller)]
         b["work_ratio"] = b["work"] / a["work"]
         b["work_exponent"] = exponent(a["work"], a["d_vocab"], b["work"], b["d_vocab"])
         if "work_se" in a or "work_se" in b:  # the exponent at ± 2 standard errors of each

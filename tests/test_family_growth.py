@@ -231,6 +231,12 @@ def test_the_estimate_from_a_sample_brackets_the_full_certificate(sampled, model
         assert row["work_se"] > 0 and row["claim_se"] > 0
         table = family_growth.table([row])
         assert f"est. from 1/{n}" in table and f"{row['work']:,.0f}" in table
+        full_path = tmp_path / "full.json"
+        full_path.write_text(json.dumps(full))
+        both = family_growth.rows([(str(models[7]), str(full_path))],
+                                  sampled=[(str(models[7]), str(path), str(sampled[n][0]))])
+        assert "work_se" not in both[0] and "work_se" in both[1]  # measured first
+        assert "work_ratio" not in both[1]  # no exponent between rows of one d_vocab
 
 
 def _rule_line(cert) -> str:
