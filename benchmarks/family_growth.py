@@ -30,7 +30,10 @@ the checker charges in full before any arithmetic, from the class list alone):
 
 with P = v(v+1)/2 pairs and n sampled; the standard error is that of a simple random sample
 without replacement, P·s/√n·√(1 − n/P), s the per-pair charges' standard deviation (pairs
-with no class count as 0). The claim is estimated the same way (without any residue).
+with no class count as 0). The claim (without any residue) is estimated by the ratio
+estimator v^k · Σ claim / Σ inputs over the sampled pairs (a pair's inputs: the sequences with
+query q and maximum m), standard error v^k · s_d / (mean inputs) / √n · √(1 − n/P), s_d the
+standard deviation of claim − ratio · inputs (first order; the estimator's bias is O(1/n)).
 The checker's report must be VERIFIED (every sampled class proved).
 
 With `--sample N` it also prints each model's float64 accuracy on N uniformly random sequences
@@ -111,9 +114,15 @@ def sample_of(strategy: str) -> int:
     return 1
 
 
+def pair_inputs(k: int, q: int, m: int) -> int:
+    """The sequences of length k with query (last) token q and maximum m >= q: the other k − 1
+    tokens in [0, m], one of them m unless q = m."""
+    return (m + 1) ** (k - 1) - (m ** (k - 1) if q < m else 0)
+
+
 def sampled_estimate(dims, report: dict, strategy: str, classes: list) -> dict:
     """The full certificate's work and claim estimated from a sampled one (module docstring):
-    {"work", "work_se", "claim", "claim_se", "pairs", "sampled_pairs", "sample"}."""
+    {"work", "work_se", "claim", "claim_se", "pairs", "sampled_pairs", "one_in"} (one_in: N)."""
     v, n_sample = dims.d_vocab, sample_of(strategy)
     chosen = sampled_pairs(v, n_sample)
     if chosen is None:
@@ -142,11 +151,20 @@ def sampled_estimate(dims, report: dict, strategy: str, classes: list) -> dict:
                 total_pairs * sd / math.sqrt(n) * math.sqrt(1 - n / total_pairs))
 
     charged, charged_se = total(charge.values())
-    claim, claim_se = total(size.values())
+    # the claim by the ratio estimator: a pair's claim against its inputs (sequences with query
+    # q and maximum m, all v^k of them over the pairs), whose ratio varies far less than the
+    # claim itself (a class's size grows ~m³)
+    inputs = np.array([pair_inputs(dims.n_ctx, q, m) for q, m in chosen], dtype=float)
+    claims = np.array([size[p] for p in chosen], dtype=float)
+    ratio = float(claims.sum() / inputs.sum())
+    spread = float((claims - ratio * inputs).std(ddof=1)) if n > 1 else 0.0
+    claim = ratio * v ** dims.n_ctx
+    claim_se = (v ** dims.n_ctx * spread / float(inputs.mean()) / math.sqrt(n)
+                * math.sqrt(1 - n / total_pairs))
     residue_cap = RESIDUE_LIMIT * forward._sequence_cost(dims)
     return {"work": before_rule + per_query_output + charged + residue_cap,
             "work_se": charged_se, "claim": claim, "claim_se": claim_se,
-            "pairs": total_pairs, "sampled_pairs": n, "sample": n_sample,
+            "pairs": total_pairs, "sampled_pairs": n, "one_in": n_sample,
             "sample_work": report["work"], "sample_claim": report["correct"]}
 
 
@@ -206,8 +224,8 @@ def table(found: list[dict]) -> str:
         head += ["sampled acc (n)", "claim / (acc·v^k) (estimate)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in found:
-        est = "sample" in r and "work_se" in r
-        cells = [str(r["d_vocab"]) + (f" (est. from 1/{r['sample']}: {r['sampled_pairs']:,} "
+        est = "work_se" in r
+        cells = [str(r["d_vocab"]) + (f" (est. from 1/{r['one_in']}: {r['sampled_pairs']:,} "
                                       f"of {r['pairs']:,} (q, m))" if est else ""),
                  r["verdict"],
                  f"{r['claim']:,.0f} ± {r['claim_se']:,.0f}" if est else f"{r['claim']:,}",

@@ -171,6 +171,20 @@ def test_a_sampled_certificate_is_the_full_one_restricted_to_its_pairs(sampled, 
     assert report["correct"] == sum(gap_rule.class_size(dims, m, f, g) for _, m, f, g in part)
 
 
+@pytest.mark.parametrize("v,k", [(5, 2), (7, 4), (64, 4), (13, 3)])
+def test_pair_inputs_partition_the_sequences(v, k):
+    """The ratio estimator's inputs per (q, m): their sum over the pairs is v^k, and each is
+    the count of sequences with that query and maximum."""
+    import itertools
+
+    assert sum(family_growth.pair_inputs(k, q, m) for q in range(v) for m in range(q, v)) == v ** k
+    if v ** k <= 3000:
+        for q, m in [(0, 0), (1, v - 1), (v - 1, v - 1), (2, 3)]:
+            count = sum(1 for t in itertools.product(range(v), repeat=k)
+                        if t[-1] == q and max(t) == m)
+            assert family_growth.pair_inputs(k, q, m) == count
+
+
 def test_sampled_pairs_are_fixed_and_sized():
     from generator.certify.strategies.family_gap import Options, sampled_pairs
 
@@ -208,7 +222,7 @@ def test_the_estimate_from_a_sample_brackets_the_full_certificate(sampled, model
         path.write_text(json.dumps(report))
         (row,) = family_growth.rows([], sampled=[(str(models[7]), str(path),
                                                   str(sampled[n][0]))])
-        assert row["sample"] == n and row["sampled_pairs"] == -(-28 // n)
+        assert row["one_in"] == n and row["sampled_pairs"] == -(-28 // n)
         assert row["sample_work"] == report["work"]
         part = [(q, m, f, g, None) for q, m, f, g in _classes_of(sampled[n][0])]
         # the lines before the rule, and the note's distance to float32 at the smallest slack
@@ -237,6 +251,9 @@ def test_the_estimate_from_a_sample_brackets_the_full_certificate(sampled, model
                                   sampled=[(str(models[7]), str(path), str(sampled[n][0]))])
         assert "work_se" not in both[0] and "work_se" in both[1]  # measured first
         assert "work_ratio" not in both[1]  # no exponent between rows of one d_vocab
+        (with_acc,) = family_growth.rows([], sample=500, sampled=[
+            (str(models[7]), str(path), str(sampled[n][0]))])
+        assert with_acc["one_in"] == n and with_acc["sample"] == 500  # two names, two things
 
 
 def _rule_line(cert) -> str:
