@@ -322,7 +322,7 @@ def test_other_tasks_are_refused_by_name():
 
 @pytest.mark.parametrize("family", [
     Family(normalization="RMS", ln_eps=1e-5),
-    Family(normalization="LN", ln_eps=1e-5, n_layers=2),
+    Family(normalization="RMS", ln_eps=1e-5, n_layers=2),
 ])
 def test_unsupported_families_are_refused(family):
     dims = Dims(4, 3, 4, 4, family)

@@ -112,10 +112,16 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
         return family_gap_float32.check(dims, mats, hints, charge)
     if semantics != "real":
         raise Malformed(f"rule family_gap: unknown semantics {semantics!r}")
+    if dims.family.n_layers > 1 and dims.family.normalization not in ("RMS", "RMSPre"):
+        from . import family_gap_deep  # overwhelm_deep's boxes per class (several layers)
+
+        return family_gap_deep.check(dims, mats, hints, charge)
     if not dims.family.is_one_layer_dense:
-        raise Malformed(f"family_gap supports one layer without a gated MLP, not "
-                        f"n_layers = {dims.family.n_layers}, gated_mlp = "
-                        f"{dims.family.gated_mlp} (forward_brute_force does)")
+        raise Malformed(f"family_gap supports one layer without a gated MLP, or several "
+                        f"layers without RMS normalization, not n_layers = "
+                        f"{dims.family.n_layers}, gated_mlp = {dims.family.gated_mlp}, "
+                        f"normalization = {dims.family.normalization} (forward_brute_force "
+                        "does)")
     if dims.family.normalization in ("RMS", "RMSPre"):
         raise Malformed("family_gap does not support RMS normalization (Lemma LN assumes "
                         "centring; forward_brute_force does)")

@@ -98,11 +98,13 @@ def hint_floats(dims) -> int:
     return sum(math.prod(shapes[name]) for name in HINT_FIELDS)
 
 
-def parse_hints(hints, dims, charge) -> list:
+def parse_hints(hints, dims, charge, deep: bool = False) -> list:
     """{"classes": [[q, m, S, g, box, pre, diff, dir, dir_lo], ...]} -> [(q, m, S, g,
     {field: nested floats})], every class well formed (`signature`) and the keys
     (q, m, S) strictly increasing (so distinct: the classes are disjoint).  The floats
-    are charged to the memory limit before any is decoded."""
+    are charged to the memory limit before any is decoded.  deep (several layers,
+    family_gap_deep.py): [[q, m, S, g, hint], ...] -> [(q, m, S, g, hint)], the hint
+    overwhelm_deep's {"boxes", "diff"}, left undecoded (its rule decodes and checks it)."""
     from ..certificate import hold
 
     if not (isinstance(hints, dict) and "classes" in hints
@@ -113,11 +115,11 @@ def parse_hints(hints, dims, charge) -> list:
                         'and "boxes": [[q, m, [[lo, hi, e], ...], box, pre, diff, dir, dir_lo], '
                         '...]')
     entries = hints["classes"]
-    hold(charge, len(entries) * (hint_floats(dims) + dims.n_ctx + 4), "hints")
-    shapes, out, last = family.hint_shapes(dims), [], None
+    hold(charge, len(entries) * ((0 if deep else hint_floats(dims)) + dims.n_ctx + 4), "hints")
+    shapes, out, last = (None if deep else family.hint_shapes(dims)), [], None
     for n, entry in enumerate(entries):
         charge(0)  # the clock
-        if not (isinstance(entry, list) and len(entry) == 4 + len(HINT_FIELDS)
+        if not (isinstance(entry, list) and len(entry) == 4 + (1 if deep else len(HINT_FIELDS))
                 and all(type(x) is int for x in (entry[0], entry[1], entry[3]))
                 and ((isinstance(entry[2], list) and all(type(i) is int for i in entry[2])
                       and len(entry[2]) < dims.n_ctx)
@@ -145,6 +147,9 @@ def parse_hints(hints, dims, charge) -> list:
                             f"overlaps the previous one: a merged class must be the only class "
                             f"of its (q, m, first position of m) = {block} (Lemma G5)")
         last = (key, block, type(fixed) is int)
+        if deep:
+            out.append((q, m, fixed, g, entry[4]))
+            continue
         arrays = {}
         for name, text in zip(HINT_FIELDS, entry[4:]):
             arrays[name] = decode_hint(text, shapes[name], f"hint {name} of class {n}")
@@ -486,11 +491,14 @@ def dimensionality(dims, hints=None) -> int:
     the rule enumerates — the attention scores (query token, position, token) -> ℝ^H
     (k·v²·H), the value-output vectors (row, head) -> ℝ^d (R·d·H, R = v·k rows or v with
     RoPE), W_U (d·v) and the MLP's W_in, W_out (2·d·d_mlp) read entry by entry through the
-    functionals — and each residue sequence's logits (v each)."""
+    functionals — and each residue sequence's logits (v each).  On several layers
+    (family_gap_deep.py) every layer's attention scores, value-output vectors and MLP
+    (n_layers times the per-layer part), W_U once."""
     f, v, k, d = dims.family, dims.d_vocab, dims.n_ctx, dims.d_model
     rows = v * k if f.positional == "standard" else v
     residue = len(hints.get("residue", [])) if isinstance(hints, dict) else 0
-    return f.n_heads * (k * v * v + rows * d) + d * v + 2 * d * f.d_mlp + residue * v
+    return (f.n_layers * (f.n_heads * (k * v * v + rows * d) + 2 * d * f.d_mlp) + d * v
+            + residue * v)
 
 
 def table_elements(dims) -> int:

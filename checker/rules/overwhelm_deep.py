@@ -70,7 +70,7 @@ from ..numbers import (
 )
 from ..statement import Overwhelm
 from . import forward_model
-from .overwhelm import positions
+from .overwhelm import positions as claim_positions
 from .overwhelm_family_bounds import (
     _nest,
     _upper_ratio,
@@ -87,8 +87,34 @@ EXP_LIMIT = 4096  # |score − shift| above this: Rejected (numbers.exp_interval
 
 # -- states and hints ---------------------------------------------------------------------
 
+class ProductClaim:
+    """A claim over a product set (rule family_gap's classes on several layers): every
+    sequence t of length k with t_i ∈ sets[i] (i < k − 1) and t_(k−1) = query has logit
+    `output` above every other.  The Theorem's invariant holds for it as stated (spec/
+    rules.md §family_gap on several layers): a state (i, u) stands for the sequences with
+    t_i' ∈ sets[i'] for i' < i and t_i = u, and attends to exactly those tokens."""
+
+    free_perm = None
+    prefix = ()
+
+    def __init__(self, sets: list, output: int):
+        self.sets = [tuple(sorted(set(t))) for t in sets]
+        if len(self.sets[-1]) != 1 or not all(self.sets):
+            raise Malformed("a product claim needs one query token and non-empty sets")
+        self.output, self.query = output, self.sets[-1][0]
+
+
+def positions(claim) -> list[int]:
+    """The query positions: the last position of a product claim, else the claim's."""
+    if isinstance(claim, ProductClaim):
+        return [len(claim.sets) - 1]
+    return claim_positions(claim)
+
+
 def token_sets(dims, claim: Overwhelm) -> list[tuple]:
     """T(i) for i = 0..p*: the tokens a state at position i may hold (ascending)."""
+    if isinstance(claim, ProductClaim):
+        return list(claim.sets)
     s, qs = len(claim.prefix), positions(claim)
     last, free = max(qs), alphabet(dims, claim)
     out = [(u,) for u in claim.prefix]
@@ -100,6 +126,8 @@ def token_sets(dims, claim: Overwhelm) -> list[tuple]:
 
 def attended(dims, claim: Overwhelm, i: int, u: int) -> list[tuple]:
     """T'(i') for i' = 0..i: the tokens position i' may hold when state (i, u) attends."""
+    if isinstance(claim, ProductClaim):
+        return list(claim.sets[:i]) + [(u,)]
     s, free = len(claim.prefix), alphabet(dims, claim)
     return [(t,) for t in claim.prefix[:min(i, s)]] + [tuple(free)] * max(0, i - s) + [(u,)]
 
@@ -157,8 +185,8 @@ def cost(dims, claim: Overwhelm) -> int:
     at each query state the v diff functionals (H·v·(d + 6Z))."""
     f, d, h, v = dims.family, dims.d_model, dims.d_head, dims.d_vocab
     n_states = sum(len(t) for t in token_sets(dims, claim))
-    slots = len(claim.prefix) + 1 + (max(positions(claim)) - len(claim.prefix)) * len(
-        alphabet(dims, claim))
+    # the widest attention: at the last query position (prefix + |A| per free position + 1)
+    slots = sum(len(t) for t in attended(dims, claim, max(positions(claim)), claim.query))
     per_state = f.n_heads * (4 * d * h + slots * (h + _EXP + 12 * d)) + 40 * d \
         + forward_model.mlp_cost(f, d) + 2 * f.d_mlp * d
     final = len(positions(claim)) * (f.n_heads * v * (2 * d + 6 * slots) + v * (d + f.d_mlp))
@@ -461,7 +489,9 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
     """Confirm the claim on a model with several layers; raise Rejected otherwise.
     `record` (tests) receives every box X_l(i, u) as record[(l, i, u)].  distance (a real
     check under --float32-distance; reports only): (slack, p, t) -> the note's float32
-    error text (overwhelm_deep_float32.distance_note, passed in by the rule)."""
+    error text (overwhelm_deep_float32.distance_note, passed in by the rule).  A
+    ProductClaim (family_gap) returns the smallest slack (slack, position, logit) or None,
+    for its caller's note, instead of the note."""
     from ..certificate import hold
 
     f = dims.family
@@ -501,6 +531,8 @@ def check(dims, m, claim: Overwhelm, hints, charge, record: dict | None = None,
                 if worst is not None and (smallest is None or worst[0] < smallest[0]):
                     smallest = (worst[0], i, worst[1])
         boxes = new
+    if isinstance(claim, ProductClaim):  # family_gap's class: its caller writes the note
+        return smallest
     n = completions(dims, claim)
     note = ""
     if smallest:

@@ -1,0 +1,70 @@
+"""Rule family_gap on a model with n_layers >= 2 (spec/rules.md §family_gap on several
+layers): the same classes and count, each class proved by overwhelm_deep's layer-after-layer
+boxes over its product set.
+
+A class (q, m, S, g) or merged class M(q, m, i0, g) is a product set: position i holds a
+token of slots[i] (`family_gap_classes.slots`: {m}, A = {0, …, m−g} or A ∪ {m}), the query
+position k−1 holds q.  overwhelm_deep's Theorem holds for any product set (its states (i, u),
+u ∈ slots[i], stand for the sequences with t_i' ∈ slots[i'] for i' < i and t_i = u, and a
+state attends to exactly those: `overwhelm_deep.ProductClaim`), so its check proves that
+logit m exceeds every other at position k−1 for every sequence of the class: each is
+correct (its maximum is m, Lemma G1 / G5).  Keys, disjointness and sizes are family_gap's
+(`parse_hints`, `class_size`); the rule proves the sum of the sizes.
+
+Hints {"classes": [[q, m, S, g, {"boxes": [...], "diff": [...]}], ...]} sorted by (q, m, S)
+as on one layer; each class's hint is overwhelm_deep's for its ProductClaim.  Boxes and a
+residue are not accepted on several layers (Malformed).
+Cost: overwhelm_deep's `cost` per class, charged by its check before the class's tables.
+Memory: the largest class's decoded hints and layer boxes, held once before any class (a
+class's are released before the next is built).
+"""
+
+from __future__ import annotations
+
+from ..errors import Malformed
+from . import overwhelm_deep as deep
+from .family_gap_classes import class_index, class_size, describe, parse_hints, slots, total
+
+
+def claims(dims, classes: list) -> list:
+    """The ProductClaim of every class: its slots, output m."""
+    return [deep.ProductClaim(slots(dims, q, m, fixed, g), m) for q, m, fixed, g, _ in classes]
+
+
+def cost(dims, classes: list) -> int:
+    """The work the classes' checks charge (overwhelm_deep.cost per class)."""
+    return sum(deep.cost(dims, c) for c in claims(dims, classes))
+
+
+def check(dims, mats, hints, charge) -> tuple:
+    """(the number of sequences in the classes, the note), after proving every class."""
+    from ..certificate import hold
+
+    if not (isinstance(hints, dict) and set(hints) == {"classes"}):
+        raise Malformed('rule family_gap on several layers: hints must be {"classes": [[q, m, '
+                        'S, g, {"boxes": ..., "diff": ...}], ...]} (no boxes and no residue '
+                        'on several layers)')
+    classes = parse_hints(hints, dims, charge, deep=True)
+    products = claims(dims, classes)
+    hold(charge, max((deep.hint_elements(dims, c) + deep.elements(dims, c) for c in products),
+                     default=0), "one class's decoded hints and layer boxes")
+
+    def one_class(n):  # no `hold`: a class's tables are held above, once
+        charge(n)
+
+    proven, worst = 0, None
+    for (q, m, fixed, g, hint), claim in zip(classes, products):
+        charge(0)  # the clock
+        smallest = deep.check(dims, mats, claim, hint, one_class)
+        proven += class_size(dims, m, fixed, g)
+        if smallest is not None and (worst is None or smallest[0] < worst[0]):
+            worst = (smallest[0], f"(q={q}, m={m}, {describe(fixed)}, g={g}) logit "
+                                  f"{smallest[2]}")
+    _, merged, _ = class_index(classes)
+    proven, _ = total(dims, classes, proven, 0, 0, merged, {}, "forward pass")  # <= v^k
+    said = (f"{proven} sequences certified in {len(classes)} gap classes (q, m, S, g) "
+            f"({len(merged)} merged (q, m, i0, g)) by {dims.family.n_layers} layers of boxes "
+            "(overwhelm_deep) and Lemma R at the last position")
+    if worst is not None:
+        said += f"; smallest certified slack {worst[0]:.3g} at class {worst[1]}"
+    return proven, said

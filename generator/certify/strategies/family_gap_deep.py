@@ -1,0 +1,118 @@
+"""Strategy family-gap on models with n_layers >= 2 (checker/rules/family_gap_deep.py,
+spec/rules.md §family_gap on several layers): every class (q, m, S, g), or merged class
+M(q, m, i0, g) under merge=always / lossless, proved by the float64 mirror of
+overwhelm_deep (`overwhelm_deep.deep_margins`) over the class's product set
+(`ProductClaim`), the smallest proving gap by bisection (a smaller alphabet only shrinks
+every box).  No boxes and no residue on several layers; options sample, min_size and jobs
+as on one layer (jobs is ignored here: the search is serial).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker.rules import family_gap as rule
+from checker.rules.overwhelm_deep import ProductClaim
+
+from ...progress import progress_bar
+from .overwhelm import TOL
+from .overwhelm_deep import deep_margins
+
+
+def attempt(weights, dims, q: int, m: int, fixed, g: int):
+    """overwhelm_deep's hints for the class if the float64 mirror proves output m, else None."""
+    if rule.signature(dims, q, m, fixed, g) is not None:
+        return None
+    claim = ProductClaim(rule.slots(dims, q, m, fixed, g), m)
+    found = deep_margins(weights, claim)
+    if not np.isfinite(found.worst) or found.worst >= -TOL * found.scale:
+        return None
+    return found.hints
+
+
+def smallest_gap(weights, dims, q: int, m: int, fixed):
+    """(g, hints) for the smallest proving gap in [1, m], or None (monotone in g)."""
+    if type(fixed) is not int and len(fixed) == dims.n_ctx - 1:  # one sequence
+        hint = attempt(weights, dims, q, m, fixed, 1)
+        return None if hint is None else (1, hint)
+    lo, hi, best = 1, m, None
+    while lo <= hi:
+        g = (lo + hi) // 2
+        hint = attempt(weights, dims, q, m, fixed, g)
+        if hint is not None:
+            best, hi = (g, hint), g - 1
+        else:
+            lo = g + 1
+    return best
+
+
+def find_classes(weights, dims, keys: list, merge: str, min_size: int, pairs,
+                 progress=False) -> list:
+    """[(q, m, fixed, g, hints)] in the checker's order: per block (q, m, first position of
+    m), its classes (q, m, S, g), or (merge) the merged class in their place — always when it
+    proves, lossless when it also holds at least as many sequences; then those holding at
+    least min_size sequences.  keys: every (q, m, S) (family_gap.class_keys)."""
+    blocks = {}
+    for q, m, fixed in sorted(keys):
+        if pairs is None or (q, m) in pairs:
+            blocks.setdefault((q, m, rule.first(fixed)), []).append(fixed)
+    out = []
+    for (q, m, i0), keys in progress_bar(sorted(blocks.items(), key=lambda b: (
+            b[0][0], b[0][1], -1 if b[0][2] is None else b[0][2])), "family-gap classes",
+            progress):
+        found = [(q, m, fixed, *r) for fixed in keys
+                 for r in [smallest_gap(weights, dims, q, m, fixed)] if r is not None]
+        if merge != "off" and i0 is not None and dims.n_ctx >= 2:
+            merged = smallest_gap(weights, dims, q, m, i0)
+            if merged is not None:
+                size = rule.class_size(dims, m, i0, merged[0])
+                if merge == "always" or size >= sum(rule.class_size(dims, m, f, g)
+                                                    for _, _, f, g, _ in found):
+                    found = [(q, m, i0, *merged)]
+        out.extend(c for c in found if rule.class_size(dims, m, c[2], c[3]) >= min_size)
+    return out
+
+
+def confirmed(dims, mats: dict, classes: list) -> list:
+    """The classes the checker's own code (overwhelm_deep on the class's product set)
+    confirms on the recorded inputs `mats` (family_gap.checker_inputs)."""
+    from checker.errors import Malformed, Rejected
+    from checker.rules import overwhelm_deep
+
+    d, kept = dims, []
+    for q, m, fixed, g, hint in classes:
+        claim = ProductClaim(rule.slots(d, q, m, fixed, g), m)
+        try:
+            overwhelm_deep.check(d, mats, claim, hint, lambda work: None)
+        except (Rejected, Malformed, ArithmeticError):
+            continue
+        kept.append((q, m, fixed, g, hint))
+    return kept
+
+
+def certify(trace, options, keys: list, pairs, inputs, progress=False):
+    """(the rule line, claim, notes) for a model with several layers.  From family_gap's
+    certify (which this module does not import: no cycle): keys every (q, m, S), pairs the
+    sampled (q, m) or None, inputs() the checker's inputs (family_gap.checker_inputs)."""
+    from . import NotApplicable
+
+    d = trace.dims
+    if options.boxes != "off" or options.hints != "f64":
+        raise NotApplicable("family-gap on several layers: no boxes and hints=f64 only")
+    classes = find_classes(trace.weights, d, keys, options.merge, options.min_size, pairs,
+                           progress)
+    from checker.rules import family_gap_deep, forward
+
+    if options.confirm == "on":
+        classes = confirmed(d, inputs(), classes)
+    work = family_gap_deep.cost(d, classes)
+    if work > options.budget:
+        raise NotApplicable(f"the {len(classes)} classes found need ~{work:.1e} interval "
+                            f"operations in the checker (over the budget {options.budget:.0e})")
+    claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes)
+    hints = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g, h]
+                         for q, m, fixed, g, h in classes]}
+    line = trace.rule("family_gap", list(forward.inputs(d)), claim, hints)
+    return line, claim, {"classes": len(classes), "residue": 0, "checker_work": work,
+                         "merged": sum(type(c[2]) is int for c in classes),
+                         "layers": d.family.n_layers}

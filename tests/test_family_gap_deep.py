@@ -1,0 +1,215 @@
+"""Rule family_gap on models with n_layers >= 2 (checker/rules/family_gap_deep.py,
+spec/rules.md §family_gap on several layers): each class proved by overwhelm_deep's boxes
+over its product set (`overwhelm_deep.ProductClaim`).
+
+Soundness by enumeration: on small trained two-layer Max-of-K models (LN + MLP, attention
+only with RoPE and two heads, LNPre with a parallel MLP), every sequence of every class the
+checker accepts is correct under the independent 200-bit forward pass
+(tests/test_depth.reference_logits_all, which shares no code with the rule or its strategy),
+and the count is the classes' sizes.  The boxes lemma for product sets directly: every box
+X_l(i, u) contains the float64 residual of every sequence its state stands for.  Mutants:
+box and diff hints tampered, a class relabelled to one holding a wrong sequence, keys out of
+order, boxes and residue refused, the cost charged.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import itertools
+import json
+
+import numpy as np
+import pytest
+from family_gap_models import replay
+from test_depth import reference_logits_all, rule_inputs
+from test_overwhelm_deep import _residuals
+
+from checker.certificate import Limits
+from checker.errors import Malformed, Rejected
+from checker.rules import family_gap as rule
+from checker.rules import family_gap_deep, overwhelm_deep
+from generator.certify.strategies import family_gap as strategy
+from generator.certify.trace import Trace
+from generator.train import TrainConfig, train
+
+BASE = dict(n_ctx=3, d_model=16, d_head=8, steps=600, seed=0, n_layers=2)
+FAMILIES = {
+    "ln_mlp2": dict(d_vocab=6, layernorm="LN", d_mlp=16),
+    "rope_2heads2": dict(d_vocab=5, n_heads=2, d_head=8, rope=True),
+    "lnpre_parallel2": dict(d_vocab=5, layernorm="LNPre", d_mlp=16, parallel=True),
+    "bad": dict(d_vocab=5, layernorm="LN", d_mlp=16, steps=3),  # mostly wrong
+}
+
+
+@functools.cache
+def model(name: str):
+    return train(TrainConfig(**{**BASE, **FAMILIES[name]}), progress=False).weights()
+
+
+@functools.cache
+def certificate(name: str, text: str = "family-gap:merge=always,confirm=off") -> tuple:
+    trace = Trace(model(name), float_shadow=False)
+    options = strategy.Options.parse(text)
+    by, claim, _ = strategy.certify(trace, options=options)
+    return tuple(trace.lines(options.name(), by, claim, {}, {}))
+
+
+def _rule(lines) -> dict:
+    return next(json.loads(x) for x in lines if '"kind":"rule"' in x)
+
+
+def _with_hints(lines, hints) -> list:
+    out = []
+    for x in lines:
+        obj = json.loads(x)
+        if obj.get("kind") == "rule":
+            obj["hints"] = hints
+        out.append(json.dumps(obj, separators=(",", ":")))
+    return out
+
+
+def _members(dims, q, m, fixed, g):
+    return itertools.product(*rule.slots(dims, q, m, fixed, g))
+
+
+def _correct(fw, t) -> bool:
+    last = reference_logits_all(fw, list(t))[-1]
+    m = max(t)
+    return all(last[m] > x for o, x in enumerate(last) if o != m)
+
+
+@pytest.mark.parametrize("name", [n for n in FAMILIES if n != "bad"])
+def test_every_sequence_of_every_accepted_class_is_correct(name):
+    """The checker's count is the classes' sizes, and every sequence of every class is
+    correct at 200 bits (independent forward pass)."""
+    fw, lines = model(name), certificate(name)
+    classes = _rule(lines)["hints"]["classes"]
+    assert classes, name  # the strategy proves something on every family
+    result = replay(list(lines))
+    dims = fw.dims
+    sizes, seen = 0, set()
+    for q, m, s, g, _ in classes:
+        fixed = s["first"] if isinstance(s, dict) else tuple(s)
+        members = list(_members(dims, q, m, fixed, g))
+        assert len(members) == rule.class_size(dims, m, fixed, g)
+        for t in members:
+            assert t not in seen  # disjoint
+            seen.add(t)
+            assert _correct(fw, t), (name, q, m, s, g, t)
+        sizes += len(members)
+    assert result.facts.correct == sizes == len(seen)
+
+
+@pytest.mark.parametrize("name", ["ln_mlp2", "lnpre_parallel2"])
+def test_every_box_contains_every_residual_of_its_product_state(name):
+    """overwhelm_deep's boxes lemma on a ProductClaim: X_l(i, u) contains the residual after
+    layer l at position i of every sequence with t_i' ∈ slots[i'] (i' < i) and t_i = u."""
+    fw, lines = model(name), certificate(name)
+    dims, mats = rule_inputs(list(lines))
+    checked = 0
+    for q, m, s, g, hint in _rule(lines)["hints"]["classes"][:12]:
+        fixed = s["first"] if isinstance(s, dict) else tuple(s)
+        sets = rule.slots(dims, q, m, fixed, g)
+        record = {}
+        overwhelm_deep.check(dims, mats, overwhelm_deep.ProductClaim(sets, m), hint,
+                             lambda w: None, record=record)
+        for (layer, i, u), box in record.items():
+            for head in itertools.product(*sets[:i]):
+                truth = _residuals(fw, head + (u,))[layer]
+                for c, x in zip(box, truth):
+                    pad = 1e-9 * (1 + abs(x))
+                    assert float(c.a) - pad <= x <= float(c.b) + pad, (name, layer, i, u, head)
+                checked += 1
+    assert checked > 0
+
+
+def test_a_product_claim_attends_to_its_sets():
+    claim = overwhelm_deep.ProductClaim([[0, 1], [3], [0, 1, 3], [2]], 3)
+    assert claim.query == 2 and claim.output == 3 and overwhelm_deep.positions(claim) == [3]
+    assert overwhelm_deep.token_sets(None, claim) == [(0, 1), (3,), (0, 1, 3), (2,)]
+    assert overwhelm_deep.attended(None, claim, 2, 1) == [(0, 1), (3,), (1,)]
+    with pytest.raises(Malformed):
+        overwhelm_deep.ProductClaim([[0], [1, 2]], 2)  # two query tokens
+
+
+def _narrow(text: str, which: int) -> str:
+    arr = np.frombuffer(base64.b64decode(text), "<f8").copy()
+    arr[which] = arr[which] + (1.0 if which % 2 == 0 else -1.0) * (1 + abs(arr[which]))
+    return base64.b64encode(arr.astype("<f8").tobytes()).decode()
+
+
+@pytest.mark.parametrize("part", ["boxes", "diff"])
+def test_tampered_hints_are_rejected(part):
+    """A box hint narrowed (its lower end raised above the truth) or a diff hint lowered:
+    the class's Lemma R confirmation fails (Rejected)."""
+    lines = certificate("ln_mlp2")
+    hints = json.loads(json.dumps(_rule(lines)["hints"]))
+    entry = hints["classes"][-1][4]
+    if part == "boxes":
+        entry["boxes"][0][3] = _narrow(entry["boxes"][0][3], 0)
+    else:
+        arr = np.frombuffer(base64.b64decode(entry["diff"][0][1]), "<f8").copy()
+        arr[:] = arr - 10 * (1 + np.abs(arr))
+        entry["diff"][0][1] = base64.b64encode(arr.astype("<f8").tobytes()).decode()
+    with pytest.raises(Rejected):
+        replay(_with_hints(lines, hints))
+
+
+def test_a_class_holding_a_wrong_sequence_is_rejected():
+    """A barely trained model (most outputs wrong): for classes holding a sequence it gets
+    wrong at 200 bits, the float64 mirror's hints (written whether or not they prove)
+    spliced into its certificate are rejected, never counted."""
+    fw = model("bad")
+    dims, lines = fw.dims, certificate("bad")
+    from generator.certify.strategies.overwhelm_deep import deep_margins
+
+    tried = 0
+    for q, m, fixed in strategy.class_keys(dims.d_vocab, dims.n_ctx):
+        if tried == 3:
+            break
+        if rule.signature(dims, q, m, fixed, 1) is not None or all(
+                _correct(fw, t) for t in _members(dims, q, m, fixed, 1)):
+            continue
+        claim = overwhelm_deep.ProductClaim(rule.slots(dims, q, m, fixed, 1), m)
+        forged = {"classes": [[q, m, list(fixed), 1, deep_margins(fw, claim).hints]]}
+        with pytest.raises((Rejected, Malformed)):
+            replay(_with_hints(lines, forged))
+        tried += 1
+    assert tried == 3
+
+
+def test_keys_out_of_order_boxes_and_residue_are_malformed():
+    lines = certificate("ln_mlp2")
+    hints = _rule(lines)["hints"]
+    swapped = {"classes": [hints["classes"][1], hints["classes"][0], *hints["classes"][2:]]}
+    with pytest.raises(Malformed, match="not after the previous"):
+        replay(_with_hints(lines, swapped))
+    for extra in ({"boxes": []}, {"residue": [[0, 0, 0]]}):
+        with pytest.raises(Malformed, match="several layers"):
+            replay(_with_hints(lines, {**hints, **extra}))
+
+
+def test_the_cost_is_charged_and_limits_the_check():
+    """The checker's reported work is at least the classes' overwhelm_deep cost, and a
+    work limit below it refuses the certificate."""
+    lines = certificate("ln_mlp2")
+    dims = model("ln_mlp2").dims
+    classes = rule.parse_hints(_rule(lines)["hints"], dims, lambda w: None, deep=True)
+    cost = family_gap_deep.cost(dims, classes)
+    assert cost > 0
+    with pytest.raises(Malformed, match="max-work"):
+        replay(list(lines), limits=Limits(max_work=cost // 2))
+
+
+def test_sampled_and_min_size_options_apply_on_several_layers():
+    full = _rule(certificate("ln_mlp2"))["hints"]["classes"]
+    part = _rule(certificate("ln_mlp2", "family-gap:merge=always,confirm=off,sample=2")
+                 )["hints"]["classes"]
+    chosen = strategy.sampled_pairs(6, 2)
+    assert [c[:4] for c in part] == [c[:4] for c in full if (c[0], c[1]) in chosen]
+
+
+def test_confirm_keeps_only_what_the_checker_accepts():
+    on = certificate("ln_mlp2", "family-gap:merge=always")
+    assert replay(list(on)).facts.correct == _rule(on)["claim"]
