@@ -26,9 +26,11 @@ from . import overwhelm_deep as deep
 from .family_gap_classes import class_index, class_size, describe, parse_hints, slots, total
 
 
-def claims(dims, classes: list) -> list:
-    """The ProductClaim of every class: its slots, output m."""
-    return [deep.ProductClaim(slots(dims, q, m, fixed, g), m) for q, m, fixed, g, _ in classes]
+def claims(dims, classes: list):
+    """The ProductClaim of each class in turn (its slots, output m), built one at a time: a
+    class's slots hold up to k·v tokens, so all of them at once could exceed what the memory
+    limit charged for the class keys."""
+    return (deep.ProductClaim(slots(dims, q, m, fixed, g), m) for q, m, fixed, g, _ in classes)
 
 
 def cost(dims, classes: list) -> int:
@@ -45,15 +47,15 @@ def check(dims, mats, hints, charge) -> tuple:
                         'S, g, {"boxes": ..., "diff": ...}], ...]} (no boxes and no residue '
                         'on several layers)')
     classes = parse_hints(hints, dims, charge, deep=True)
-    products = claims(dims, classes)
-    hold(charge, max((deep.hint_elements(dims, c) + deep.elements(dims, c) for c in products),
-                     default=0), "one class's decoded hints and layer boxes")
+    hold(charge, max((deep.hint_elements(dims, c) + deep.elements(dims, c)
+                      for c in claims(dims, classes)), default=0),
+         "one class's decoded hints and layer boxes")
 
     def one_class(n):  # no `hold`: a class's tables are held above, once
         charge(n)
 
     proven, worst = 0, None
-    for (q, m, fixed, g, hint), claim in zip(classes, products):
+    for (q, m, fixed, g, hint), claim in zip(classes, claims(dims, classes)):
         charge(0)  # the clock
         smallest = deep.check(dims, mats, claim, hint, one_class)
         proven += class_size(dims, m, fixed, g)

@@ -62,7 +62,7 @@ def find_classes(weights, dims, keys: list, merge: str, min_size: int, pairs,
             progress):
         found = [(q, m, fixed, *r) for fixed in keys
                  for r in [smallest_gap(weights, dims, q, m, fixed)] if r is not None]
-        if merge != "off" and i0 is not None and dims.n_ctx >= 2:
+        if merge != "off" and i0 is not None:
             merged = smallest_gap(weights, dims, q, m, i0)
             if merged is not None:
                 size = rule.class_size(dims, m, i0, merged[0])
