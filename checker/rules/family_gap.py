@@ -85,6 +85,7 @@ from .family_gap_classes import (  # noqa: F401
     table_elements,
     total,
 )
+from .family_gap_jobs import Meter, Prover, combine, run_in_workers, workers
 
 ARITHMETICS = ("mpmath", "arb")  # arb: the class proofs on the fast path (family_gap_arb.py)
 INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
@@ -137,37 +138,37 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
 
         make_tables, make_weights, make_query = (fast.GapTables, fast.ArbQueryWeights,
                                                  fast.ClassQueries())
-    tables = make_tables(dims, mats, charge)
-    shared = SharedFunctionals(tables)
-    # The classes are proved in the order (m, q, S) (each proof is independent of the others):
-    # the functionals once per maximum m, every query token's weights kept (at most v: charged
-    # in table_elements), the (q, m)-dependent cache entries released at the next m.
-    proven, weights, fun, fun_m = 0, {}, None, None
-    worst = None  # (slack, class index, logit t, σ) of the smallest slack: the note's
-    for n in sorted(range(len(classes)), key=lambda n: (classes[n][1], classes[n][0], n)):
-        q, m, fixed, g, hint = classes[n]
-        charge(0)  # the clock
-        if m != fun_m:
-            for w in weights.values():
-                w.cache.pop(("base_g", fun_m), None)
-            fun, fun_m = shared.for_output(m), m
-        if q not in weights:
-            weights[q] = make_weights(tables, q)
-        query = make_query(tables, fun, weights[q], q, m, slots(dims, q, m, fixed, g), hint)
-        query.check()
-        proven += class_size(dims, m, fixed, g)
-        if query.slack is not None and (worst is None or query.slack < worst[0]):
-            worst = (query.slack, n, query.worst, query.sigma)
     keyed, merged, boxes = class_index(classes)
-    certified = 0
-    for t in residue:  # outside every class, then its own forward pass (forward_brute_force)
+    for t in residue:  # outside every class (Lemma G1), before any proof
         charge(0)  # the clock
         if in_class(keyed, t, merged, boxes):
             raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
-        if fast is None:  # arb: every residue sequence in bulk below, the same theorem
+    meter = Meter(charge)  # what the proofs charge, wherever they run (workers: returned)
+    tables = make_tables(dims, mats, meter)
+    shared = SharedFunctionals(tables)
+    prover = Prover(dims, tables, shared, classes, make_weights, make_query, tick=meter.tick)
+    blocks = prover.blocks()
+
+    def count_residue() -> int:  # each sequence's own forward pass (forward_brute_force)
+        if fast is not None:  # arb: every residue sequence in bulk, the same theorem
+            return fast.certified_residue(dims, mats, meter, arith, residue)
+        certified = 0
+        for t in residue:
+            meter.tick()  # the clock
             certified += forward._certified(tables.model.logits(t), max(t))
-    if fast is not None:
-        certified = fast.certified_residue(dims, mats, charge, arith, residue)
+        return certified
+
+    n_workers = workers(jobs, len(blocks))
+    if n_workers > 1:  # each maximum's classes, and the residue, in forked workers
+        extra = (n_workers - 1) * (table_elements(dims) + (fast.group_elements(dims) if fast
+                                                           else 0))
+        if fast is not None and residue:  # the residue's bulk tables, in a worker
+            extra += fast.residue_elements(dims, mats)
+        hold(charge, extra, "every worker's query weights and caches")
+        results, certified = run_in_workers(n_workers, prover, blocks, count_residue, meter)
+    else:
+        results, certified = [prover.prove(b) for b in blocks], count_residue()
+    proven, worst = combine(results)
     proven, said = total(dims, classes, proven, certified, len(residue), merged, boxes,
                          "forward pass")
     return proven, said + distance_note(dims, tables, shared, classes, worst, charge)

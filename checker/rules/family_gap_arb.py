@@ -295,6 +295,16 @@ def arb_ball(arb, x):
     return lo if lo == hi else lo.union(hi)
 
 
+def residue_elements(dims, mats: dict) -> int:
+    """The elements certified_residue holds: the inputs as balls, forward_arb's tables and one
+    chunk of sequences."""
+    from . import forward, forward_arb
+
+    rows = min(RESIDUE_ROWS, forward_arb.chunk_rows(dims))
+    copies = sum(len(row) for table in mats.values() for row in table)
+    return copies + forward.table_elements(dims) + forward_arb.working_elements(dims, rows)
+
+
 def certified_residue(dims, mats: dict, charge, arith, residue: list) -> int:
     """How many residue sequences their forward pass proves correct (ℓ_max − ℓ_o > 0 for
     every o ≠ max over the enclosures: forward._certified's test), evaluated in bulk as rule
@@ -306,14 +316,12 @@ def certified_residue(dims, mats: dict, charge, arith, residue: list) -> int:
     sequence up front (cost); memory: the inputs' ball copies, forward_arb's tables and one
     chunk of RESIDUE_ROWS sequences, held before they are built; the clock at every chunk."""
     from ..certificate import hold
-    from . import forward, forward_arb
+    from . import forward_arb
 
     if not residue:
         return 0
     rows = min(RESIDUE_ROWS, forward_arb.chunk_rows(dims))
-    copies = sum(len(row) for table in mats.values() for row in table)  # the inputs as balls
-    hold(charge, copies + forward.table_elements(dims) + forward_arb.working_elements(dims, rows),
-         "residue forward tables (bulk)")
+    hold(charge, residue_elements(dims, mats), "residue forward tables (bulk)")
     arb = arith.arb
     m = {name: [[arb_ball(arb, x) for x in row] for row in table] for name, table in mats.items()}
     model = forward_arb._BulkModel(dims, m, arith, charge)
