@@ -9,7 +9,9 @@ checker accepts is correct under the independent 200-bit forward pass
 and the count is the classes' sizes.  The boxes lemma for product sets directly: every box
 X_l(i, u) contains the float64 residual of every sequence its state stands for.  Mutants:
 box and diff hints tampered, a class relabelled to one holding a wrong sequence, keys out of
-order, boxes and residue refused, the cost charged.
+order, boxes refused, a residue sequence inside a class, out of order or not correct, the cost
+charged.  The residue (sequences outside every class, each decided by its own forward pass):
+every listed sequence lies in no class and is correct at 200 bits.
 """
 
 from __future__ import annotations
@@ -98,7 +100,23 @@ def test_every_sequence_of_every_accepted_class_is_correct(name):
             seen.add(t)
             assert _correct(fw, t), (name, q, m, s, g, t)
         sizes += len(members)
-    assert result.facts.correct == sizes == len(seen)
+    residue = [tuple(t) for t in _rule(lines)["hints"].get("residue", [])]
+    for t in residue:  # outside every class, and correct
+        assert t not in seen and _correct(fw, t), (name, t)
+    assert result.facts.correct == sizes + len(residue) == len(seen) + len(residue)
+
+
+def test_the_residue_raises_the_bound_to_the_exact_count():
+    """On the small two-layer models the classes leave sequences out; the residue takes every
+    correct one with a clear float64 margin, which the checker's forward pass certifies."""
+    for name in ("ln_mlp2", "rope_2heads2", "lnpre_parallel2"):
+        fw, lines = model(name), certificate(name)
+        residue = _rule(lines)["hints"].get("residue", [])
+        truth = sum(_correct(fw, t) for t in itertools.product(range(fw.dims.d_vocab),
+                                                               repeat=fw.dims.n_ctx))
+        assert residue, name
+        claim = replay(list(lines)).facts.correct
+        assert truth - 3 <= claim <= truth, (name, claim, truth)
 
 
 @pytest.mark.parametrize("name", ["ln_mlp2", "lnpre_parallel2"])
@@ -179,25 +197,63 @@ def test_a_class_holding_a_wrong_sequence_is_rejected():
     assert tried == 3
 
 
-def test_keys_out_of_order_boxes_and_residue_are_malformed():
+def test_keys_out_of_order_and_boxes_are_malformed():
     lines = certificate("ln_mlp2")
     hints = _rule(lines)["hints"]
-    swapped = {"classes": [hints["classes"][1], hints["classes"][0], *hints["classes"][2:]]}
+    swapped = {**hints, "classes": [hints["classes"][1], hints["classes"][0],
+                                    *hints["classes"][2:]]}
     with pytest.raises(Malformed, match="not after the previous"):
         replay(_with_hints(lines, swapped))
-    for extra in ({"boxes": []}, {"residue": [[0, 0, 0]]}):
-        with pytest.raises(Malformed, match="several layers"):
-            replay(_with_hints(lines, {**hints, **extra}))
+    with pytest.raises(Malformed, match="several layers"):
+        replay(_with_hints(lines, {**hints, "boxes": []}))
+
+
+def _a_class_member(hints, dims):
+    q, m, s, g, _ = hints["classes"][0]
+    fixed = s["first"] if isinstance(s, dict) else tuple(s)
+    return list(next(iter(_members(dims, q, m, fixed, g))))
+
+
+def test_a_residue_sequence_in_a_class_or_out_of_order_is_malformed():
+    lines = certificate("ln_mlp2")
+    hints, dims = _rule(lines)["hints"], model("ln_mlp2").dims
+    residue = hints["residue"]
+    inside = sorted(residue + [_a_class_member(hints, dims)])
+    with pytest.raises(Malformed, match="lies in a class"):
+        replay(_with_hints(lines, {**hints, "residue": inside}))
+    with pytest.raises(Malformed, match="not after the previous"):
+        replay(_with_hints(lines, {**hints, "residue": residue[::-1]}))
+    with pytest.raises(Malformed, match="not after the previous"):
+        replay(_with_hints(lines, {**hints, "residue": residue + residue[-1:]}))
+
+
+def test_a_wrong_residue_sequence_is_not_counted():
+    """A sequence outside every class that the model gets wrong, listed in the residue in
+    place of a correct one: the claim is no longer proved."""
+    fw, lines = model("bad"), certificate("bad")  # the trained models make no error
+    hints, dims = _rule(lines)["hints"], fw.dims
+    keyed, merged, _ = rule.class_index(rule.parse_hints(hints, dims, lambda w: None,
+                                                         deep=True))
+    wrong = next(list(t) for t in itertools.product(range(dims.d_vocab), repeat=dims.n_ctx)
+                 if not rule.in_class(keyed, t, merged) and not _correct(fw, t))
+    assert hints["residue"] and replay(list(lines)).facts.correct == _rule(lines)["claim"]
+    residue = sorted(hints["residue"][1:] + [wrong])
+    with pytest.raises(Rejected, match="proves"):
+        replay(_with_hints(lines, {**hints, "residue": residue}))
 
 
 def test_the_cost_is_charged_and_limits_the_check():
-    """The checker's reported work is at least the classes' overwhelm_deep cost, and a
-    work limit below it refuses the certificate."""
+    """The checker's reported work is at least the classes' overwhelm_deep cost and a forward
+    pass per residue sequence, and a work limit below the classes' cost refuses the
+    certificate."""
     lines = certificate("ln_mlp2")
     dims = model("ln_mlp2").dims
-    classes = rule.parse_hints(_rule(lines)["hints"], dims, lambda w: None, deep=True)
+    hints = _rule(lines)["hints"]
+    classes = rule.parse_hints(hints, dims, lambda w: None, deep=True)
     cost = family_gap_deep.cost(dims, classes)
     assert cost > 0
+    from checker.rules import forward
+    assert replay(list(lines)).work >= cost + len(hints["residue"]) * forward._sequence_cost(dims)
     with pytest.raises(Malformed, match="max-work"):
         replay(list(lines), limits=Limits(max_work=cost // 2))
 

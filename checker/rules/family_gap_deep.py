@@ -12,9 +12,14 @@ correct (its maximum is m, Lemma G1 / G5).  Keys, disjointness and sizes are fam
 (`parse_hints`, `class_size`); the rule proves the sum of the sizes.
 
 Hints {"classes": [[q, m, S, g, {"boxes": [...], "diff": [...]}], ...]} sorted by (q, m, S)
-as on one layer; each class's hint is overwhelm_deep's for its ProductClaim.  Boxes and a
-residue are not accepted on several layers (Malformed).
-Cost: overwhelm_deep's `cost` per class, charged by its check before the class's tables.
+as on one layer; each class's hint is overwhelm_deep's for its ProductClaim.  Optionally
+"residue": sequences sorted and distinct, as on one layer: each verified to lie in no class
+(`in_class`, Lemmas G1 / G5) and decided by its own forward pass (forward_brute_force's
+_Model over every layer); the certified ones are added.  Boxes are not accepted on several
+layers (Malformed).
+Cost: overwhelm_deep's `cost` per class, charged by its check before the class's tables; a
+forward pass per residue sequence (forward_brute_force's per-sequence charge, and its
+tables and positions as _Model computes them).
 Memory: the largest class's decoded hints and layer boxes, held once before any class (a
 class's are released before the next is built).
 """
@@ -23,7 +28,16 @@ from __future__ import annotations
 
 from ..errors import Malformed
 from . import overwhelm_deep as deep
-from .family_gap_classes import class_index, class_size, describe, parse_hints, slots, total
+from .family_gap_classes import (
+    class_index,
+    class_size,
+    describe,
+    in_class,
+    parse_hints,
+    parse_residue,
+    slots,
+    total,
+)
 
 
 def claims(dims, classes: list):
@@ -42,11 +56,12 @@ def check(dims, mats, hints, charge) -> tuple:
     """(the number of sequences in the classes, the note), after proving every class."""
     from ..certificate import hold
 
-    if not (isinstance(hints, dict) and set(hints) == {"classes"}):
+    if not (isinstance(hints, dict) and set(hints) in ({"classes"}, {"classes", "residue"})):
         raise Malformed('rule family_gap on several layers: hints must be {"classes": [[q, m, '
-                        'S, g, {"boxes": ..., "diff": ...}], ...]} (no boxes and no residue '
-                        'on several layers)')
+                        'S, g, {"boxes": ..., "diff": ...}], ...]} and optionally "residue" '
+                        '(no box classes on several layers)')
     classes = parse_hints(hints, dims, charge, deep=True)
+    residue = parse_residue(hints, dims, charge)
     hold(charge, max((deep.hint_elements(dims, c) + deep.elements(dims, c)
                       for c in claims(dims, classes)), default=0),
          "one class's decoded hints and layer boxes")
@@ -62,11 +77,32 @@ def check(dims, mats, hints, charge) -> tuple:
         if smallest is not None and (worst is None or smallest[0] < worst[0]):
             worst = (smallest[0], f"(q={q}, m={m}, {describe(fixed)}, g={g}) logit "
                                   f"{smallest[2]}")
-    _, merged, _ = class_index(classes)
-    proven, _ = total(dims, classes, proven, 0, 0, merged, {}, "forward pass")  # <= v^k
+    keyed, merged, _ = class_index(classes)
+    certified = certified_residue(dims, mats, charge, residue, keyed, merged)
+    proven, _ = total(dims, classes, proven, certified, len(residue), merged, {},
+                      "forward pass")  # <= v^k
     said = (f"{proven} sequences certified in {len(classes)} gap classes (q, m, S, g) "
             f"({len(merged)} merged (q, m, i0, g)) by {dims.family.n_layers} layers of boxes "
             "(overwhelm_deep) and Lemma R at the last position")
+    if residue:
+        said += f", {certified} of {len(residue)} residue sequences by their forward pass"
     if worst is not None:
         said += f"; smallest certified slack {worst[0]:.3g} at class {worst[1]}"
     return proven, said
+
+
+def certified_residue(dims, mats, charge, residue: list, keyed: dict, merged: dict) -> int:
+    """How many residue sequences their own forward pass proves correct (forward._certified
+    on forward_brute_force's _Model, every layer), after verifying that each lies in no
+    class: a sequence in a class is Malformed (it would be counted twice)."""
+    from . import forward
+
+    for t in residue:
+        charge(0)  # the clock
+        if in_class(keyed, t, merged):
+            raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
+    if not residue:
+        return 0
+    charge(len(residue) * forward._sequence_cost(dims))  # as forward_brute_force, up front
+    model = forward._Model(dims, mats, charge)  # charges and holds its own tables
+    return sum(forward._certified(model.logits(t), max(t)) for t in residue)

@@ -3,8 +3,10 @@ spec/rules.md §family_gap on several layers): every class (q, m, S, g), or merg
 M(q, m, i0, g) under merge=always / lossless, proved by the float64 mirror of
 overwhelm_deep (`overwhelm_deep.deep_margins`) over the class's product set
 (`ProductClaim`), the smallest proving gap by bisection (a smaller alphabet only shrinks
-every box).  No boxes and no residue on several layers; options sample, min_size and jobs
-as on one layer (jobs is ignored here: the search is serial).
+every box); then, within the budget, a residue as on one layer (the sequences outside every
+class whose float64 margin is clear), kept only where the checker's own forward pass
+certifies them.  No boxes on several layers; options sample, min_size and jobs as on one
+layer (jobs is ignored here: the search is serial; a sampled certificate has no residue).
 """
 
 from __future__ import annotations
@@ -90,10 +92,22 @@ def confirmed(dims, mats: dict, classes: list) -> list:
     return kept
 
 
-def certify(trace, options, keys: list, pairs, inputs, progress=False):
+def certified_residue(dims, mats: dict, candidates) -> list:
+    """The candidates the checker's forward pass (forward_brute_force's _Model, every layer)
+    certifies correct, as lists of ints."""
+    from checker.rules import forward
+
+    model = forward._Model(dims, mats, lambda work: None)
+    return [list(map(int, t)) for t in candidates
+            if forward._certified(model.logits(tuple(map(int, t))), int(max(t)))]
+
+
+def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: int,
+            progress=False):
     """(the rule line, claim, notes) for a model with several layers.  From family_gap's
     certify (which this module does not import: no cycle): keys every (q, m, S), pairs the
-    sampled (q, m) or None, inputs() the checker's inputs (family_gap.checker_inputs)."""
+    sampled (q, m) or None, inputs() the checker's inputs (family_gap.checker_inputs),
+    residue(classes, limit) family_gap's residue candidates with a clear float64 margin."""
     from . import NotApplicable
 
     d = trace.dims
@@ -109,10 +123,17 @@ def certify(trace, options, keys: list, pairs, inputs, progress=False):
     if work > options.budget:
         raise NotApplicable(f"the {len(classes)} classes found need ~{work:.1e} interval "
                             f"operations in the checker (over the budget {options.budget:.0e})")
-    claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes)
+    limit = min(residue_limit, (options.budget - work) // forward._sequence_cost(d))
+    rest = []
+    if pairs is None and limit > 0:
+        rest = certified_residue(d, inputs(), residue(classes, limit))
+        work += len(rest) * forward._sequence_cost(d)  # (and _Model's tables and positions)
+    claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes) + len(rest)
     hints = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g, h]
                          for q, m, fixed, g, h in classes]}
+    if rest:
+        hints["residue"] = rest
     line = trace.rule("family_gap", list(forward.inputs(d)), claim, hints)
-    return line, claim, {"classes": len(classes), "residue": 0, "checker_work": work,
+    return line, claim, {"classes": len(classes), "residue": len(rest), "checker_work": work,
                          "merged": sum(type(c[2]) is int for c in classes),
                          "layers": d.family.n_layers}
