@@ -475,3 +475,44 @@ def test_bulk_task_on_deep_and_gated_families_same_count_same_work(family_name):
         forward_arb.CHUNK_ELEMENTS = original
     assert arb == mp
     assert 0 < mp[1][0] < task.pairs()
+
+
+# -- an indeterminate ball at a smooth activation (fuzz_deep s2026_16_L3_tie) ----------------
+
+@pytest.mark.parametrize("act", ["silu", "gelu", "gelu_new", "gelu_fast"])
+def test_an_indeterminate_ball_activates_to_the_whole_line(act):
+    """A NaN or infinite ball (Arb: any real) gives the whole line, which contains f(t) for
+    every t and certifies nothing; before, the check stopped with an internal error."""
+    model = forward_arb._BulkModel.__new__(forward_arb._BulkModel)
+    model.zero, model.arb, model.f = ARB.zero, ARB.arb, Family(d_mlp=3, act_fn=act)
+    model.charge = lambda work: None
+    nan, wide = ARB.arb("nan"), ARB.arb(0, float("inf"))
+    out = model.activate([nan, wide, ARB.point(0.5)])
+    for y in out[:2]:
+        assert not y.is_finite() and not (y > 0) and not (y < 0)
+        assert y.contains(ARB.arb(10.0 ** 30)) and y.contains(ARB.arb(-0.25))
+    assert out[2].is_finite()
+
+
+def test_the_fuzz_model_with_huge_scores_gets_one_verdict_from_both_backends(tmp_path):
+    """The three-layer SiLU model of benchmarks/fuzz_deep.py (seed 2026, model 16): its
+    softmax of huge scores made an Arb ball NaN, which stopped the Arb check with an internal
+    error while mpmath verified; now both give the same count."""
+    import sys
+
+    import numpy as np
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import fuzz_deep
+
+    from generator.cli import generate
+    from generator.modelfile import save_model
+
+    fw, _ = fuzz_deep.make_model(np.random.default_rng([2026, 16, 21]))
+    path = tmp_path / "m.pt"
+    save_model(path, fw, None)
+    lines, _ = generate(str(path), "forward-brute-force", float_shadow=False)
+    cert = tmp_path / "c.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    counts = [check_file(str(cert), Limits(), str(path), 1, arith).facts.correct
+              for arith in (MPMATH, ARB)]
+    assert counts[0] == counts[1]

@@ -56,6 +56,7 @@ the clock is checked at every chunk and every table row.
 from __future__ import annotations
 
 import itertools
+import math
 
 from mpmath import iv
 from mpmath.libmp import from_man_exp, round_ceiling, round_floor
@@ -495,6 +496,10 @@ class _BulkModel:
             times = 1 if charged is None else charged[index // width]
             if x.is_finite() and x.rad() <= narrow:
                 out.append(smooth(x))
+                composed += times
+            elif not x.is_finite():  # NaN or infinite: Arb's indeterminate ball, any real (a
+                # softmax of huge scores can give one where mpmath's intervals stay finite)
+                out.append(self.arb(0, math.inf))  # the whole line: it contains f(t)
                 composed += times
             else:
                 out.append(self._from_iv(elementary.activation_interval(act, self._to_iv(x),
