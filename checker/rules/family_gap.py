@@ -90,7 +90,8 @@ from .family_gap_jobs import Meter, Prover, combine, run_in_workers, workers
 ARITHMETICS = ("mpmath", "arb")  # arb: the class proofs on the fast path (family_gap_arb.py)
 INPUT_ARITHMETIC = "mpmath"  # certificate.py: the inputs are mpmath intervals whatever arith
 # float32: one layer, LN, no parallel / gated MLP (family_gap_float32.py, spec/rules.md §Rule
-# family_gap under the float32 semantics); certificate.py passes mpmath for it
+# family_gap under the float32 semantics), or several layers (family_gap_deep.py with
+# overwhelm_deep_float32); certificate.py passes mpmath for it
 SEMANTICS = ("real", "float32")
 HINT_FIELDS = family.HINT_FIELDS  # as family_gap_classes.HINT_FIELDS
 
@@ -107,16 +108,16 @@ def check(dims, mats, hints, charge, jobs=1, arith=None, semantics="real"):
     float32: every binary32 execution (family_gap_float32.py)."""
     from ..certificate import hold
 
-    if semantics == "float32":
-        from . import family_gap_float32
-
-        return family_gap_float32.check(dims, mats, hints, charge)
-    if semantics != "real":
+    if semantics not in SEMANTICS:
         raise Malformed(f"rule family_gap: unknown semantics {semantics!r}")
     if dims.family.n_layers > 1 and dims.family.normalization not in ("RMS", "RMSPre"):
         from . import family_gap_deep  # overwhelm_deep's boxes per class (several layers)
 
-        return family_gap_deep.check(dims, mats, hints, charge)
+        return family_gap_deep.check(dims, mats, hints, charge, semantics)
+    if semantics == "float32":
+        from . import family_gap_float32
+
+        return family_gap_float32.check(dims, mats, hints, charge)
     if not dims.family.is_one_layer_dense:
         raise Malformed(f"family_gap supports one layer without a gated MLP, or several "
                         f"layers without RMS normalization, not n_layers = "

@@ -47,14 +47,29 @@ def claims(dims, classes: list):
     return (deep.ProductClaim(slots(dims, q, m, fixed, g), m) for q, m, fixed, g, _ in classes)
 
 
-def cost(dims, classes: list) -> int:
-    """The work the classes' checks charge (overwhelm_deep.cost per class)."""
+def cost(dims, classes: list, semantics: str = "real") -> int:
+    """The work the classes' checks charge (overwhelm_deep.cost per class; float32: plus
+    overwhelm_deep_float32.extra_cost)."""
+    if semantics == "float32":
+        from .overwhelm_deep_float32 import extra_cost
+
+        return sum(deep.cost(dims, c) + extra_cost(dims, c) for c in claims(dims, classes))
     return sum(deep.cost(dims, c) for c in claims(dims, classes))
 
 
-def check(dims, mats, hints, charge) -> tuple:
-    """(the number of sequences in the classes, the note), after proving every class."""
+def check(dims, mats, hints, charge, semantics: str = "real") -> tuple:
+    """(the number of sequences in the classes, the note), after proving every class.
+    semantics float32: every class by overwhelm_deep_float32 (Lemma W-deep over its product
+    set) and every residue sequence by forward_float32's pass: every binary32 execution."""
     from ..certificate import hold
+
+    prove, elements = deep.check, deep.elements
+    if semantics == "float32":
+        from . import overwhelm_deep_float32 as deep_f32
+
+        prove, elements = deep_f32.check, (lambda d, c: 2 * deep.elements(d, c))
+    elif semantics != "real":
+        raise Malformed(f"rule family_gap: unknown semantics {semantics!r}")
 
     if not (isinstance(hints, dict) and set(hints) in ({"classes"}, {"classes", "residue"})):
         raise Malformed('rule family_gap on several layers: hints must be {"classes": [[q, m, '
@@ -62,7 +77,7 @@ def check(dims, mats, hints, charge) -> tuple:
                         '(no box classes on several layers)')
     classes = parse_hints(hints, dims, charge, deep=True)
     residue = parse_residue(hints, dims, charge)
-    hold(charge, max((deep.hint_elements(dims, c) + deep.elements(dims, c)
+    hold(charge, max((deep.hint_elements(dims, c) + elements(dims, c)
                       for c in claims(dims, classes)), default=0),
          "one class's decoded hints and layer boxes")
 
@@ -72,18 +87,20 @@ def check(dims, mats, hints, charge) -> tuple:
     proven, worst = 0, None
     for (q, m, fixed, g, hint), claim in zip(classes, claims(dims, classes)):
         charge(0)  # the clock
-        smallest = deep.check(dims, mats, claim, hint, one_class)
+        smallest = prove(dims, mats, claim, hint, one_class)
         proven += class_size(dims, m, fixed, g)
-        if smallest is not None and (worst is None or smallest[0] < worst[0]):
+        if smallest and (worst is None or smallest[0] < worst[0]):  # (float32: "")
             worst = (smallest[0], f"(q={q}, m={m}, {describe(fixed)}, g={g}) logit "
                                   f"{smallest[2]}")
     keyed, merged, _ = class_index(classes)
-    certified = certified_residue(dims, mats, charge, residue, keyed, merged)
+    certified = certified_residue(dims, mats, charge, residue, keyed, merged, semantics)
     proven, _ = total(dims, classes, proven, certified, len(residue), merged, {},
                       "forward pass")  # <= v^k
     said = (f"{proven} sequences certified in {len(classes)} gap classes (q, m, S, g) "
             f"({len(merged)} merged (q, m, i0, g)) by {dims.family.n_layers} layers of boxes "
-            "(overwhelm_deep) and Lemma R at the last position")
+            "(overwhelm_deep) and Lemma R at the last position"
+            + ("; float32 semantics: every box widened by its float32 error (Lemma W-deep), "
+               "the residue by the float32 forward pass" if semantics == "float32" else ""))
     if residue:
         said += f", {certified} of {len(residue)} residue sequences by their forward pass"
     if worst is not None:
@@ -91,10 +108,12 @@ def check(dims, mats, hints, charge) -> tuple:
     return proven, said
 
 
-def certified_residue(dims, mats, charge, residue: list, keyed: dict, merged: dict) -> int:
+def certified_residue(dims, mats, charge, residue: list, keyed: dict, merged: dict,
+                      semantics: str = "real") -> int:
     """How many residue sequences their own forward pass proves correct (forward._certified
-    on forward_brute_force's _Model, every layer), after verifying that each lies in no
-    class: a sequence in a class is Malformed (it would be counted twice)."""
+    on forward_brute_force's model of `semantics`, every layer: _Model, or Float32Model for
+    every binary32 execution), after verifying that each lies in no class: a sequence in a
+    class is Malformed (it would be counted twice)."""
     from . import forward
 
     for t in residue:
@@ -104,5 +123,5 @@ def certified_residue(dims, mats, charge, residue: list, keyed: dict, merged: di
     if not residue:
         return 0
     charge(len(residue) * forward._sequence_cost(dims))  # as forward_brute_force, up front
-    model = forward._Model(dims, mats, charge)  # charges and holds its own tables
+    model = forward.model_class(semantics)(dims, mats, charge)  # charges, holds its tables
     return sum(forward._certified(model.logits(t), max(t)) for t in residue)

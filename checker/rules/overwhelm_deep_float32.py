@@ -59,7 +59,7 @@ from ..errors import Rejected
 from ..numbers import below_zero, exp_interval, up_add, upper
 from . import forward_model
 from . import overwhelm_deep as deep
-from .overwhelm import positions
+from .overwhelm_deep import positions  # a product claim's too (family_gap)
 from .overwhelm_family_bounds import _upper_ratio, alphabet, centred, centred_rows, dot
 
 U = float(fp.U)
@@ -408,8 +408,9 @@ def extra_cost(dims, claim) -> int:
     and the final norm and unembedding bounds (v·(H·(slots + h·d) + 2d))."""
     f, d, h, v = dims.family, dims.d_model, dims.d_head, dims.d_vocab
     n_states = sum(len(t) for t in deep.token_sets(dims, claim))
-    slots = len(claim.prefix) + 1 + (max(positions(claim)) - len(claim.prefix)) * len(
-        alphabet(dims, claim))
+    # the widest attention, at the last query position: prefix + |A| per free position + 1
+    # (a product claim: Σ_i |sets[i]| + 1), as overwhelm_deep.cost
+    slots = sum(len(t) for t in deep.attended(dims, claim, max(positions(claim)), claim.query))
     per_state = f.n_heads * (d * (slots + h * d) + slots * 2 * h + 2 * d * h) + 10 * d * d
     final = len(positions(claim)) * v * (f.n_heads * (slots + h * d) + 4 * d)
     return f.n_layers * n_states * per_state + final
@@ -467,6 +468,8 @@ def check(dims, m, claim, hints, charge, record: dict | None = None, confirm_by=
         if record is not None:
             record[("layer", index)] = layer
         boxes, mags = new, new_mags
+    if isinstance(claim, deep.ProductClaim):  # family_gap's class: its caller writes the note
+        return ""
     n = deep.completions(dims, claim)
     return (f"output {claim.output} forced at {len(qs)} length(s), {len(alphabet(dims, claim))} "
             f"free token(s) ({n} completions), {f.n_heads} head(s), {f.n_layers} layers "

@@ -826,17 +826,18 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
             residue_limit=RESIDUE_LIMIT, semantics="real"):
     d = trace.dims
     f = d.family
-    if f.n_layers > 1 and f.normalization not in ("RMS", "RMSPre") and semantics == "real":
+    if f.n_layers > 1 and f.normalization not in ("RMS", "RMSPre") and \
+            semantics in ("real", "float32"):
         from . import family_gap_deep  # overwhelm_deep's boxes per class
 
         return family_gap_deep.certify(
             trace, options, list(class_keys(d.d_vocab, d.n_ctx)),
             sampled_pairs(d.d_vocab, options.sample), lambda: checker_inputs(trace),
             lambda classes, limit: residue(trace.weights, classes, limit), residue_limit,
-            progress)
+            progress, semantics)
     if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
         raise NotApplicable("rule family_gap supports one layer without a gated MLP, or "
-                            "several layers under the real semantics, and no RMS "
+                            "several layers, and no RMS "
                             "normalization (use --strategy forward-brute-force)")
     if semantics == "float32":
         from checker.errors import Rejected

@@ -75,39 +75,79 @@ def find_classes(weights, dims, keys: list, merge: str, min_size: int, pairs,
     return out
 
 
-def confirmed(dims, mats: dict, classes: list) -> list:
-    """The classes the checker's own code (overwhelm_deep on the class's product set)
-    confirms on the recorded inputs `mats` (family_gap.checker_inputs)."""
+def float32_confirmed(weights, dims, mats: dict, classes: list, extra_gaps: int = 2,
+                      progress=False) -> list:
+    """semantics == float32: per class (from the real search), the float64 mirror's hints
+    with the float32 slacks (overwhelm_family.F32_SLACKS, each as `overwhelm_deep.margins`
+    takes it: a λ slack and box inflation of rel/100) at the real gap and up to extra_gaps
+    larger ones, each checked by the checker's overwhelm_deep_float32 on the class's product
+    set (untrusted use); the first that passes is kept, a class none proves is dropped."""
     from checker.errors import Malformed, Rejected
-    from checker.rules import overwhelm_deep
+    from checker.rules import overwhelm_deep_float32
 
+    from .overwhelm_family import F32_SLACKS
+
+    kept = []
+    for q, m, fixed, g0, _ in progress_bar(classes, "family-gap float32 classes", progress):
+        last = m if type(fixed) is int or len(fixed) < dims.n_ctx - 1 else g0
+        found = None
+        for g in range(g0, min(last, g0 + extra_gaps) + 1):
+            claim = ProductClaim(rule.slots(dims, q, m, fixed, g), m)
+            for rel in F32_SLACKS:
+                margin = deep_margins(weights, claim, rel / 100, rel / 100)
+                if not np.isfinite(margin.worst) or margin.worst >= -TOL * margin.scale:
+                    continue
+                try:
+                    overwhelm_deep_float32.check(dims, mats, claim, margin.hints,
+                                                 lambda work: None)
+                except (Rejected, Malformed, ArithmeticError):
+                    continue
+                found = (q, m, fixed, g, margin.hints)
+                break
+            if found is not None:
+                break
+        if found is not None:
+            kept.append(found)
+    return kept
+
+
+def confirmed(dims, mats: dict, classes: list, semantics: str = "real") -> list:
+    """The classes the checker's own code (overwhelm_deep, or overwhelm_deep_float32 under
+    the float32 semantics, on the class's product set) confirms on the recorded inputs
+    `mats` (family_gap.checker_inputs)."""
+    from checker.errors import Malformed, Rejected
+    from checker.rules import overwhelm_deep, overwhelm_deep_float32
+
+    prove = overwhelm_deep_float32.check if semantics == "float32" else overwhelm_deep.check
     d, kept = dims, []
     for q, m, fixed, g, hint in classes:
         claim = ProductClaim(rule.slots(d, q, m, fixed, g), m)
         try:
-            overwhelm_deep.check(d, mats, claim, hint, lambda work: None)
+            prove(d, mats, claim, hint, lambda work: None)
         except (Rejected, Malformed, ArithmeticError):
             continue
         kept.append((q, m, fixed, g, hint))
     return kept
 
 
-def certified_residue(dims, mats: dict, candidates) -> list:
-    """The candidates the checker's forward pass (forward_brute_force's _Model, every layer)
-    certifies correct, as lists of ints."""
+def certified_residue(dims, mats: dict, candidates, semantics: str = "real") -> list:
+    """The candidates the checker's forward pass (forward_brute_force's model of `semantics`,
+    every layer) certifies correct, as lists of ints."""
     from checker.rules import forward
 
-    model = forward._Model(dims, mats, lambda work: None)
+    model = forward.model_class(semantics)(dims, mats, lambda work: None)
     return [list(map(int, t)) for t in candidates
             if forward._certified(model.logits(tuple(map(int, t))), int(max(t)))]
 
 
 def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: int,
-            progress=False):
+            progress=False, semantics: str = "real"):
     """(the rule line, claim, notes) for a model with several layers.  From family_gap's
     certify (which this module does not import: no cycle): keys every (q, m, S), pairs the
     sampled (q, m) or None, inputs() the checker's inputs (family_gap.checker_inputs),
-    residue(classes, limit) family_gap's residue candidates with a clear float64 margin."""
+    residue(classes, limit) family_gap's residue candidates with a clear float64 margin.
+    semantics float32: every class and residue sequence confirmed by the checker's float32
+    code (the float64 search bounds the real model only)."""
     from . import NotApplicable
 
     d = trace.dims
@@ -117,16 +157,18 @@ def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: i
                            progress)
     from checker.rules import family_gap_deep, forward
 
-    if options.confirm == "on":
+    if semantics == "float32":  # the float64 search bounds the real model only
+        classes = float32_confirmed(trace.weights, d, inputs(), classes, progress=progress)
+    elif options.confirm == "on":
         classes = confirmed(d, inputs(), classes)
-    work = family_gap_deep.cost(d, classes)
+    work = family_gap_deep.cost(d, classes, semantics)
     if work > options.budget:
         raise NotApplicable(f"the {len(classes)} classes found need ~{work:.1e} interval "
                             f"operations in the checker (over the budget {options.budget:.0e})")
     limit = min(residue_limit, (options.budget - work) // forward._sequence_cost(d))
     rest = []
     if pairs is None and limit > 0:
-        rest = certified_residue(d, inputs(), residue(classes, limit))
+        rest = certified_residue(d, inputs(), residue(classes, limit), semantics)
         work += len(rest) * forward._sequence_cost(d)  # (and _Model's tables and positions)
     claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes) + len(rest)
     hints = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g, h]

@@ -1,0 +1,143 @@
+"""Rule family_gap on several layers under the float32 semantics (spec/rules.md §family_gap on
+several layers, float32; checker/rules/family_gap_deep.py with overwhelm_deep_float32).
+
+- Enumeration: on the trained two-layer models of tests/test_family_gap_deep.py (LN + MLP;
+  attention only with RoPE and two heads; LNPre with a parallel MLP), every sequence an
+  accepted float32 certificate counts (its classes' and its residue's) outputs max(t),
+  strictly, in five float32 evaluation orders (test_float32_overwhelm_deep's torch and numpy
+  passes); the float32 claim is at most the real one.
+- Mutants: the real certificate relabelled float32 is rejected (its tight real hints do not
+  cover the float32 widenings), an inflated float32 claim is rejected, and a float32 class
+  whose hints lose their float32 slack is rejected.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+
+import numpy as np
+import pytest
+from family_gap_models import replay
+from test_family_gap_deep import FAMILIES, model
+from test_float32_family_gap import relabelled
+from test_float32_overwhelm_deep import deep_float32_evaluations
+
+from checker.errors import Rejected
+from checker.rules import family_gap as rule
+from generator.certify.strategies import family_gap as strategy
+from generator.certify.trace import Trace
+
+TRAINED = [n for n in FAMILIES if n != "bad"]
+
+
+@functools.cache
+def lines_of(name: str, semantics: str) -> tuple:
+    trace = Trace(model(name), float_shadow=False)
+    options = strategy.Options.parse("family-gap:merge=always,confirm=off")
+    by, claim, _ = strategy.certify(trace, options=options, semantics=semantics)
+    return tuple(relabelled(list(trace.lines(options.name(), by, claim, {}, {})), semantics))
+
+
+def _rule(lines) -> dict:
+    return next(json.loads(x) for x in lines if '"kind":"rule"' in x)
+
+
+def _with_rule(lines, edit) -> list:
+    out = []
+    for x in lines:
+        obj = json.loads(x)
+        if obj.get("kind") == "rule":
+            edit(obj)
+        out.append(json.dumps(obj, separators=(",", ":")))
+    return out
+
+
+def counted(dims, lines) -> np.ndarray:
+    hints, seqs = _rule(lines)["hints"], []
+    for q, m, s, g, _ in hints["classes"]:
+        fixed = s["first"] if isinstance(s, dict) else tuple(s)
+        seqs += list(itertools.product(*rule.slots(dims, q, m, fixed, g)))
+    seqs += [tuple(t) for t in hints.get("residue", [])]
+    assert len(set(seqs)) == len(seqs) == _rule(lines)["claim"]
+    return np.array(seqs, dtype=np.int64).reshape(-1, dims.n_ctx)
+
+
+def float32_correct(weights, tokens: np.ndarray) -> np.ndarray:
+    ok, top = np.ones(len(tokens), dtype=bool), tokens.max(axis=1)
+    for logits in deep_float32_evaluations(weights, tokens):
+        assert logits.dtype == np.float32
+        best = logits[np.arange(len(tokens)), top]
+        rest = logits.copy()
+        rest[np.arange(len(tokens)), top] = -np.inf
+        ok &= (rest < best[:, None]).all(axis=1)
+    return ok
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_every_counted_sequence_is_float32_correct(name):
+    w, lines = model(name), lines_of(name, "float32")
+    report = replay(list(lines))
+    assert report.facts.semantics == "float32"
+    assert report.facts.correct == _rule(lines)["claim"]
+    seqs = counted(w.dims, lines)
+    assert len(_rule(lines)["hints"]["classes"]) > 0  # classes, not only a residue
+    assert float32_correct(w, seqs).all()
+    assert len(seqs) <= _rule(lines_of(name, "real"))["claim"]
+
+
+def _classes_only(lines) -> list:
+    """The certificate without its residue, claiming its classes' sizes only."""
+    claim, kept = _rule(lines)["claim"], _rule(lines)["claim"] - len(
+        _rule(lines)["hints"].get("residue", []))
+
+    def edit(obj):
+        obj["hints"].pop("residue", None)
+        obj["claim"] = kept
+    out = _with_rule(lines, edit)
+    head = json.loads(out[0])
+    head["theorem"] = head["theorem"].replace(f"correct >= {claim}", f"correct >= {kept}")
+    out[0] = json.dumps(head, separators=(",", ":"))
+    return out
+
+
+def test_the_real_classes_relabelled_float32_are_rejected():
+    """The real certificate's classes (its residue dropped: the float32 forward pass decides
+    a residue, a different test) claimed under float32: rejected; as real: accepted."""
+    real = _classes_only(lines_of("ln_mlp2", "real"))
+    assert _rule(real)["hints"]["classes"]
+    assert replay(real).facts.correct == _rule(real)["claim"]
+    with pytest.raises(Rejected, match="not confirmed|not negative"):
+        replay(relabelled(real, "float32"))
+
+
+def test_an_inflated_float32_claim_is_rejected():
+    lines = lines_of("ln_mlp2", "float32")  # 56 of 216: room to inflate
+
+    def edit(obj):
+        obj["claim"] += 1
+    bumped = _with_rule(lines, edit)
+    head = json.loads(bumped[0])
+    claim = _rule(lines)["claim"]
+    head["theorem"] = head["theorem"].replace(f"correct >= {claim}", f"correct >= {claim + 1}")
+    bumped[0] = json.dumps(head, separators=(",", ":"))
+    with pytest.raises(Rejected, match="proves"):
+        replay(bumped)
+
+
+def test_a_float32_class_with_the_real_hints_is_rejected():
+    """The first float32 class's hints replaced by the float64 mirror's real ones (no float32
+    slack): its float32 proof fails."""
+    from checker.rules.overwhelm_deep import ProductClaim
+    from generator.certify.strategies.overwhelm_deep import deep_margins
+
+    w, lines = model("ln_mlp2"), lines_of("ln_mlp2", "float32")
+    q, m, s, g, _ = _rule(lines)["hints"]["classes"][0]
+    fixed = s["first"] if isinstance(s, dict) else tuple(s)
+    tight = deep_margins(w, ProductClaim(rule.slots(w.dims, q, m, fixed, g), m)).hints
+
+    def edit(obj):
+        obj["hints"]["classes"][0][4] = tight
+    with pytest.raises(Rejected, match="not confirmed|not negative"):
+        replay(_with_rule(lines, edit))
