@@ -43,7 +43,10 @@ for p in (ROOT, ROOT / "benchmarks"):
 
 import fuzz_audit  # noqa: E402
 
+from checker import arith  # noqa: E402
+from checker.checkfile import check_file  # noqa: E402
 from checker.errors import Malformed, Rejected  # noqa: E402
+from checker.limits import Limits  # noqa: E402
 from checker.modelspec import ACTIVATIONS, Dims, Family, parameter_table  # noqa: E402
 from generator.certify.strategies import STRATEGIES, NotApplicable  # noqa: E402
 from generator.cli import generate  # noqa: E402
@@ -258,6 +261,81 @@ def audit_model(fw, tag, work, tally, rng):
                                    verdicts, fw.dims, tally)
 
 
+# ---- family_gap under the float32 semantics on deep models -------------------------------------
+
+def float32_logits(fw: FamilyWeights, tokens: np.ndarray) -> np.ndarray:
+    """One float32 execution (torch, FamilyTransformer in float32): logits at the last
+    position, (n, v)."""
+    import torch
+
+    from generator.model import FamilyTransformer
+
+    model = FamilyTransformer(fw.dims)
+    model.load_state_dict({k: torch.from_numpy(np.array(v, dtype=np.float32))
+                           for k, v in fw.params.items()}, strict=True)
+    with torch.no_grad():
+        return model(torch.from_numpy(np.asarray(tokens, dtype=np.int64))).numpy()
+
+
+def family_gap_members(lines, dims: Dims) -> list:
+    """Every sequence a family_gap rule line counts: its classes' and its residue."""
+    from checker.rules import family_gap as gap_rule
+
+    hints = next(json.loads(x) for x in lines if '"kind":"rule"' in x)["hints"]
+    out = []
+    for q, m, s, g, *_ in hints["classes"]:
+        fixed = s["first"] if isinstance(s, dict) else tuple(s)
+        out += list(itertools.product(*gap_rule.slots(dims, q, m, fixed, g)))
+    return out + [tuple(t) for t in hints.get("residue", [])]
+
+
+def audit_float32_family_gap(fw, path: Path, tag: str, work: Path, tally) -> None:
+    """`gen-cert --strategy family-gap --semantics float32`: an accepted certificate's every
+    counted sequence must have output max(t), strictly, in a float32 execution (torch), and
+    its claim + 1 must be refused."""
+    name = "family-gap float32"
+    try:
+        lines, _ = generate(str(path), "family-gap", float_shadow=False, semantics="float32")
+    except NotApplicable:
+        tally.certificates[name, "not applicable"] += 1
+        return
+    except Exception as err:  # noqa: BLE001 -- a generator crash is a finding
+        tally.certificates[name, "generator error"] += 1
+        tally.generator_errors.append(f"{tag} {name}: {type(err).__name__}: {err}"[:300])
+        return
+    cert = work / f"{tag}.family-gap-f32.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    try:
+        report = check_file(str(cert), Limits(), str(path), jobs=1, arith=arith.MPMATH)
+    except (Rejected, Malformed) as err:
+        tally.certificates[name, type(err).__name__.lower()] += 1
+        tally.generator_errors.append(f"{tag} {name}: checker refused: {err}"[:300])
+        return
+    tally.certificates[name, "accepted"] += 1
+    claim = report.facts.correct
+    tally.claimed += claim
+    seqs = np.array(family_gap_members(lines, fw.dims), dtype=np.int64).reshape(-1, fw.dims.n_ctx)
+    if len(seqs) != claim:
+        tally.false_theorems.append(f"{tag} {name}: claims {claim}, counts {len(seqs)}")
+    if len(seqs):
+        logits = float32_logits(fw, seqs)
+        top, rows = seqs.max(axis=1), np.arange(len(seqs))
+        best = logits[rows, top].copy()
+        logits[rows, top] = -np.inf
+        for t in seqs[~(logits.max(axis=1) < best)]:
+            tally.false_theorems.append(f"{tag} {name}: counts {tuple(t)}, wrong in float32")
+        tally.sequences_rechecked += len(seqs)
+    objs = [json.loads(x) for x in lines]
+    i = next(n for n, o in enumerate(objs) if o.get("kind") == "rule")
+    cert.write_text("\n".join(fuzz_audit._dump(objs, i, dict(objs[i], claim=claim + 1))) + "\n")
+    tally.mutants["float32 claim+1"] += 1
+    try:
+        check_file(str(cert), Limits(), str(path), jobs=1, arith=arith.MPMATH)
+    except (Rejected, Malformed):
+        return
+    tally.false_theorems.append(f"{tag} {name}: mutant claim+1 accepted")
+
+
 # ---- overwhelm claims on deep models (rule overwhelm_family on several layers) ------------------
 
 def overwhelm_truth(fw: FamilyWeights, claim) -> bool:
@@ -357,7 +435,7 @@ def audit_overwhelm(fw, path: Path, tag: str, work: Path, tally, rng, claims: in
 
 
 def run(models: int, seed: int, progress: bool = False,
-        overwhelm: int = 0) -> fuzz_audit.Tally:
+        overwhelm: int = 0, float32: bool = False) -> fuzz_audit.Tally:
     tally = fuzz_audit.Tally()
     with tempfile.TemporaryDirectory(prefix="maxk-fuzz-deep-") as tmp:
         for n in range(models):
@@ -367,6 +445,8 @@ def run(models: int, seed: int, progress: bool = False,
             tag = f"s{seed}_{n}_L{f.n_layers}{'g' if f.gated_mlp else ''}_{variant}"
             try:
                 audit_model(fw, tag, Path(tmp), tally, rng)
+                if float32:
+                    audit_float32_family_gap(fw, Path(tmp) / f"{tag}.pt", tag, Path(tmp), tally)
             except ArithmeticError as err:  # the CLI's "internal error" (fail closed): a finding
                 tally.generator_errors.append(f"{tag}: checker internal error: {err}"[:300])
             if overwhelm:
@@ -385,9 +465,13 @@ def main(argv=None) -> int:
     p.add_argument("--overwhelm", type=int, default=0, metavar="N",
                    help="also N random overwhelm claims per model with n_layers >= 2 "
                         "(rule overwhelm_family on several layers), with hint mutants")
+    p.add_argument("--float32", action="store_true",
+                   help="also a family-gap certificate under --semantics float32 per model, "
+                        "every counted sequence re-run in float32 (torch)")
     args = p.parse_args(argv)
     started = time.monotonic()
-    tally = run(args.models, args.seed, progress=True, overwhelm=args.overwhelm)
+    tally = run(args.models, args.seed, progress=True, overwhelm=args.overwhelm,
+                float32=args.float32)
     print(json.dumps(tally.summary(), indent=1))
     for line in tally.false_theorems + tally.generator_errors:
         print(line)

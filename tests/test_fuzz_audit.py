@@ -75,6 +75,20 @@ def test_deep_and_gated_slice_has_no_false_theorem():
 
 
 
+def test_deep_float32_family_gap_slice_has_no_false_theorem():
+    """Issue 23: random deep models, family-gap under --semantics float32 (classes by
+    overwhelm_deep_float32, residue by the float32 forward pass): every counted sequence
+    correct in a float32 execution, claim + 1 refused (benchmarks/fuzz_deep.py --float32)."""
+    import fuzz_deep
+
+    tally = fuzz_deep.run(models=4, seed=31, float32=True)
+    s = tally.summary()
+    assert s["false_theorems"] == 0, tally.false_theorems
+    assert s["generator_errors"] == 0, tally.generator_errors
+    assert s["certificates"].get("family-gap float32:accepted", 0) > 0, s
+    assert s["mutants"].get("float32 claim+1", 0) > 0, s
+
+
 def test_deep_overwhelm_slice_has_no_false_theorem():
     """Issue 21: random free overwhelm claims on random deep models (rule overwhelm_family on
     several layers, benchmarks/fuzz_deep.py --overwhelm), every accepted claim and mutant

@@ -814,12 +814,34 @@ def float32_confirmed(trace, classes: list, progress=False, hints: str = "f64") 
 
 
 def float32_residue(trace, candidates) -> list:
-    """The residue candidates the checker's float32 forward pass certifies (untrusted use)."""
+    """The residue candidates the checker's float32 forward pass certifies (untrusted use);
+    a pass that may overflow (float32.Overflow, a Rejected) certifies nothing."""
     from checker.rules.forward_float32 import Float32Model
 
-    model = Float32Model(trace.dims, checker_inputs(trace), lambda work: None)
-    return [t for t in candidates
-            if forward._certified(model.logits(tuple(map(int, t))), int(max(t)))]
+    return certified_by(lambda: Float32Model(trace.dims, checker_inputs(trace),
+                                             lambda work: None), candidates)
+
+
+def certified_by(make_model, candidates) -> list:
+    """The candidates (token tuples) the checker's forward model certifies correct, as
+    lists of ints (forward._certified); none if the model cannot be built, and not those
+    whose pass the checker refuses (a Rejected: a float32 overflow), since the checker would
+    then refuse the certificate."""
+    from checker.errors import Rejected
+
+    try:
+        model = make_model()
+    except Rejected:
+        return []
+    out = []
+    for t in candidates:
+        t = tuple(map(int, t))
+        try:
+            if forward._certified(model.logits(t), max(t)):
+                out.append(list(t))
+        except Rejected:
+            continue
+    return out
 
 
 def certify(trace, progress=False, options: Options = Options(), confirm=True,
@@ -834,7 +856,7 @@ def certify(trace, progress=False, options: Options = Options(), confirm=True,
             trace, options, list(class_keys(d.d_vocab, d.n_ctx)),
             sampled_pairs(d.d_vocab, options.sample), lambda: checker_inputs(trace),
             lambda classes, limit: residue(trace.weights, classes, limit), residue_limit,
-            progress, semantics)
+            certified_by, progress, semantics)
     if not f.is_one_layer_dense or f.normalization in ("RMS", "RMSPre"):
         raise NotApplicable("rule family_gap supports one layer without a gated MLP, or "
                             "several layers, and no RMS "

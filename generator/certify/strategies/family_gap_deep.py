@@ -130,22 +130,24 @@ def confirmed(dims, mats: dict, classes: list, semantics: str = "real") -> list:
     return kept
 
 
-def certified_residue(dims, mats: dict, candidates, semantics: str = "real") -> list:
+def certified_residue(dims, mats: dict, candidates, certified_by,
+                      semantics: str = "real") -> list:
     """The candidates the checker's forward pass (forward_brute_force's model of `semantics`,
-    every layer) certifies correct, as lists of ints."""
+    every layer) certifies correct, as lists of ints (family_gap.certified_by, passed in:
+    no import cycle)."""
     from checker.rules import forward
 
-    model = forward.model_class(semantics)(dims, mats, lambda work: None)
-    return [list(map(int, t)) for t in candidates
-            if forward._certified(model.logits(tuple(map(int, t))), int(max(t)))]
+    return certified_by(lambda: forward.model_class(semantics)(dims, mats, lambda work: None),
+                        candidates)
 
 
 def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: int,
-            progress=False, semantics: str = "real"):
+            certified_by, progress=False, semantics: str = "real"):
     """(the rule line, claim, notes) for a model with several layers.  From family_gap's
     certify (which this module does not import: no cycle): keys every (q, m, S), pairs the
     sampled (q, m) or None, inputs() the checker's inputs (family_gap.checker_inputs),
-    residue(classes, limit) family_gap's residue candidates with a clear float64 margin.
+    residue(classes, limit) family_gap's residue candidates with a clear float64 margin,
+    certified_by family_gap.certified_by.
     semantics float32: every class and residue sequence confirmed by the checker's float32
     code (the float64 search bounds the real model only)."""
     from . import NotApplicable
@@ -168,7 +170,7 @@ def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: i
     limit = min(residue_limit, (options.budget - work) // forward._sequence_cost(d))
     rest = []
     if pairs is None and limit > 0:
-        rest = certified_residue(d, inputs(), residue(classes, limit), semantics)
+        rest = certified_residue(d, inputs(), residue(classes, limit), certified_by, semantics)
         work += len(rest) * forward._sequence_cost(d)  # (and _Model's tables and positions)
     claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes) + len(rest)
     hints = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g, h]
