@@ -13,7 +13,8 @@ float32 semantics; checker/rules/family_gap_float32.py).
 - Each float32 error term of the class proof is present (against an independent float64
   evaluation of the class's one sequence, as tests/test_float32_overwhelm_family.py).
 - Scope: LN, LNPre with a parallel MLP and no normalisation are proved (enumeration above);
-  RMS and a gated MLP refused by name; several layers are family_gap_deep's (tests/test_float32_family_gap_deep.py).
+  RMS and a gated MLP refused by name; several layers are family_gap_deep's
+  (tests/test_float32_family_gap_deep.py).
 """
 
 from __future__ import annotations

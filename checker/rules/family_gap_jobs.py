@@ -12,7 +12,8 @@ computed by the same code whichever process runs it.  What the split must also k
 - the memory limit: each worker builds its own query weights, output functionals and caches,
   held by the caller for every worker beyond the first before the workers start;
 - failing closed: a worker's Rejected or Malformed ends the check (pool.map_in_order), a
-  worker that dies fails it (BrokenProcessPool);
+  worker that dies fails it (BrokenProcessPool); the error named is that of the first class
+  not proved in (m, q, S) order, as in one process;
 - the note: the smallest slack over the classes, the first in the order (m, q, n) on ties,
   as the one-process loop finds it (`combine`).
 """
@@ -105,8 +106,10 @@ _SHARED: dict = {}  # the parent's prover and residue count, inherited by forked
 
 def run_in_workers(n: int, prover: Prover, blocks: list, count_residue, meter: Meter) -> tuple:
     """([prover.prove(b) for b in blocks], count_residue()), computed in n forked workers,
-    the largest blocks (and the residue) first; the work they charged is charged here."""
-    items = ["residue"] + sorted(range(len(blocks)), key=lambda b: -len(blocks[b]))
+    the residue first, then the blocks in order of m; the work they charged is charged here.
+    The results are read in that order, so the first class not proved in (m, q, S) order
+    names the error, as in one process."""
+    items = ["residue"] + list(range(len(blocks)))
     _SHARED.update(prover=prover, blocks=blocks, residue=count_residue, meter=meter)
     try:
         done = pool.map_in_order(n, _run_shared, items)

@@ -42,8 +42,9 @@ and for every m ≠ o, with N̄ = upper((X_{L−2} + c(b_O))·g_m) + Σ_j diff[j
     ⌈N̄/σ̂_f⌉ + ⌈b_f·D_m + Δb_U⌉ + D·|D_m| + e_m + e_o < 0,  e_t the unembedding's rounding.
 The hints are the real rule's ({"boxes", "diff"}); free claims only (permutation claims
 refused by name), or a product claim (rule family_gap's classes on several layers: its states
-and attended slots from overwhelm_deep's dispatch; returns "" for its caller's note).  Cost: overwhelm_deep.cost plus `extra_cost` (the widenings), charged
-before the work; mpmath only (whatever --arith).
+and attended slots from overwhelm_deep's dispatch; returns "" for its caller's note).
+Cost: overwhelm_deep.cost plus `extra_cost` (the widenings), charged before the work; mpmath
+only (whatever --arith).
 """
 
 from __future__ import annotations
