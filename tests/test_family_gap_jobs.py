@@ -28,9 +28,9 @@ def forked(monkeypatch):
     calls = []
     real = pool.map_in_order
 
-    def counted(jobs, fn, items):
+    def counted(jobs, fn, items, tick=None):
         calls.append((jobs, len(list(items))))
-        return real(jobs, fn, items)
+        return real(jobs, fn, items, tick)
 
     monkeypatch.setattr(jobs_mod, "FORK_MIN_OUTPUTS", 1)
     monkeypatch.setattr(pool, "map_in_order", counted)
@@ -140,3 +140,26 @@ def test_the_workers_caches_are_held_before_they_start(forked):
     with pytest.raises(Malformed, match="every worker's"):
         _replay(lines, "arb", 2, Limits(max_stored_elements=lo))
     assert not forked  # refused before any worker started
+
+
+def _slow(x):
+    import time
+
+    time.sleep(0.6)
+    return x * 2
+
+
+def test_the_parent_ticks_while_it_waits():
+    """pool.map_in_order calls `tick` while a worker runs (the time limit and the progress
+    line keep running in the parent), and an exception from the tick (a time limit) ends the
+    map."""
+    if not pool.can_fork():
+        pytest.skip("no fork on this platform")
+    ticks = []
+    assert pool.map_in_order(2, _slow, [1, 2, 3], tick=lambda: ticks.append(1)) == [2, 4, 6]
+    assert len(ticks) >= 2
+
+    def limit():
+        raise Malformed("checking took longer than 0 s")
+    with pytest.raises(Malformed, match="longer"):
+        pool.map_in_order(2, _slow, [1, 2], tick=limit)

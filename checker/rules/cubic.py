@@ -506,7 +506,7 @@ def _map(jobs, args, v):
         return [_count_q(*args, q) for q in range(v)]
     _SHARED["args"] = args
     try:
-        return pool.map_in_order(jobs, _count_q_shared, range(v))
+        return pool.map_in_order(jobs, _count_q_shared, range(v), tick=lambda: args[2](0))
     finally:
         _SHARED.clear()
 

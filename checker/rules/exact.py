@@ -536,7 +536,7 @@ def _map(jobs, args, queries, track=False):
         return [_residue_q(*args, q, None, track) for q in queries]
     _SHARED["args"], _SHARED["track"] = args, track
     try:
-        return pool.map_in_order(jobs, _residue_q_shared, queries)
+        return pool.map_in_order(jobs, _residue_q_shared, queries, tick=lambda: args[2](0))
     finally:
         _SHARED.clear()
 

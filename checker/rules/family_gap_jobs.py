@@ -112,7 +112,7 @@ def run_in_workers(n: int, prover: Prover, blocks: list, count_residue, meter: M
     items = ["residue"] + list(range(len(blocks)))
     _SHARED.update(prover=prover, blocks=blocks, residue=count_residue, meter=meter)
     try:
-        done = pool.map_in_order(n, _run_shared, items)
+        done = pool.map_in_order(n, _run_shared, items, tick=meter.tick)
     finally:
         _SHARED.clear()
     results = [None] * len(blocks)

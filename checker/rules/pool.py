@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 # a check with --jobs 1 never makes one)
 _LIVE: list[ProcessPoolExecutor] = []  # this process's open pools, newest last
 KILL_GRACE_SECONDS = 2.0  # after SIGTERM, how long a worker may take before SIGKILL
+TICK_SECONDS = 0.2  # map_in_order's tick while it waits
 
 
 def can_fork() -> bool:
@@ -40,13 +41,21 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def map_in_order(jobs: int, fn, items) -> list:
+def map_in_order(jobs: int, fn, items, tick=None) -> list:
     """[fn(x) for x in items], computed in `jobs` forked workers.  The first exception
     (a worker's Rejected, a limit, a dead worker's BrokenProcessPool, Ctrl-C, SIGTERM)
-    propagates and ends every worker."""
+    propagates and ends every worker.  tick: called every TICK_SECONDS while the parent
+    waits (the rule's clock: the time limit and a terminal's progress line keep running)."""
+    from concurrent.futures import wait
+
     with workers(jobs) as pool:
         futures = [pool.submit(fn, x) for x in items]
-        return [f.result() for f in futures]
+        out = []
+        for f in futures:
+            while tick is not None and not wait([f], timeout=TICK_SECONDS).done:
+                tick()
+            out.append(f.result())
+        return out
 
 
 @contextlib.contextmanager
