@@ -9,8 +9,10 @@ checker accepts is correct under the independent 200-bit forward pass
 and the count is the classes' sizes.  The boxes lemma for product sets directly: every box
 X_l(i, u) contains the float64 residual of every sequence its state stands for.  Mutants:
 box and diff hints tampered, a class relabelled to one holding a wrong sequence, keys out of
-order, boxes refused, a residue sequence inside a class, out of order or not correct, the cost
-charged.  The residue (sequences outside every class, each decided by its own forward pass):
+order, ill-formed boxes, a box meeting a class, a false box, a residue sequence inside a class
+or box, out of order or not correct, the cost charged.  Box classes (boxes=on): every sequence
+of every accepted box correct at 200 bits and disjoint from the rest.  The residue
+(sequences outside every class, each decided by its own forward pass):
 every listed sequence lies in no class and is correct at 200 bits.
 """
 
@@ -197,7 +199,7 @@ def test_a_class_holding_a_wrong_sequence_is_rejected():
     assert tried == 3
 
 
-def test_keys_out_of_order_and_boxes_are_malformed():
+def test_keys_out_of_order_and_ill_formed_boxes_are_malformed():
     lines = certificate("ln_mlp2")
     hints = _rule(lines)["hints"]
     swapped = {**hints, "classes": [hints["classes"][1], hints["classes"][0],
@@ -205,7 +207,86 @@ def test_keys_out_of_order_and_boxes_are_malformed():
     with pytest.raises(Malformed, match="not after the previous"):
         replay(_with_hints(lines, swapped))
     with pytest.raises(Malformed, match="several layers"):
-        replay(_with_hints(lines, {**hints, "boxes": []}))
+        replay(_with_hints(lines, {**hints, "extra": []}))
+    for bad in ([[0, 1, [[0, 0, 0], [0, 0, 1]]]],  # no hint
+                [[0, 1, [[0, 0, 0], [0, 0, 1]], {}, {}]],  # one-layer arity
+                [[0, 1, [[0, 1, 0], [0, 0, 1]], {}]]):  # hi = m: outside [0, m − 1]
+        with pytest.raises(Malformed, match="box 0"):
+            replay(_with_hints(lines, {**hints, "boxes": bad}))
+
+
+BOXES = "family-gap:merge=always,confirm=off,boxes=on"
+
+
+@pytest.mark.parametrize("name", [n for n in FAMILIES if n != "bad"])
+def test_every_sequence_of_every_accepted_box_is_correct(name):
+    """boxes=on: the boxes' sequences are correct at 200 bits and disjoint from every class,
+    box and residue sequence; the count is the sizes plus the residue."""
+    fw, lines = model(name), certificate(name, BOXES)
+    hints, dims = _rule(lines)["hints"], fw.dims
+    assert hints.get("boxes"), name  # the search finds some on every family
+    seen = set()
+    for q, m, s, g, _ in hints["classes"]:
+        fixed = s["first"] if isinstance(s, dict) else tuple(s)
+        seen.update(_members(dims, q, m, fixed, g))
+    boxed = 0
+    for q, m, sets, _ in hints["boxes"]:
+        box = rule.Box(tuple(x) for x in sets)
+        members = list(_members(dims, q, m, box, 0))
+        assert len(members) == rule.class_size(dims, m, box, 0)
+        for t in members:
+            assert t not in seen and _correct(fw, t), (name, q, m, sets, t)
+            seen.add(t)
+        boxed += len(members)
+    residue = [tuple(t) for t in hints.get("residue", [])]
+    assert not seen & set(residue)
+    assert replay(list(lines)).facts.correct == len(seen) + len(residue)
+    assert boxed > 0
+
+
+def test_a_box_meeting_a_class_or_holding_a_residue_sequence_is_malformed():
+    lines = certificate("ln_mlp2", BOXES)
+    hints, dims = _rule(lines)["hints"], model("ln_mlp2").dims
+    q, m, sets, h = hints["boxes"][0]
+    box = rule.Box(tuple(x) for x in sets)
+    j = next(i for i, (lo, hi, e) in enumerate(sets) if lo == m - 1 or lo <= hi)
+    grown = [list(x) for x in sets]
+    grown[j] = [0, m - 1, 0]  # the whole [0, m − 1] at its band position: meets its class
+    with pytest.raises(Malformed, match="meets another"):
+        replay(_with_hints(lines, {**hints, "boxes": [[q, m, grown, h]] + hints["boxes"][1:]}))
+    member = list(next(iter(_members(dims, q, m, box, 0))))
+    residue = sorted(hints.get("residue", []) + [member])
+    with pytest.raises(Malformed, match="lies in a class"):
+        replay(_with_hints(lines, {**hints, "residue": residue}))
+
+
+def test_a_false_box_is_rejected():
+    """On the barely trained model, a box holding a wrong sequence, with the float mirror's
+    hints for it, is not proved."""
+    from checker.rules.overwhelm_deep import ProductClaim
+    from generator.certify.strategies.overwhelm_deep import deep_margins
+
+    fw, lines = model("bad"), certificate("bad")
+    hints, dims = _rule(lines)["hints"], fw.dims
+    keyed, merged, _ = rule.class_index(rule.parse_hints(hints, dims, lambda w: None,
+                                                         deep=True))
+    residue = {tuple(t) for t in hints.get("residue", [])}
+    tried = 0
+    for t in itertools.product(range(dims.d_vocab), repeat=dims.n_ctx):
+        m, q = max(t), t[-1]
+        if t in residue or rule.in_class(keyed, t, merged) or _correct(fw, t) or q == m \
+                or list(t[:-1]).count(m) != 1:
+            continue
+        box = rule.Box(tuple((0, -1, 1) if u == m else (u, u, 0) for u in t[:-1]))
+        claim = ProductClaim(rule.slots(dims, q, m, box, 0), m)
+        forged = {**hints, "boxes": [[q, m, [list(x) for x in box],
+                                      deep_margins(fw, claim).hints]]}
+        with pytest.raises((Rejected, Malformed)):
+            replay(_with_hints(lines, forged))
+        tried += 1
+        if tried == 3:
+            break
+    assert tried == 3
 
 
 def _a_class_member(hints, dims):

@@ -229,33 +229,40 @@ def box_signature(dims, q: int, m: int, sets) -> str | None:
     return None
 
 
-def parse_boxes(hints, dims, charge, classes: list) -> list:
+def parse_boxes(hints, dims, charge, classes: list, deep: bool = False) -> list:
     """{"boxes": [[q, m, [[lo, hi, e], ...k−1], box, pre, diff, dir, dir_lo], ...]} ->
     [(q, m, Box, 0, {field: nested floats})], each well formed (`box_signature`, Lemma B1)
     and disjoint from every other box and every class of the same (q, m) (`check_disjoint`,
-    Lemma B2); the floats charged to the memory limit before any is decoded."""
+    Lemma B2); the floats charged to the memory limit before any is decoded.  deep (several
+    layers): [q, m, [[lo, hi, e], ...], hint] with the hint overwhelm_deep's, left to its
+    check (which charges and decodes it), as parse_hints(deep=True)."""
     from ..certificate import hold
 
     entries = hints.get("boxes", [])
     if not isinstance(entries, list):
         raise Malformed("rule family_gap: the boxes must be a list")
     k = dims.n_ctx
-    hold(charge, len(entries) * (hint_floats(dims) + 3 * k + 2), "hints")
+    fields = 1 if deep else len(HINT_FIELDS)
+    hold(charge, len(entries) * ((0 if deep else hint_floats(dims)) + 3 * k + 2), "hints")
     shapes, out = family.hint_shapes(dims), []
     for n, entry in enumerate(entries):
         charge(0)  # the clock
-        if not (isinstance(entry, list) and len(entry) == 3 + len(HINT_FIELDS)
+        if not (isinstance(entry, list) and len(entry) == 3 + fields
                 and type(entry[0]) is int and type(entry[1]) is int
                 and isinstance(entry[2], list) and len(entry[2]) == k - 1
                 and all(isinstance(x, list) and len(x) == 3 and all(type(y) is int for y in x)
                         for x in entry[2])):
             raise Malformed(f"rule family_gap: box {n} must be [q, m, [[lo, hi, e], ... "
-                            f"{k - 1} positions], {', '.join(HINT_FIELDS)}] with integers")
+                            f"{k - 1} positions], "
+                            f"{'hint' if deep else ', '.join(HINT_FIELDS)}] with integers")
         q, m, sets = entry[0], entry[1], Box(tuple(x) for x in entry[2])
         why = box_signature(dims, q, m, sets)
         if why is not None:
             raise Malformed(f"rule family_gap: box {n} (q={q}, m={m}, {list(map(list, sets))}):"
                             f" {why}")
+        if deep:
+            out.append((q, m, sets, 0, entry[3]))
+            continue
         arrays = {}
         for name, text in zip(HINT_FIELDS, entry[3:]):
             arrays[name] = decode_hint(text, shapes[name], f"hint {name} of box {n}")

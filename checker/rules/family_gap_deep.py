@@ -15,8 +15,10 @@ Hints {"classes": [[q, m, S, g, {"boxes": [...], "diff": [...]}], ...]} sorted b
 as on one layer; each class's hint is overwhelm_deep's for its ProductClaim.  Optionally
 "residue": sequences sorted and distinct, as on one layer: each verified to lie in no class
 (`in_class`, Lemmas G1 / G5) and decided by its own forward pass (forward_brute_force's
-_Model over every layer); the certified ones are added.  Boxes are not accepted on several
-layers (Malformed).
+_Model over every layer); the certified ones are added.  Optionally "boxes": [[q, m,
+[[lo, hi, e], ...k−1], hint], ...]: box classes (Lemmas B1–B2, checked by family_gap's
+`parse_boxes`: well formed, disjoint from every class and box of their (q, m)), each a product
+set proved like a class, its hint overwhelm_deep's for its ProductClaim.
 Cost: overwhelm_deep's `cost` per class, charged by its check before the class's tables; a
 forward pass per residue sequence (forward_brute_force's per-sequence charge, and its
 tables and positions as _Model computes them).
@@ -33,6 +35,7 @@ from .family_gap_classes import (
     class_size,
     describe,
     in_class,
+    parse_boxes,
     parse_hints,
     parse_residue,
     slots,
@@ -71,11 +74,13 @@ def check(dims, mats, hints, charge, semantics: str = "real") -> tuple:
     elif semantics != "real":
         raise Malformed(f"rule family_gap: unknown semantics {semantics!r}")
 
-    if not (isinstance(hints, dict) and set(hints) in ({"classes"}, {"classes", "residue"})):
+    if not (isinstance(hints, dict) and "classes" in hints
+            and set(hints) <= {"classes", "boxes", "residue"}):
         raise Malformed('rule family_gap on several layers: hints must be {"classes": [[q, m, '
-                        'S, g, {"boxes": ..., "diff": ...}], ...]} and optionally "residue" '
-                        '(no box classes on several layers)')
+                        'S, g, {"boxes": ..., "diff": ...}], ...]} and optionally "boxes": '
+                        '[[q, m, [[lo, hi, e], ...], hint], ...] and "residue"')
     classes = parse_hints(hints, dims, charge, deep=True)
+    classes = classes + parse_boxes(hints, dims, charge, classes, deep=True)
     residue = parse_residue(hints, dims, charge)
     hold(charge, max((deep.hint_elements(dims, c) + elements(dims, c)
                       for c in claims(dims, classes)), default=0),
@@ -92,12 +97,15 @@ def check(dims, mats, hints, charge, semantics: str = "real") -> tuple:
         if smallest and (worst is None or smallest[0] < worst[0]):  # (float32: "")
             worst = (smallest[0], f"(q={q}, m={m}, {describe(fixed)}, g={g}) logit "
                                   f"{smallest[2]}")
-    keyed, merged, _ = class_index(classes)
-    certified = certified_residue(dims, mats, charge, residue, keyed, merged, semantics)
-    proven, _ = total(dims, classes, proven, certified, len(residue), merged, {},
+    keyed, merged, boxes = class_index(classes)
+    certified = certified_residue(dims, mats, charge, residue, keyed, merged, semantics, boxes)
+    proven, _ = total(dims, classes, proven, certified, len(residue), merged, boxes,
                       "forward pass")  # <= v^k
-    said = (f"{proven} sequences certified in {len(classes)} gap classes (q, m, S, g) "
-            f"({len(merged)} merged (q, m, i0, g)) by {dims.family.n_layers} layers of boxes "
+    n_boxes = sum(len(b) for b in boxes.values())
+    said = (f"{proven} sequences certified in {len(classes) - n_boxes} gap classes (q, m, S, g) "
+            f"({len(merged)} merged (q, m, i0, g))"
+            f"{f' and {n_boxes} box classes' if n_boxes else ''} by {dims.family.n_layers} "
+            "layers of boxes "
             "(overwhelm_deep) and Lemma R at the last position"
             + ("; float32 semantics: every box widened by its float32 error (Lemma W-deep), "
                "the residue by the float32 forward pass" if semantics == "float32" else ""))
@@ -109,7 +117,7 @@ def check(dims, mats, hints, charge, semantics: str = "real") -> tuple:
 
 
 def certified_residue(dims, mats, charge, residue: list, keyed: dict, merged: dict,
-                      semantics: str = "real") -> int:
+                      semantics: str = "real", boxes: dict | None = None) -> int:
     """How many residue sequences their own forward pass proves correct (forward._certified
     on forward_brute_force's model of `semantics`, every layer: _Model, or Float32Model for
     every binary32 execution), after verifying that each lies in no class: a sequence in a
@@ -118,7 +126,7 @@ def certified_residue(dims, mats, charge, residue: list, keyed: dict, merged: di
 
     for t in residue:
         charge(0)  # the clock
-        if in_class(keyed, t, merged):
+        if in_class(keyed, t, merged, boxes):
             raise Malformed(f"rule family_gap: residue sequence {list(t)} lies in a class")
     if not residue:
         return 0

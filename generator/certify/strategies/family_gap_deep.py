@@ -5,7 +5,8 @@ overwhelm_deep (`overwhelm_deep.deep_margins`) over the class's product set
 (`ProductClaim`), the smallest proving gap by bisection (a smaller alphabet only shrinks
 every box); then, within the budget, a residue as on one layer (the sequences outside every
 class whose float64 margin is clear), kept only where the checker's own forward pass
-certifies them.  No boxes on several layers; options sample, min_size and jobs as on one
+certifies them; with boxes=on (real semantics), box classes for the band a class's gap
+misses (`find_boxes`).  Options sample, min_size and jobs as on one
 layer (jobs is ignored here: the search is serial; a sampled certificate has no residue).
 """
 
@@ -73,6 +74,55 @@ def find_classes(weights, dims, keys: list, merge: str, min_size: int, pairs,
                     found = [(q, m, i0, *merged)]
         out.extend(c for c in found if rule.class_size(dims, m, c[2], c[3]) >= min_size)
     return out
+
+
+def find_boxes(weights, dims, classes: list, min_size: int = 0, progress=False) -> list:
+    """Box classes (spec/rules.md §box classes, Lemmas B1–B3) for the inputs a class misses
+    by its gap: for each class with g >= 2 and each of its free positions j, the box with the
+    band [m − g + 1, m − 1] (no m) at j and the class's own sets elsewhere, kept if the float64
+    mirror of overwhelm_deep proves it over its product set and it holds >= min_size
+    sequences.  Boxes of one class are disjoint at their band positions (band against the
+    class's set there); every kept box is also checked disjoint from the classes and boxes
+    kept before it of its (q, m) (rule.sets_disjoint, Lemma B2), as the checker will."""
+    kept, seen = [], {}
+    for q, m, fixed, g, _ in classes:
+        seen.setdefault((q, m), []).append(rule.position_sets(dims, m, fixed, g))
+    for q, m, fixed, g, _ in progress_bar(classes, "family-gap boxes", progress):
+        if g < 2:
+            continue
+        sets = rule.position_sets(dims, m, fixed, g)
+        for j, (lo, hi, _e) in enumerate(sets):
+            if lo > hi:  # a position holding m only
+                continue
+            box = rule.Box(tuple((m - g + 1, m - 1, 0) if i == j else x
+                                 for i, x in enumerate(sets)))
+            if rule.box_signature(dims, q, m, box) is not None or \
+                    rule.class_size(dims, m, box, 0) < max(1, min_size):
+                continue
+            if not all(any(rule.sets_disjoint(a, b) for a, b in zip(box, other))
+                       for other in seen[(q, m)]):
+                continue
+            found = deep_margins(weights, ProductClaim(rule.slots(dims, q, m, box, 0), m))
+            if not np.isfinite(found.worst) or found.worst >= -TOL * found.scale:
+                continue
+            kept.append((q, m, box, 0, found.hints))
+            seen[(q, m)].append(list(box))
+    return kept
+
+
+def within(dims, boxes: list, room: int) -> list:
+    """The boxes with the most sequences per unit of checker work whose cost fits in room."""
+    from checker.rules import family_gap_deep
+
+    ranked = sorted(boxes, key=lambda b: -rule.class_size(dims, b[1], b[2], 0)
+                    / max(1, family_gap_deep.cost(dims, [b])))
+    out = []
+    for b in ranked:
+        c = family_gap_deep.cost(dims, [b])
+        if c <= room:
+            out.append(b)
+            room -= c
+    return sorted(out, key=lambda b: (b[0], b[1]))
 
 
 def float32_confirmed(weights, dims, mats: dict, classes: list, extra_gaps: int = 2,
@@ -153,8 +203,9 @@ def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: i
     from . import NotApplicable
 
     d = trace.dims
-    if options.boxes != "off" or options.hints != "f64":
-        raise NotApplicable("family-gap on several layers: no boxes and hints=f64 only")
+    if options.hints != "f64" or (options.boxes != "off" and semantics != "real"):
+        raise NotApplicable("family-gap on several layers: hints=f64 only, and box classes "
+                            "under the real semantics only")
     classes = find_classes(trace.weights, d, keys, options.merge, options.min_size, pairs,
                            progress)
     from checker.rules import family_gap_deep, forward
@@ -167,17 +218,29 @@ def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: i
     if work > options.budget:
         raise NotApplicable(f"the {len(classes)} classes found need ~{work:.1e} interval "
                             f"operations in the checker (over the budget {options.budget:.0e})")
+    boxes = []
+    if options.boxes == "on":
+        boxes = within(d, find_boxes(trace.weights, d, classes, options.min_size, progress),
+                       options.budget - work)
+        if options.confirm == "on":
+            boxes = confirmed(d, inputs(), boxes)
+        work += family_gap_deep.cost(d, boxes)
     limit = min(residue_limit, (options.budget - work) // forward._sequence_cost(d))
     rest = []
     if pairs is None and limit > 0:
-        rest = certified_residue(d, inputs(), residue(classes, limit), certified_by, semantics)
+        rest = certified_residue(d, inputs(), residue(classes + boxes, limit), certified_by,
+                                 semantics)
         work += len(rest) * forward._sequence_cost(d)  # (and _Model's tables and positions)
-    claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes) + len(rest)
+    claim = sum(rule.class_size(d, m, fixed, g) for _, m, fixed, g, _ in classes + boxes) + \
+        len(rest)
     hints = {"classes": [[q, m, {"first": fixed} if type(fixed) is int else list(fixed), g, h]
                          for q, m, fixed, g, h in classes]}
+    if boxes:
+        hints["boxes"] = [[q, m, [list(x) for x in sets], h] for q, m, sets, _, h in boxes]
     if rest:
         hints["residue"] = rest
     line = trace.rule("family_gap", list(forward.inputs(d)), claim, hints)
-    return line, claim, {"classes": len(classes), "residue": len(rest), "checker_work": work,
+    return line, claim, {"classes": len(classes), "boxes": len(boxes), "residue": len(rest),
+                         "checker_work": work,
                          "merged": sum(type(c[2]) is int for c in classes),
                          "layers": d.family.n_layers}
