@@ -286,7 +286,56 @@ def family_gap_members(lines, dims: Dims) -> list:
     for q, m, s, g, *_ in hints["classes"]:
         fixed = s["first"] if isinstance(s, dict) else tuple(s)
         out += list(itertools.product(*gap_rule.slots(dims, q, m, fixed, g)))
+    for q, m, sets, *_ in hints.get("boxes", []):
+        box = gap_rule.Box(tuple(x) for x in sets)
+        out += list(itertools.product(*gap_rule.slots(dims, q, m, box, 0)))
     return out + [tuple(t) for t in hints.get("residue", [])]
+
+
+def audit_family_gap_boxes(fw, path: Path, tag: str, work: Path, tally) -> None:
+    """`--strategy family-gap:merge=always,boxes=on` (classes, box classes and a residue on
+    several layers): an accepted certificate's every counted sequence must be correct by the
+    256-bit oracle, its count must equal its claim, and its claim + 1 must be refused."""
+    name = "family-gap boxes"
+    try:
+        lines, _ = generate(str(path), "family-gap:merge=always,boxes=on", float_shadow=False)
+    except NotApplicable:
+        tally.certificates[name, "not applicable"] += 1
+        return
+    except Exception as err:  # noqa: BLE001 -- a generator crash is a finding
+        tally.certificates[name, "generator error"] += 1
+        tally.generator_errors.append(f"{tag} {name}: {type(err).__name__}: {err}"[:300])
+        return
+    cert = work / f"{tag}.family-gap-boxes.jsonl"
+    cert.write_text("\n".join(lines) + "\n")
+    try:
+        report = fuzz_audit.check_both(cert, path, tally, f"{tag} {name}")
+    except (Rejected, Malformed) as err:
+        tally.certificates[name, type(err).__name__.lower()] += 1
+        tally.generator_errors.append(f"{tag} {name}: checker refused: {err}"[:300])
+        return
+    tally.certificates[name, "accepted"] += 1
+    claim = report.facts.correct
+    tally.claimed += claim
+    seqs = family_gap_members(lines, fw.dims)
+    if len(seqs) != claim or len(set(seqs)) != len(seqs):
+        tally.false_theorems.append(f"{tag} {name}: claims {claim}, counts {len(seqs)} "
+                                    f"({len(set(seqs))} distinct)")
+    verdicts = verdicts_of(fw)
+    tally.sequences_rechecked += len(seqs)
+    for t in seqs:
+        if verdicts[tuple(t)] != "correct":
+            tally.false_theorems.append(f"{tag} {name}: counts {tuple(t)}, "
+                                        f"{verdicts[tuple(t)]}")
+    objs = [json.loads(x) for x in lines]
+    i = next(n for n, o in enumerate(objs) if o.get("kind") == "rule")
+    cert.write_text("\n".join(fuzz_audit._dump(objs, i, dict(objs[i], claim=claim + 1))) + "\n")
+    tally.mutants["boxes claim+1"] += 1
+    try:
+        fuzz_audit.check_both(cert, path, tally, f"{tag} {name} mutant claim+1")
+    except (Rejected, Malformed):
+        return
+    tally.false_theorems.append(f"{tag} {name}: mutant claim+1 accepted")
 
 
 def audit_float32_family_gap(fw, path: Path, tag: str, work: Path, tally) -> None:
@@ -445,6 +494,8 @@ def run(models: int, seed: int, progress: bool = False,
             tag = f"s{seed}_{n}_L{f.n_layers}{'g' if f.gated_mlp else ''}_{variant}"
             try:
                 audit_model(fw, tag, Path(tmp), tally, rng)
+                if f.n_layers > 1:  # family_gap's box classes on several layers
+                    audit_family_gap_boxes(fw, Path(tmp) / f"{tag}.pt", tag, Path(tmp), tally)
                 if float32:
                     audit_float32_family_gap(fw, Path(tmp) / f"{tag}.pt", tag, Path(tmp), tally)
             except ArithmeticError as err:  # the CLI's "internal error" (fail closed): a finding

@@ -78,7 +78,8 @@ def test_deep_and_gated_slice_has_no_false_theorem():
 def test_deep_float32_family_gap_slice_has_no_false_theorem():
     """Issue 23: random deep models, family-gap under --semantics float32 (classes by
     overwhelm_deep_float32, residue by the float32 forward pass): every counted sequence
-    correct in a float32 execution, claim + 1 refused (benchmarks/fuzz_deep.py --float32)."""
+    correct in a float32 execution, claim + 1 refused (benchmarks/fuzz_deep.py --float32);
+    and family-gap with box classes: every counted sequence correct by the 256-bit oracle."""
     import fuzz_deep
 
     tally = fuzz_deep.run(models=4, seed=31, float32=True)
@@ -87,6 +88,8 @@ def test_deep_float32_family_gap_slice_has_no_false_theorem():
     assert s["generator_errors"] == 0, tally.generator_errors
     assert s["certificates"].get("family-gap float32:accepted", 0) > 0, s
     assert s["mutants"].get("float32 claim+1", 0) > 0, s
+    assert s["certificates"].get("family-gap boxes:accepted", 0) > 0, s  # box classes too
+    assert s["mutants"].get("boxes claim+1", 0) > 0, s
 
 
 def test_deep_overwhelm_slice_has_no_false_theorem():
