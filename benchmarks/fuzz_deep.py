@@ -292,13 +292,13 @@ def family_gap_members(lines, dims: Dims) -> list:
     return out + [tuple(t) for t in hints.get("residue", [])]
 
 
-def audit_family_gap_boxes(fw, path: Path, tag: str, work: Path, tally) -> None:
-    """`--strategy family-gap:merge=always,boxes=on` (classes, box classes and a residue on
-    several layers): an accepted certificate's every counted sequence must be correct by the
-    256-bit oracle, its count must equal its claim, and its claim + 1 must be refused."""
-    name = "family-gap boxes"
+def audit_family_gap_variant(fw, path: Path, tag: str, work: Path, tally, name: str,
+                             strategy: str, semantics: str, check, wrong) -> None:
+    """Certify with `strategy` under `semantics` and check with `check(cert, what)`; an
+    accepted certificate's counted sequences (family_gap_members) must be distinct and as
+    many as its claim, `wrong(seqs)` must name none of them, and its claim + 1 is refused."""
     try:
-        lines, _ = generate(str(path), "family-gap:merge=always,boxes=on", float_shadow=False)
+        lines, _ = generate(str(path), strategy, float_shadow=False, semantics=semantics)
     except NotApplicable:
         tally.certificates[name, "not applicable"] += 1
         return
@@ -306,10 +306,10 @@ def audit_family_gap_boxes(fw, path: Path, tag: str, work: Path, tally) -> None:
         tally.certificates[name, "generator error"] += 1
         tally.generator_errors.append(f"{tag} {name}: {type(err).__name__}: {err}"[:300])
         return
-    cert = work / f"{tag}.family-gap-boxes.jsonl"
+    cert = work / f"{tag}.{name.replace(' ', '-')}.jsonl"
     cert.write_text("\n".join(lines) + "\n")
     try:
-        report = fuzz_audit.check_both(cert, path, tally, f"{tag} {name}")
+        report = check(cert, f"{tag} {name}")
     except (Rejected, Malformed) as err:
         tally.certificates[name, type(err).__name__.lower()] += 1
         tally.generator_errors.append(f"{tag} {name}: checker refused: {err}"[:300])
@@ -321,68 +321,53 @@ def audit_family_gap_boxes(fw, path: Path, tag: str, work: Path, tally) -> None:
     if len(seqs) != claim or len(set(seqs)) != len(seqs):
         tally.false_theorems.append(f"{tag} {name}: claims {claim}, counts {len(seqs)} "
                                     f"({len(set(seqs))} distinct)")
-    verdicts = verdicts_of(fw)
     tally.sequences_rechecked += len(seqs)
-    for t in seqs:
-        if verdicts[tuple(t)] != "correct":
-            tally.false_theorems.append(f"{tag} {name}: counts {tuple(t)}, "
-                                        f"{verdicts[tuple(t)]}")
+    for t, why in wrong(seqs):
+        tally.false_theorems.append(f"{tag} {name}: counts {t}, {why}")
     objs = [json.loads(x) for x in lines]
     i = next(n for n, o in enumerate(objs) if o.get("kind") == "rule")
     cert.write_text("\n".join(fuzz_audit._dump(objs, i, dict(objs[i], claim=claim + 1))) + "\n")
-    tally.mutants["boxes claim+1"] += 1
+    tally.mutants[f"{name.split()[-1]} claim+1"] += 1
     try:
-        fuzz_audit.check_both(cert, path, tally, f"{tag} {name} mutant claim+1")
+        check(cert, f"{tag} {name} mutant claim+1")
     except (Rejected, Malformed):
         return
     tally.false_theorems.append(f"{tag} {name}: mutant claim+1 accepted")
+
+
+def audit_family_gap_boxes(fw, path: Path, tag: str, work: Path, tally) -> None:
+    """`--strategy family-gap:merge=always,boxes=on` (classes, box classes and a residue on
+    several layers), checked by both back-ends: every counted sequence correct by the 256-bit
+    oracle."""
+    def wrong(seqs):
+        verdicts = verdicts_of(fw)
+        return [(t, verdicts[t]) for t in map(tuple, seqs) if verdicts[t] != "correct"]
+
+    audit_family_gap_variant(fw, path, tag, work, tally, "family-gap boxes",
+                             "family-gap:merge=always,boxes=on", "real",
+                             lambda cert, what: fuzz_audit.check_both(cert, path, tally, what),
+                             wrong)
 
 
 def audit_float32_family_gap(fw, path: Path, tag: str, work: Path, tally) -> None:
-    """`gen-cert --strategy family-gap --semantics float32`: an accepted certificate's every
-    counted sequence must have output max(t), strictly, in a float32 execution (torch), and
-    its claim + 1 must be refused."""
-    name = "family-gap float32"
-    try:
-        lines, _ = generate(str(path), "family-gap", float_shadow=False, semantics="float32")
-    except NotApplicable:
-        tally.certificates[name, "not applicable"] += 1
-        return
-    except Exception as err:  # noqa: BLE001 -- a generator crash is a finding
-        tally.certificates[name, "generator error"] += 1
-        tally.generator_errors.append(f"{tag} {name}: {type(err).__name__}: {err}"[:300])
-        return
-    cert = work / f"{tag}.family-gap-f32.jsonl"
-    cert.write_text("\n".join(lines) + "\n")
-    try:
-        report = check_file(str(cert), Limits(), str(path), jobs=1, arith=arith.MPMATH)
-    except (Rejected, Malformed) as err:
-        tally.certificates[name, type(err).__name__.lower()] += 1
-        tally.generator_errors.append(f"{tag} {name}: checker refused: {err}"[:300])
-        return
-    tally.certificates[name, "accepted"] += 1
-    claim = report.facts.correct
-    tally.claimed += claim
-    seqs = np.array(family_gap_members(lines, fw.dims), dtype=np.int64).reshape(-1, fw.dims.n_ctx)
-    if len(seqs) != claim:
-        tally.false_theorems.append(f"{tag} {name}: claims {claim}, counts {len(seqs)}")
-    if len(seqs):
-        logits = float32_logits(fw, seqs)
-        top, rows = seqs.max(axis=1), np.arange(len(seqs))
+    """`gen-cert --strategy family-gap --semantics float32`, checked with mpmath (a float32
+    theorem's arithmetic): every counted sequence has output max(t), strictly, in a float32
+    execution (torch)."""
+    def wrong(seqs):
+        if not seqs:
+            return []
+        tokens = np.array(seqs, dtype=np.int64).reshape(-1, fw.dims.n_ctx)
+        logits = float32_logits(fw, tokens)
+        top, rows = tokens.max(axis=1), np.arange(len(tokens))
         best = logits[rows, top].copy()
         logits[rows, top] = -np.inf
-        for t in seqs[~(logits.max(axis=1) < best)]:
-            tally.false_theorems.append(f"{tag} {name}: counts {tuple(t)}, wrong in float32")
-        tally.sequences_rechecked += len(seqs)
-    objs = [json.loads(x) for x in lines]
-    i = next(n for n, o in enumerate(objs) if o.get("kind") == "rule")
-    cert.write_text("\n".join(fuzz_audit._dump(objs, i, dict(objs[i], claim=claim + 1))) + "\n")
-    tally.mutants["float32 claim+1"] += 1
-    try:
-        check_file(str(cert), Limits(), str(path), jobs=1, arith=arith.MPMATH)
-    except (Rejected, Malformed):
-        return
-    tally.false_theorems.append(f"{tag} {name}: mutant claim+1 accepted")
+        return [(tuple(t), "wrong in float32") for t in tokens[~(logits.max(axis=1) < best)]]
+
+    audit_family_gap_variant(fw, path, tag, work, tally, "family-gap float32", "family-gap",
+                             "float32",
+                             lambda cert, what: check_file(str(cert), Limits(), str(path),
+                                                           jobs=1, arith=arith.MPMATH),
+                             wrong)
 
 
 # ---- overwhelm claims on deep models (rule overwhelm_family on several layers) ------------------

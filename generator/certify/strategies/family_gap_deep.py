@@ -161,14 +161,13 @@ def float32_confirmed(weights, dims, mats: dict, classes: list, extra_gaps: int 
     return kept
 
 
-def confirmed(dims, mats: dict, classes: list, semantics: str = "real") -> list:
-    """The classes the checker's own code (overwhelm_deep, or overwhelm_deep_float32 under
-    the float32 semantics, on the class's product set) confirms on the recorded inputs
-    `mats` (family_gap.checker_inputs)."""
+def confirmed(dims, mats: dict, classes: list) -> list:
+    """The classes the checker's own code (overwhelm_deep on the class's product set)
+    confirms on the recorded inputs `mats` (family_gap.checker_inputs); float32:
+    float32_confirmed."""
     from checker.errors import Malformed, Rejected
-    from checker.rules import overwhelm_deep, overwhelm_deep_float32
+    from checker.rules.overwhelm_deep import check as prove
 
-    prove = overwhelm_deep_float32.check if semantics == "float32" else overwhelm_deep.check
     d, kept = dims, []
     for q, m, fixed, g, hint in classes:
         claim = ProductClaim(rule.slots(d, q, m, fixed, g), m)
