@@ -35,11 +35,15 @@ from .overwhelm_family import _upper_ratio
 from .overwhelm_family_arb import (
     FILTER_HIGH,
     IntMatrix,
+    column_entries,
     confirmed_directions,
     filter_below,
     form_product,
     raw_dot,
 )
+
+
+ZERO = (fzero, fzero)  # the raw interval [0, 0]
 
 
 class _Fallback(Exception):
@@ -144,11 +148,11 @@ class BulkSteps:
         if hidden:
             # t.matmul([hidden], ·) twice on one integer form of the row (the same values)
             h_int = IntMatrix([hidden])
-            out = form_product(h_int, t.integers(fun.w_out_c), False, t.tick)[0]
-            final = [mpi_add(mpi_add(a, b._mpi_, prec), c._mpi_, prec)
+            out = form_product(h_int, t.integers(fun.w_out_c), False, t.tick, raw=True)[0]
+            final = [mpi_add(mpi_add(a, b, prec), c._mpi_, prec)
                      for a, b, c in zip(r_box, out, fun.b_out_c)]
-            out_g = form_product(h_int, t.integers(fun.out_g), False, t.tick)[0]
-            mlp_g = [mpi_add(a._mpi_, b._mpi_, prec) for a, b in zip(out_g, fun.b_out_g)]
+            out_g = form_product(h_int, t.integers(fun.out_g), False, t.tick, raw=True)[0]
+            mlp_g = [mpi_add(a, b._mpi_, prec) for a, b in zip(out_g, fun.b_out_g)]
         sigma = iv.mpf(1)._mpi_
         if self.centre:
             e, low = self._direction(1, hidden)
@@ -192,11 +196,14 @@ class BulkSteps:
         if hidden is not None:  # the check's mlp_dot(e)
             extra = iv.mpf(0)._mpi_
             if hidden:
-                # t.matmul(c(W_out), [[iv.mpf(x)] for x in e]) on e's integer column
-                col = form_product(self.t.integers(self.fun.w_out_c), e_int, False,
-                                   self.t.tick)
-                extra = mpi_add(raw_dot([h._mpi_ for h in hidden], [c[0]._mpi_ for c in col],
-                                        prec),
+                # dot(hidden, t.matmul(c(W_out), [[iv.mpf(x)] for x in e])) on e's integer
+                # column, its terms at hidden units of exactly 0 left out: 0·y is the raw 0,
+                # and adding it to a sum already rounded at prec changes no bit
+                h_raw = [h._mpi_ for h in hidden]
+                live = [k for k, h in enumerate(h_raw) if h != ZERO]
+                col = column_entries(self.t.integers(self.fun.w_out_c), e_int, live)
+                self.t.tick()
+                extra = mpi_add(raw_dot([h_raw[k] for k in live], col, prec),
                                 raw_dot([b._mpi_ for b in self.fun.b_out_c], e_raw, prec), prec)
             total = mpi_add(total, extra, prec)
         return e, iv.make_mpf((total[0], total[0]))

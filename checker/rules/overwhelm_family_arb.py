@@ -44,13 +44,14 @@ from itertools import repeat
 from operator import add, itemgetter, mul
 
 from mpmath import iv
-from mpmath.libmp import from_int, fzero
+from mpmath.libmp import from_int, from_man_exp, fzero, round_ceiling, round_floor
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_sub, mpi_zero
 
 from ..arith import mp
 from ..arith.arb import flint_module
 from ..elementary import sqrt_interval
 from ..errors import Malformed
+from .. import numbers
 from ..numbers import exp_interval
 from . import forward_model
 from .overwhelm_family_bounds import AtQuery, Head, Tables, alphabet, centred
@@ -92,13 +93,25 @@ def _ints(m) -> list:
     return [[int(x) for x in row] for row in m.tolist()]
 
 
-def _round_rows(table, exponent: int, tick) -> list:
-    """Integer endpoint rows (lo, hi) at 2^exponent as intervals, rounded outward once."""
+def _round_rows(table, exponent: int, tick, raw: bool = False) -> list:
+    """Integer endpoint rows (lo, hi) at 2^exponent as intervals, rounded outward once (raw:
+    as mpmath raw pairs, the same numbers without the interval objects)."""
     out = []
     for x_lo, x_hi in zip(*table):
         tick()
-        out.append([mp._from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
+        if raw:
+            out.append([raw_from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
+        else:
+            out.append([mp._from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
     return out
+
+
+def raw_from_integers(lo: int, hi: int, exponent: int) -> tuple:
+    """mp._from_integers(lo, hi, exponent)._mpi_: [lo·2^E, hi·2^E] rounded outward at the
+    working precision, as a raw pair."""
+    prec = numbers.WORKING_PRECISION
+    return (from_man_exp(lo, exponent, prec, round_floor),
+            from_man_exp(hi, exponent, prec, round_ceiling))
 
 
 def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim) -> list:
@@ -299,14 +312,15 @@ class BatchedTables(Tables):
         return form_product(self.integers(a), self.integers(b_rows), True, self.tick)
 
 
-def form_product(a, b, b_transposed: bool, tick) -> list:
+def form_product(a, b, b_transposed: bool, tick, raw: bool = False) -> list:
     """mp.matmul's value of a·b (a·bᵀ if b_transposed) on integer forms (IntMatrix): the exact
     sums Σ_k min / max of the endpoint products, rounded outward once at 2^(E_a + E_b).
     When a or b has only point entries those sums are integer matrix products (fmpz_mat,
     exact; module docstring: lo = A_lo·B⁺ + A_hi·B⁻, hi = A_hi·B⁺ + A_lo·B⁻, or
     lo = A⁺·B_lo + A⁻·B_hi, hi = A⁺·B_hi + A⁻·B_lo for a point A): the same integers, so the
     same values; for a one-row a, by the signs of its entries (row_product: the same
-    integers again).  Otherwise mp.int_matmul's loop."""
+    integers again).  Otherwise mp.int_matmul's loop.  raw: the values as raw pairs (the
+    fmpz paths only)."""
     exponent = a.exp + b.exp
     if b.is_point() or a.is_point():
         bt = (lambda name: b.fmpz(name).transpose()) if b_transposed else b.fmpz
@@ -317,10 +331,23 @@ def form_product(a, b, b_transposed: bool, tick) -> list:
         else:
             pos, neg = a.fmpz("pos"), a.fmpz("neg")
             lo, hi = pos * bt("lo") + neg * bt("hi"), pos * bt("hi") + neg * bt("lo")
-        return _round_rows((_ints(lo), _ints(hi)), exponent, tick)
+        return _round_rows((_ints(lo), _ints(hi)), exponent, tick, raw)
     if len(a.lo) == 1:  # one row: by the signs of its entries (row_product)
-        return _round_rows(row_product(a, b, b_transposed), exponent, tick)
+        return _round_rows(row_product(a, b, b_transposed), exponent, tick, raw)
+    if raw:
+        raise ValueError("form_product: raw values only on the integer-product paths")
     return int_matmul(a.rows(), b.rows() if b_transposed else b.cols(), tick)
+
+
+def column_entries(a, e_int, rows: list) -> list:
+    """form_product(a, e_int, False, ·, raw=True)'s entries at `rows` for a point column e_int
+    (IntMatrix.point_column): the same exact sums lo = A_lo·e⁺ + A_hi·e⁻, hi = A_hi·e⁺ + A_lo·e⁻,
+    each rounded outward once, only where read."""
+    pos, neg = e_int.fmpz("pos"), e_int.fmpz("neg")
+    lo = (a.fmpz("lo") * pos + a.fmpz("hi") * neg).entries()
+    hi = (a.fmpz("hi") * pos + a.fmpz("lo") * neg).entries()
+    exponent = a.exp + e_int.exp
+    return [raw_from_integers(int(lo[k]), int(hi[k]), exponent) for k in rows]
 
 
 def row_product(a, b, b_transposed: bool):
