@@ -6,7 +6,9 @@ family_gap check speed"): the new integer-form paths give the reference's values
 - row_getter(rows)(ys) is the entries of ys at rows, in order (the consecutive-rows slice and
   the general case);
 - family_gap_bulk.raw_float(x) is mpmath's from_float(x) for every binary64 (±0, subnormals,
-  integers above 2^53, ±inf, NaN).
+  integers above 2^53, ±inf, NaN);
+- negated_floats is filter_float on each −n·2^E (the direction filter's column);
+- the one pass's c(W_out)·e without its terms at hidden units of 0 is the reference's value.
 """
 
 from __future__ import annotations
@@ -127,3 +129,22 @@ def test_direction_lower_bound_is_the_reference(name):
             compared += 1
             with_zeros += any(h.a == 0 and h.b == 0 for h in hidden)
     assert compared >= 5 and with_zeros >= 1, (compared, with_zeros)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.one_of(st.integers(-2 ** 100, 2 ** 100), st.sampled_from([0, 1, -1, 2 ** 1100])),
+                min_size=1, max_size=6),
+       st.one_of(st.integers(-1300, 1100), st.sampled_from([-1075, -1074, -1000, -1052, 500, 470])))
+def test_negated_floats_are_filter_floats(ns, exponent):
+    """confirmed_directions' column: negated_floats(ns, E) is [filter_float(−n·2^E)] with its
+    sign (None when one is None: out of range, overflowing, or a nonzero n whose float
+    underflows to 0)."""
+    from checker.rules.overwhelm_family_arb import filter_float, negated_floats
+
+    want = [filter_float((0, -n, exponent, 0)) if n <= 0 else filter_float((1, n, exponent, 0))
+            for n in ns]
+    want = None if None in want else want
+    got = negated_floats(ns, exponent)
+    assert got == want
+    if got is not None:
+        assert [math.copysign(1.0, y) for y in got] == [math.copysign(1.0, y) for y in want]

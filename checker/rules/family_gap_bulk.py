@@ -42,7 +42,6 @@ from .overwhelm_family_arb import (
     raw_dot,
 )
 
-
 ZERO = (fzero, fzero)  # the raw interval [0, 0]
 
 

@@ -47,11 +47,11 @@ from mpmath import iv
 from mpmath.libmp import from_int, from_man_exp, fzero, round_ceiling, round_floor
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_sub, mpi_zero
 
+from .. import numbers
 from ..arith import mp
 from ..arith.arb import flint_module
 from ..elementary import sqrt_interval
 from ..errors import Malformed
-from .. import numbers
 from ..numbers import exp_interval
 from . import forward_model
 from .overwhelm_family_bounds import AtQuery, Head, Tables, alphabet, centred
@@ -699,6 +699,22 @@ def filter_below(fast, column, lam: float) -> bool:
     return math.isfinite(total) and total + err < 0.0
 
 
+def negated_floats(ns, exponent: int):
+    """[filter_float of −n·2^exponent for n in ns] (upper(−y) = −y_lo), or None if one is
+    None: each −n·2^E is float(−n) (correctly rounded) scaled by 2^E (exact in the normal
+    range), as filter_float's math.ldexp(man, exp) with its sign; 0 for n = 0 (its man 0
+    case); out of [FILTER_LOW, FILTER_HIGH] in magnitude, or overflowing: None.  O(len(ns))."""
+    ints = [int(n) for n in ns]
+    try:
+        ys = [math.ldexp(-n, exponent) for n in ints]
+    except OverflowError:
+        return None
+    for n, y in zip(ints, ys):  # (n != 0 whose float underflows to 0: refused, as there)
+        if n and not FILTER_LOW <= abs(y) <= FILTER_HIGH:
+            return None
+    return ys
+
+
 def confirmed_directions(query, e: list, which: int, e_int=None) -> tuple:
     """The heads j whose direction bound Lemma R's binary64 filter confirms on the exact
     product VO_j·e: its lower ends y_lo = VO_lo·e⁺ + VO_hi·e⁻ (fmpz_mat, exact), each rounded
@@ -720,10 +736,8 @@ def confirmed_directions(query, e: list, which: int, e_int=None) -> tuple:
             continue
         vo = query.t.integers(query.t.vo[j])
         y_lo = vo.fmpz("lo") * e_int.fmpz("pos") + vo.fmpz("hi") * e_int.fmpz("neg")
-        exponent = vo.exp + e_int.exp
-        ys = [filter_float((0, -n, exponent, 0)) if n <= 0 else
-              filter_float((1, n, exponent, 0)) for n in map(int, y_lo.entries())]
-        if None in ys:  # upper(−y) = −y_lo above (a zero: filter_float's man 0 case)
+        ys = negated_floats(y_lo.entries(), vo.exp + e_int.exp)
+        if ys is None:
             continue
         if filter_below(head.fast, (ys, max(map(abs, ys), default=0.0)), -lam):
             out.append(j)
