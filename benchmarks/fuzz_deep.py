@@ -350,9 +350,9 @@ def audit_family_gap_boxes(fw, path: Path, tag: str, work: Path, tally) -> None:
 
 
 def audit_float32_family_gap(fw, path: Path, tag: str, work: Path, tally) -> None:
-    """`gen-cert --strategy family-gap --semantics float32`, checked with mpmath (a float32
-    theorem's arithmetic): every counted sequence has output max(t), strictly, in a float32
-    execution (torch)."""
+    """`gen-cert --strategy family-gap:merge=always,boxes=on --semantics float32`, checked with
+    mpmath (a float32 theorem's arithmetic): every counted sequence (classes, box classes,
+    residue) has output max(t), strictly, in a float32 execution (torch)."""
     def wrong(seqs):
         if not seqs:
             return []
@@ -363,8 +363,8 @@ def audit_float32_family_gap(fw, path: Path, tag: str, work: Path, tally) -> Non
         logits[rows, top] = -np.inf
         return [(tuple(t), "wrong in float32") for t in tokens[~(logits.max(axis=1) < best)]]
 
-    audit_family_gap_variant(fw, path, tag, work, tally, "family-gap float32", "family-gap",
-                             "float32",
+    audit_family_gap_variant(fw, path, tag, work, tally, "family-gap float32",
+                             "family-gap:merge=always,boxes=on", "float32",
                              lambda cert, what: check_file(str(cert), Limits(), str(path),
                                                            jobs=1, arith=arith.MPMATH),
                              wrong)

@@ -6,6 +6,8 @@ several layers, float32; checker/rules/family_gap_deep.py with overwhelm_deep_fl
   accepted float32 certificate counts (its classes' and its residue's) outputs max(t),
   strictly, in five float32 evaluation orders (test_float32_overwhelm_deep's torch and numpy
   passes); the float32 claim is at most the real one.
+- Box classes (boxes=on): the same enumeration over classes, boxes and residue, and claim + 1
+  refused.
 - Mutants: the real certificate relabelled float32 is rejected (its tight real hints do not
   cover the float32 widenings), an inflated float32 claim is rejected, and a float32 class
   whose hints lose their float32 slack is rejected.
@@ -23,7 +25,7 @@ from test_family_gap_deep import FAMILIES, model
 from test_float32_family_gap import relabelled
 from test_float32_overwhelm_deep import deep_float32_evaluations
 
-from checker.errors import Rejected
+from checker.errors import Malformed, Rejected
 from checker.rules import family_gap as rule
 from generator.certify.strategies import family_gap as strategy
 from generator.certify.trace import Trace
@@ -32,9 +34,9 @@ TRAINED = [n for n in FAMILIES if n != "bad"]
 
 
 @functools.cache
-def lines_of(name: str, semantics: str) -> tuple:
+def lines_of(name: str, semantics: str, extra: str = "") -> tuple:
     trace = Trace(model(name), float_shadow=False)
-    options = strategy.Options.parse("family-gap:merge=always,confirm=off")
+    options = strategy.Options.parse("family-gap:merge=always,confirm=off" + extra)
     by, claim, _ = strategy.certify(trace, options=options, semantics=semantics)
     return tuple(relabelled(list(trace.lines(options.name(), by, claim, {}, {})), semantics))
 
@@ -44,6 +46,9 @@ def counted(dims, lines) -> np.ndarray:
     for q, m, s, g, _ in hints["classes"]:
         fixed = s["first"] if isinstance(s, dict) else tuple(s)
         seqs += list(itertools.product(*rule.slots(dims, q, m, fixed, g)))
+    for q, m, sets, _ in hints.get("boxes", []):
+        box = rule.Box(tuple(tuple(x) for x in sets))
+        seqs += list(itertools.product(*rule.slots(dims, q, m, box, 0)))
     seqs += [tuple(t) for t in hints.get("residue", [])]
     assert len(set(seqs)) == len(seqs) == rule_line(lines)["claim"]
     return np.array(seqs, dtype=np.int64).reshape(-1, dims.n_ctx)
@@ -70,6 +75,22 @@ def test_every_counted_sequence_is_float32_correct(name):
     assert len(rule_line(lines)["hints"]["classes"]) > 0  # classes, not only a residue
     assert float32_correct(w, seqs).all()
     assert len(seqs) <= rule_line(lines_of(name, "real"))["claim"]
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_float32_box_classes_count_only_float32_correct_sequences(name):
+    """boxes=on under float32 (generator: find_boxes, then float32_boxes re-proves each box
+    with a float32 slack): the certificate has box classes, the checker accepts it with the
+    float32 semantics, every sequence of its classes, boxes and residue is float32-correct in
+    every evaluation order, and claim + 1 is refused."""
+    w, lines = model(name), lines_of(name, "float32", ",boxes=on")
+    assert rule_line(lines)["hints"].get("boxes"), "no box class found"
+    report = replay(list(lines))
+    assert report.facts.semantics == "float32"
+    assert report.facts.correct == rule_line(lines)["claim"]
+    assert float32_correct(w, counted(w.dims, lines)).all()
+    with pytest.raises((Rejected, Malformed)):  # (Malformed: above all v^k sequences)
+        replay(mutate(lines, lambda obj: None, claim_delta=1))
 
 
 def _classes_only(lines) -> list:

@@ -5,9 +5,10 @@ overwhelm_deep (`overwhelm_deep.deep_margins`) over the class's product set
 (`ProductClaim`), the smallest proving gap by bisection (a smaller alphabet only shrinks
 every box); then, within the budget, a residue as on one layer (the sequences outside every
 class whose float64 margin is clear), kept only where the checker's own forward pass
-certifies them; with boxes=on (real semantics), box classes for the band a class's gap
-misses (`find_boxes`).  Options sample, min_size and jobs as on one
-layer (jobs is ignored here: the search is serial; a sampled certificate has no residue).
+certifies them; with boxes=on, box classes for the band a class's gap misses
+(`find_boxes`; under float32 each re-proved with a float32 slack, `float32_boxes`).
+Options sample, min_size and jobs as on one layer (jobs is ignored here: the search is
+serial; a sampled certificate has no residue).
 """
 
 from __future__ import annotations
@@ -110,54 +111,70 @@ def find_boxes(weights, dims, classes: list, min_size: int = 0, progress=False) 
     return kept
 
 
-def within(dims, boxes: list, room: int) -> list:
-    """The boxes with the most sequences per unit of checker work whose cost fits in room."""
+def within(dims, boxes: list, room: int, semantics: str = "real") -> list:
+    """The boxes with the most sequences per unit of checker work (of `semantics`) whose
+    cost fits in room."""
     from checker.rules import family_gap_deep
 
     ranked = sorted(boxes, key=lambda b: -rule.class_size(dims, b[1], b[2], 0)
-                    / max(1, family_gap_deep.cost(dims, [b])))
+                    / max(1, family_gap_deep.cost(dims, [b], semantics)))
     out = []
     for b in ranked:
-        c = family_gap_deep.cost(dims, [b])
+        c = family_gap_deep.cost(dims, [b], semantics)
         if c <= room:
             out.append(b)
             room -= c
     return sorted(out, key=lambda b: (b[0], b[1]))
 
 
-def float32_confirmed(weights, dims, mats: dict, classes: list, extra_gaps: int = 2,
-                      progress=False) -> list:
-    """semantics == float32: per class (from the real search), the float64 mirror's hints
-    with the float32 slacks (overwhelm_family.F32_SLACKS, each as `overwhelm_deep.margins`
-    takes it: a λ slack and box inflation of rel/100) at the real gap and up to extra_gaps
-    larger ones, each checked by the checker's overwhelm_deep_float32 on the class's product
-    set (untrusted use); the first that passes is kept, a class none proves is dropped."""
+def float32_hints(weights, dims, mats: dict, claim):
+    """The float64 mirror's hints for the ProductClaim `claim` with the first float32 slack
+    (overwhelm_family.F32_SLACKS, each as `overwhelm_deep.margins` takes it: a λ slack and
+    box inflation of rel/100) that the checker's overwhelm_deep_float32 confirms on the
+    recorded inputs `mats` (untrusted use), or None."""
     from checker.errors import Malformed, Rejected
     from checker.rules import overwhelm_deep_float32
 
     from .overwhelm_family import F32_SLACKS
 
+    for rel in F32_SLACKS:
+        margin = deep_margins(weights, claim, rel / 100, rel / 100)
+        if not np.isfinite(margin.worst) or margin.worst >= -TOL * margin.scale:
+            continue
+        try:
+            overwhelm_deep_float32.check(dims, mats, claim, margin.hints, lambda work: None)
+        except (Rejected, Malformed, ArithmeticError):
+            continue
+        return margin.hints
+    return None
+
+
+def float32_confirmed(weights, dims, mats: dict, classes: list, extra_gaps: int = 2,
+                      progress=False) -> list:
+    """semantics == float32: per class (from the real search), `float32_hints` at the real
+    gap and up to extra_gaps larger ones; the first gap that passes is kept, a class none
+    proves is dropped."""
     kept = []
     for q, m, fixed, g0, _ in progress_bar(classes, "family-gap float32 classes", progress):
         last = m if type(fixed) is int or len(fixed) < dims.n_ctx - 1 else g0
-        found = None
         for g in range(g0, min(last, g0 + extra_gaps) + 1):
-            claim = ProductClaim(rule.slots(dims, q, m, fixed, g), m)
-            for rel in F32_SLACKS:
-                margin = deep_margins(weights, claim, rel / 100, rel / 100)
-                if not np.isfinite(margin.worst) or margin.worst >= -TOL * margin.scale:
-                    continue
-                try:
-                    overwhelm_deep_float32.check(dims, mats, claim, margin.hints,
-                                                 lambda work: None)
-                except (Rejected, Malformed, ArithmeticError):
-                    continue
-                found = (q, m, fixed, g, margin.hints)
+            hints = float32_hints(weights, dims, mats,
+                                  ProductClaim(rule.slots(dims, q, m, fixed, g), m))
+            if hints is not None:
+                kept.append((q, m, fixed, g, hints))
                 break
-            if found is not None:
-                break
-        if found is not None:
-            kept.append(found)
+    return kept
+
+
+def float32_boxes(weights, dims, mats: dict, boxes: list, progress=False) -> list:
+    """semantics == float32: the boxes (from find_boxes on the float32 classes) that
+    `float32_hints` proves over their product sets, with those hints; the others dropped."""
+    kept = []
+    for q, m, box, g, _ in progress_bar(boxes, "family-gap float32 boxes", progress):
+        hints = float32_hints(weights, dims, mats, ProductClaim(rule.slots(dims, q, m, box, 0),
+                                                                m))
+        if hints is not None:
+            kept.append((q, m, box, g, hints))
     return kept
 
 
@@ -202,9 +219,8 @@ def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: i
     from . import NotApplicable
 
     d = trace.dims
-    if options.hints != "f64" or (options.boxes != "off" and semantics != "real"):
-        raise NotApplicable("family-gap on several layers: hints=f64 only, and box classes "
-                            "under the real semantics only")
+    if options.hints != "f64":
+        raise NotApplicable("family-gap on several layers: hints=f64 only")
     classes = find_classes(trace.weights, d, keys, options.merge, options.min_size, pairs,
                            progress)
     from checker.rules import family_gap_deep, forward
@@ -219,11 +235,13 @@ def certify(trace, options, keys: list, pairs, inputs, residue, residue_limit: i
                             f"operations in the checker (over the budget {options.budget:.0e})")
     boxes = []
     if options.boxes == "on":
-        boxes = within(d, find_boxes(trace.weights, d, classes, options.min_size, progress),
-                       options.budget - work)
-        if options.confirm == "on":
+        found = find_boxes(trace.weights, d, classes, options.min_size, progress)
+        if semantics == "float32":  # each box's hints re-found with a float32 slack
+            found = float32_boxes(trace.weights, d, inputs(), found, progress)
+        boxes = within(d, found, options.budget - work, semantics)
+        if options.confirm == "on" and semantics == "real":
             boxes = confirmed(d, inputs(), boxes)
-        work += family_gap_deep.cost(d, boxes)
+        work += family_gap_deep.cost(d, boxes, semantics)
     limit = min(residue_limit, (options.budget - work) // forward._sequence_cost(d))
     rest = []
     if pairs is None and limit > 0:
