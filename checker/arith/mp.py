@@ -166,9 +166,14 @@ def _dyadic(x):
 
 def _from_integers(lo: int, hi: int, exponent: int):
     """The interval [lo·2^E, hi·2^E] rounded outward to the working precision."""
+    return iv.make_mpf(raw_from_integers(lo, hi, exponent))
+
+
+def raw_from_integers(lo: int, hi: int, exponent: int) -> tuple:
+    """_from_integers' raw mpmath pair (lo, hi ends), without the interval object."""
     prec = numbers.WORKING_PRECISION
-    return iv.make_mpf((from_man_exp(lo, exponent, prec, round_floor),
-                        from_man_exp(hi, exponent, prec, round_ceiling)))
+    return (from_man_exp(lo, exponent, prec, round_floor),
+            from_man_exp(hi, exponent, prec, round_ceiling))
 
 
 MPMATH = MpmathArithmetic()

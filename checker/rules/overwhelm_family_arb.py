@@ -44,10 +44,9 @@ from itertools import repeat
 from operator import add, itemgetter, mul
 
 from mpmath import iv
-from mpmath.libmp import from_int, from_man_exp, fzero, round_ceiling, round_floor
+from mpmath.libmp import from_int, fzero
 from mpmath.libmp.libmpi import mpi_abs, mpi_add, mpi_div, mpi_mul, mpi_sub, mpi_zero
 
-from .. import numbers
 from ..arith import mp
 from ..arith.arb import flint_module
 from ..elementary import sqrt_interval
@@ -96,22 +95,11 @@ def _ints(m) -> list:
 def _round_rows(table, exponent: int, tick, raw: bool = False) -> list:
     """Integer endpoint rows (lo, hi) at 2^exponent as intervals, rounded outward once (raw:
     as mpmath raw pairs, the same numbers without the interval objects)."""
-    out = []
+    out, make = [], mp.raw_from_integers if raw else mp._from_integers
     for x_lo, x_hi in zip(*table):
         tick()
-        if raw:
-            out.append([raw_from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
-        else:
-            out.append([mp._from_integers(a, b, exponent) for a, b in zip(x_lo, x_hi)])
+        out.append([make(a, b, exponent) for a, b in zip(x_lo, x_hi)])
     return out
-
-
-def raw_from_integers(lo: int, hi: int, exponent: int) -> tuple:
-    """mp._from_integers(lo, hi, exponent)._mpi_: [lo·2^E, hi·2^E] rounded outward at the
-    working precision, as a raw pair."""
-    prec = numbers.WORKING_PRECISION
-    return (from_man_exp(lo, exponent, prec, round_floor),
-            from_man_exp(hi, exponent, prec, round_ceiling))
 
 
 def exact_rotate(x_lo, x_hi, exponent, c_lo, c_hi, s_lo, s_hi, e_cs, rotary_dim) -> list:
@@ -325,9 +313,7 @@ def form_product(a, b, b_transposed: bool, tick, raw: bool = False) -> list:
     if b.is_point() or a.is_point():
         bt = (lambda name: b.fmpz(name).transpose()) if b_transposed else b.fmpz
         if b.is_point():
-            pos, neg = bt("pos"), bt("neg")
-            lo = a.fmpz("lo") * pos + a.fmpz("hi") * neg
-            hi = a.fmpz("hi") * pos + a.fmpz("lo") * neg
+            lo, hi = times_point(a, bt("pos"), bt("neg"))
         else:
             pos, neg = a.fmpz("pos"), a.fmpz("neg")
             lo, hi = pos * bt("lo") + neg * bt("hi"), pos * bt("hi") + neg * bt("lo")
@@ -339,15 +325,19 @@ def form_product(a, b, b_transposed: bool, tick, raw: bool = False) -> list:
     return int_matmul(a.rows(), b.rows() if b_transposed else b.cols(), tick)
 
 
+def times_point(a, pos, neg) -> tuple:
+    """The exact integer ends (lo, hi) of a·b for a point b given as b⁺ = pos, b⁻ = neg
+    (fmpz_mat): lo = A_lo·b⁺ + A_hi·b⁻, hi = A_hi·b⁺ + A_lo·b⁻."""
+    return a.fmpz("lo") * pos + a.fmpz("hi") * neg, a.fmpz("hi") * pos + a.fmpz("lo") * neg
+
+
 def column_entries(a, e_int, rows: list) -> list:
     """form_product(a, e_int, False, ·, raw=True)'s entries at `rows` for a point column e_int
-    (IntMatrix.point_column): the same exact sums lo = A_lo·e⁺ + A_hi·e⁻, hi = A_hi·e⁺ + A_lo·e⁻,
-    each rounded outward once, only where read."""
-    pos, neg = e_int.fmpz("pos"), e_int.fmpz("neg")
-    lo = (a.fmpz("lo") * pos + a.fmpz("hi") * neg).entries()
-    hi = (a.fmpz("hi") * pos + a.fmpz("lo") * neg).entries()
-    exponent = a.exp + e_int.exp
-    return [raw_from_integers(int(lo[k]), int(hi[k]), exponent) for k in rows]
+    (IntMatrix.point_column): the same exact sums (times_point), each rounded outward once,
+    only where read."""
+    lo, hi = times_point(a, e_int.fmpz("pos"), e_int.fmpz("neg"))
+    lo, hi, exponent = lo.entries(), hi.entries(), a.exp + e_int.exp
+    return [mp.raw_from_integers(int(lo[k]), int(hi[k]), exponent) for k in rows]
 
 
 def row_product(a, b, b_transposed: bool):
